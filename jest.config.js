@@ -1,0 +1,12 @@
+/** Jest runs the TypeScript sources through ts-jest against the backend picked in test-backend/. */
+/** @type {import('jest').Config} */
+module.exports = {
+  testEnvironment: 'node',
+  roots: ['<rootDir>/__tests__'],
+  testMatch: ['**/*.test.ts'],
+  transform: { '^.+\\.ts$': ['ts-jest', { tsconfig: 'tsconfig.json', diagnostics: { warnOnly: false } }] },
+  globalSetup: '<rootDir>/test-backend/jest-global-setup.ts',
+  globalTeardown: '<rootDir>/test-backend/jest-global-teardown.ts',
+  testTimeout: 30000,
+  maxWorkers: 2,
+};
