@@ -1,0 +1,83 @@
+/**
+ * Validation of call arguments, run before anything touches the database. An owner is only
+ * ever a bounded string and an id only ever a scalar cast to the schema's `_id` type, so
+ * neither can be interpreted as a query operator (no NoSQL injection).
+ */
+import { Types, type Schema, type SchemaType } from 'mongoose';
+import { InvalidLockArgumentError, InvalidLockOptionError } from './errors';
+import { describeValue, validateTtl } from './options';
+
+export const MAX_OWNER_LENGTH = 512;
+
+export function validateOwner(owner: unknown): string {
+  if (typeof owner !== 'string') {
+    throw new InvalidLockArgumentError('owner', `expected a non-empty string such as a session id, got ${describeValue(owner)}.`);
+  }
+  if (owner.length === 0) throw new InvalidLockArgumentError('owner', 'expected a non-empty string such as a session id, got an empty string.');
+  if (owner.length > MAX_OWNER_LENGTH) {
+    throw new InvalidLockArgumentError('owner', `expected at most ${MAX_OWNER_LENGTH} characters, got ${owner.length}.`);
+  }
+  return owner;
+}
+
+/** Scalars and BSON value classes a document `_id` may legitimately be. */
+function isScalarId(value: unknown): boolean {
+  if (typeof value === 'string') return value.length > 0;
+  if (typeof value === 'number') return Number.isFinite(value);
+  if (typeof value === 'bigint') return true;
+  return (
+    value instanceof Types.ObjectId ||
+    value instanceof Date ||
+    Buffer.isBuffer(value) ||
+    value instanceof Types.Buffer ||
+    value instanceof Types.UUID ||
+    value instanceof Types.Decimal128
+  );
+}
+
+export type IdCaster = (id: unknown) => unknown;
+
+/**
+ * Builds the caster for one schema's `_id`. Anything that is not a scalar (plain objects,
+ * arrays, documents, null) is refused before casting, and the cast result is checked again,
+ * because a Mixed `_id` would otherwise pass `{ $ne: null }` through unchanged.
+ */
+export function idCaster(schema: Schema): IdCaster {
+  const idPath = schema.path('_id') as SchemaType | undefined;
+  if (!idPath) {
+    throw new InvalidLockOptionError('(schema)', 'the schema has no _id (schema option `_id: false`); documents without an _id cannot be locked.');
+  }
+  return (id: unknown) => {
+    if (!isScalarId(id)) {
+      throw new InvalidLockArgumentError('id', `expected the document's _id (an ObjectId, string or number), got ${describeValue(id)}.`);
+    }
+    let cast: unknown;
+    try {
+      cast = idPath.cast(id, undefined, false);
+    } catch (error) {
+      throw new InvalidLockArgumentError('id', `${describeValue(id)} cannot be cast to this schema's _id type (${idPath.instance}).`);
+    }
+    if (!isScalarId(cast)) {
+      throw new InvalidLockArgumentError('id', `${describeValue(id)} does not cast to a scalar _id (${idPath.instance}).`);
+    }
+    return cast;
+  };
+}
+
+/** Per-call options of `Model.lock`. */
+export interface LockCallOptions {
+  /** Overrides the plugin's ttl for this acquisition, in milliseconds. */
+  ttl?: number;
+}
+
+export function validateLockCallOptions(options: unknown, defaultTtl: number): { ttl: number } {
+  if (options === undefined) return { ttl: defaultTtl };
+  if (options === null || typeof options !== 'object' || Array.isArray(options)) {
+    throw new InvalidLockOptionError('(lock options)', `expected an object such as { ttl: 30000 }, got ${describeValue(options)}.`);
+  }
+  for (const key of Object.keys(options)) {
+    if (key !== 'ttl') throw new InvalidLockOptionError(key, 'unknown option for Model.lock(). Known options: ttl.');
+  }
+  const { ttl } = options as { ttl?: unknown };
+  return { ttl: ttl === undefined ? defaultTtl : validateTtl(ttl) };
+}

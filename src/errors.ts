@@ -1,0 +1,136 @@
+/**
+ * Every error the plugin throws extends LockError and carries a stable `code`, so callers can
+ * branch on `err.code` (or `instanceof`) without parsing messages. Messages say what happened
+ * and what to do; none of them contains another owner's identity.
+ */
+
+export type LockErrorCode =
+  | 'LOCKED'
+  | 'LOCK_NOT_HELD'
+  | 'LOCK_EXPIRED'
+  | 'DOCUMENT_NOT_FOUND'
+  | 'INVALID_ARGUMENT'
+  | 'INVALID_OPTION';
+
+export class LockError extends Error {
+  readonly code: LockErrorCode;
+
+  constructor(code: LockErrorCode, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = new.target.name;
+    this.code = code;
+  }
+}
+
+/** Someone else holds an unexpired lock on the document. */
+export class LockedError extends LockError {
+  /** The locked document's `_id`. */
+  readonly documentId: unknown;
+  /** When the other owner's lock expires (server time), if known. */
+  readonly expiresAt: Date | undefined;
+
+  constructor(documentId: unknown, expiresAt: Date | undefined, detail = '') {
+    const until = expiresAt ? ` until ${expiresAt.toISOString()} unless its holder releases or renews it` : '';
+    super(
+      'LOCKED',
+      `Document ${describeId(documentId)} is locked by another owner${until}.${detail} ` +
+        'Try again later, or wait for the holder to release it.',
+    );
+    this.documentId = documentId;
+    this.expiresAt = expiresAt;
+  }
+}
+
+/** Why a lock the caller thought it held is not held. */
+export type LockLossReason =
+  /** The document instance never carried a lock (it was not returned by `Model.lock`). */
+  | 'not_locked'
+  /** The lock was released: by `unlock()`, `saveAndUnlock()`, `releaseAllFor()` or `forceUnlock()`. */
+  | 'released'
+  /** The lock expired and another acquisition (another owner, or a newer `lock()` call) took it. */
+  | 'taken_over'
+  /** The lock's TTL passed and nobody has taken it yet. */
+  | 'expired';
+
+/** The caller does not hold the lock it tried to use. */
+export class LockNotHeldError extends LockError {
+  readonly documentId: unknown;
+  readonly reason: LockLossReason;
+
+  constructor(documentId: unknown, reason: LockLossReason, message?: string, code: LockErrorCode = 'LOCK_NOT_HELD') {
+    super(code, message ?? LockNotHeldError.describe(documentId, reason));
+    this.documentId = documentId;
+    this.reason = reason;
+  }
+
+  private static describe(documentId: unknown, reason: LockLossReason): string {
+    const id = describeId(documentId);
+    switch (reason) {
+      case 'not_locked':
+        return `Document ${id} does not carry a lock: get it from Model.lock(id, owner) before saving or unlocking it.`;
+      case 'released':
+        return `The lock on document ${id} was already released; nothing was written. Lock it again to continue.`;
+      case 'taken_over':
+        return `The lock on document ${id} is no longer yours: it was taken over by a newer acquisition; nothing was written. Reload the document and lock it again.`;
+      case 'expired':
+        return `The lock on document ${id} expired; nothing was written. Lock it again (a longer ttl may help).`;
+    }
+  }
+}
+
+/** The lock's TTL passed (by the server's clock); nobody has taken it over yet. */
+export class LockExpiredError extends LockNotHeldError {
+  readonly expiredAt: Date | undefined;
+
+  constructor(documentId: unknown, expiredAt: Date | undefined) {
+    const when = expiredAt ? ` at ${expiredAt.toISOString()}` : '';
+    super(
+      documentId,
+      'expired',
+      `The lock on document ${describeId(documentId)} expired${when} (server time); nothing was written. ` +
+        'Lock it again, and use a longer ttl if the work takes longer.',
+      'LOCK_EXPIRED',
+    );
+    this.expiredAt = expiredAt;
+  }
+}
+
+/** `Model.lock` took the lock, but the document does not exist; the lock was released again. */
+export class LockTargetNotFoundError extends LockError {
+  readonly documentId: unknown;
+
+  constructor(documentId: unknown, modelName: string) {
+    super('DOCUMENT_NOT_FOUND', `No ${modelName} document with _id ${describeId(documentId)} exists, so it cannot be locked. Create it first.`);
+    this.documentId = documentId;
+  }
+}
+
+/** A call received an argument it cannot use; nothing was sent to the database. */
+export class InvalidLockArgumentError extends LockError {
+  readonly argument: string;
+
+  constructor(argument: string, problem: string) {
+    super('INVALID_ARGUMENT', `Invalid ${argument}: ${problem}`);
+    this.argument = argument;
+  }
+}
+
+/** The plugin (or a call) was given an option it does not know or a value it cannot use. */
+export class InvalidLockOptionError extends LockError {
+  readonly option: string;
+
+  constructor(option: string, problem: string) {
+    super('INVALID_OPTION', `Invalid lock option "${option}": ${problem}`);
+    this.option = option;
+  }
+}
+
+/** Short, safe rendering of an `_id` for messages (ids are the caller's own data). */
+export function describeId(id: unknown): string {
+  if (typeof id === 'string') return JSON.stringify(id.length > 64 ? `${id.slice(0, 61)}...` : id);
+  if (id instanceof Date) return id.toISOString();
+  if (id !== null && typeof id === 'object' && typeof (id as { toHexString?: unknown }).toHexString === 'function') {
+    return (id as { toHexString(): string }).toHexString();
+  }
+  return String(id);
+}

@@ -1,0 +1,51 @@
+/**
+ * What a document instance knows about the lock it carries. Kept in a WeakMap beside the
+ * document (never on it), so locking adds nothing to the document's data or its JSON.
+ */
+import { performance } from 'node:perf_hooks';
+import type { LockLossReason } from './errors';
+
+/** The lock a document carries, as returned by `doc.heldLock()`. */
+export interface HeldLock {
+  /** The locked document's `_id`. */
+  readonly documentId: unknown;
+  /** The owner passed to `Model.lock` (kept in memory only; stored hashed unless configured otherwise). */
+  readonly owner: string;
+  /** Unique to this acquisition: a renewal or takeover gets another one. */
+  readonly token: string;
+  /** Server time at which this acquisition took the lock. */
+  readonly acquiredAt: Date;
+  /** Server time at which the lock expires unless renewed or released. */
+  readonly expiresAt: Date;
+  /** The ttl used for this acquisition, in milliseconds. */
+  readonly ttl: number;
+}
+
+export interface HeldLockState {
+  lock: HeldLock;
+  /** Local monotonic clock reading taken when the server granted the lock. */
+  grantedAtMonotonic: number;
+  /** Set once the lock is known to be gone, so later calls report the same reason. */
+  lost: LockLossReason | undefined;
+  /** While saveAndUnlock runs its transaction, the session in which the lock was verified. */
+  verifiedIn: unknown;
+}
+
+const states = new WeakMap<object, HeldLockState>();
+
+export function attachHeldLock(doc: object, lock: HeldLock): void {
+  states.set(doc, { lock, grantedAtMonotonic: performance.now(), lost: undefined, verifiedIn: undefined });
+}
+
+export function heldLockState(doc: object): HeldLockState | undefined {
+  return states.get(doc);
+}
+
+/**
+ * Estimate of the server's current time: the server's own grant time plus the time elapsed on
+ * this process's monotonic clock. Wall-clock skew cannot affect it. Used only to word an error
+ * (expired vs released) when the lock record is already gone, never to decide who holds a lock.
+ */
+export function estimatedServerNow(state: HeldLockState): number {
+  return state.lock.acquiredAt.getTime() + (performance.now() - state.grantedAtMonotonic);
+}

@@ -1,0 +1,135 @@
+/** The plugin's options: their types, defaults and validation (run once, when `schema.plugin` runs). */
+import { InvalidLockOptionError } from './errors';
+
+export interface LockPluginOptions {
+  /** How long a lock lasts unless renewed or released, in milliseconds. Default 30 000. */
+  ttl?: number;
+  /**
+   * Name of the sibling collection that holds the locks.
+   * Default: the model's collection name followed by `.locks` (e.g. `workitems.locks`).
+   */
+  collection?: string;
+  /**
+   * How owners are stored in the lock collection. `'hash'` (default) stores SHA-256 of the owner,
+   * or HMAC-SHA-256 when `ownerSecret` is set, so a leaked lock collection leaks no session ids.
+   * `'plain'` stores the owner as given (handy when debugging; not for session ids).
+   */
+  ownerStorage?: 'hash' | 'plain';
+  /** Secret key for HMAC-SHA-256 of owners (with `ownerStorage: 'hash'`). At least 16 bytes. */
+  ownerSecret?: string | Buffer;
+  /**
+   * When true, saving an existing document requires that the document carries a current lock
+   * (it came from `Model.lock`). Default false: unlocked documents may be saved while nobody
+   * else holds a lock on them.
+   */
+  requireLock?: boolean;
+  /**
+   * `'auto'` (default): on replica sets and sharded clusters `saveAndUnlock()` checks the lock,
+   * writes the document and releases the lock in one transaction, so no takeover can slip
+   * between check and write. `'never'`: always use separate commands (see README, Limits).
+   */
+  transactions?: 'auto' | 'never';
+}
+
+export interface ResolvedLockOptions {
+  ttl: number;
+  collection: string | undefined;
+  ownerStorage: 'hash' | 'plain';
+  ownerSecret: Buffer | undefined;
+  requireLock: boolean;
+  transactions: 'auto' | 'never';
+}
+
+export const DEFAULT_TTL_MS = 30_000;
+/** Upper bound for ttl: one year. Longer "locks" are ownership, not locking. */
+export const MAX_TTL_MS = 365 * 24 * 60 * 60 * 1000;
+const MIN_SECRET_BYTES = 16;
+
+const KNOWN_OPTIONS: ReadonlySet<string> = new Set(['ttl', 'collection', 'ownerStorage', 'ownerSecret', 'requireLock', 'transactions']);
+
+/** Validates a ttl in milliseconds, for the plugin options and for per-call overrides. */
+export function validateTtl(value: unknown, option = 'ttl'): number {
+  if (typeof value !== 'number' || !Number.isFinite(value) || !Number.isInteger(value)) {
+    throw new InvalidLockOptionError(option, `expected a whole number of milliseconds, got ${describeValue(value)}.`);
+  }
+  if (value < 1 || value > MAX_TTL_MS) {
+    throw new InvalidLockOptionError(option, `expected between 1 and ${MAX_TTL_MS} milliseconds (one year), got ${value}.`);
+  }
+  return value;
+}
+
+export function resolveOptions(input: unknown): ResolvedLockOptions {
+  if (input === undefined || input === null) input = {};
+  if (typeof input !== 'object' || Array.isArray(input)) {
+    throw new InvalidLockOptionError('(options)', `expected an object, got ${describeValue(input)}.`);
+  }
+  const options = input as Record<string, unknown>;
+  for (const key of Object.keys(options)) {
+    if (!KNOWN_OPTIONS.has(key)) {
+      throw new InvalidLockOptionError(key, `unknown option. Known options: ${[...KNOWN_OPTIONS].join(', ')}.`);
+    }
+  }
+
+  const ttl = options.ttl === undefined ? DEFAULT_TTL_MS : validateTtl(options.ttl);
+
+  let collection: string | undefined;
+  if (options.collection !== undefined) {
+    const name = options.collection;
+    if (typeof name !== 'string' || name.length === 0 || name.length > 200 || name.includes('\0') || name.startsWith('system.') || name.includes('$')) {
+      throw new InvalidLockOptionError('collection', `expected a valid collection name (non-empty, no "$" or NUL, not "system.*"), got ${describeValue(name)}.`);
+    }
+    collection = name;
+  }
+
+  const ownerStorage = options.ownerStorage ?? 'hash';
+  if (ownerStorage !== 'hash' && ownerStorage !== 'plain') {
+    throw new InvalidLockOptionError('ownerStorage', `expected 'hash' or 'plain', got ${describeValue(ownerStorage)}.`);
+  }
+
+  let ownerSecret: Buffer | undefined;
+  if (options.ownerSecret !== undefined) {
+    const secret = options.ownerSecret;
+    if (typeof secret !== 'string' && !Buffer.isBuffer(secret)) {
+      throw new InvalidLockOptionError('ownerSecret', `expected a string or Buffer, got ${describeValue(secret)}.`);
+    }
+    ownerSecret = Buffer.from(secret);
+    if (ownerSecret.length < MIN_SECRET_BYTES) {
+      throw new InvalidLockOptionError('ownerSecret', `expected at least ${MIN_SECRET_BYTES} bytes, got ${ownerSecret.length}.`);
+    }
+    if (ownerStorage === 'plain') {
+      throw new InvalidLockOptionError('ownerSecret', "has no effect with ownerStorage: 'plain'; remove one of them.");
+    }
+  }
+
+  const requireLock = options.requireLock ?? false;
+  if (typeof requireLock !== 'boolean') {
+    throw new InvalidLockOptionError('requireLock', `expected true or false, got ${describeValue(requireLock)}.`);
+  }
+
+  const transactions = options.transactions ?? 'auto';
+  if (transactions !== 'auto' && transactions !== 'never') {
+    throw new InvalidLockOptionError('transactions', `expected 'auto' or 'never', got ${describeValue(transactions)}.`);
+  }
+
+  return { ttl, collection, ownerStorage, ownerSecret, requireLock, transactions };
+}
+
+/** A short description of a value's type and shape for error messages, never its full contents. */
+export function describeValue(value: unknown): string {
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return `an array of length ${value.length}`;
+  switch (typeof value) {
+    case 'string':
+      return value.length > 40 ? `a string of length ${value.length}` : JSON.stringify(value);
+    case 'number':
+    case 'boolean':
+    case 'bigint':
+      return String(value);
+    case 'object': {
+      const ctor = (value as object).constructor?.name;
+      return ctor && ctor !== 'Object' ? `a ${ctor}` : 'an object';
+    }
+    default:
+      return typeof value;
+  }
+}

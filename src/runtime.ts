@@ -1,0 +1,39 @@
+/**
+ * Per-model state the plugin needs at run time: the sibling lock model and the LockStore on
+ * its collection. Built once per compiled model (and shared by discriminators, which use the
+ * base model's collection).
+ */
+import type { Model, mongo } from 'mongoose';
+import { lockModelFor } from './lock-model';
+import { LockStore, type LockRecord } from './lock-store';
+import type { ResolvedLockOptions } from './options';
+
+export interface ModelRuntime {
+  lockModel: Model<LockRecord>;
+  store: LockStore;
+  /** Resolves once the lock collection and its indexes exist (Mongoose caches this). */
+  ready: Promise<unknown>;
+}
+
+/** Any compiled model: the plugin works on models of every document type. */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export type AnyModel = Model<any>;
+
+export type RuntimeOf = (model: AnyModel) => ModelRuntime;
+
+export function runtimeFactory(options: ResolvedLockOptions): RuntimeOf {
+  const runtimes = new WeakMap<object, ModelRuntime>();
+  return (model) => {
+    let runtime = runtimes.get(model);
+    if (!runtime) {
+      const collection = options.collection ?? `${model.collection.collectionName}.locks`;
+      const lockModel = lockModelFor(model.db, collection);
+      const ready = lockModel.init();
+      // Errors surface on the first lock call; this only stops an unhandled-rejection warning.
+      ready.catch(() => undefined);
+      runtime = { lockModel, store: new LockStore(lockModel.collection as unknown as mongo.Collection<mongo.Document>), ready };
+      runtimes.set(model, runtime);
+    }
+    return runtime;
+  };
+}

@@ -1,0 +1,58 @@
+/** Public types: the statics and methods the plugin adds, typed on the model and document. */
+import type { HydratedDocument, Model, SaveOptions, Types } from 'mongoose';
+import type { LockCallOptions } from './arguments';
+import type { HeldLock } from './held-lock';
+import type { LockInfo, LockRecord } from './lock-store';
+
+/** What `Model.lock` and friends accept as a document id; it is cast to the schema's `_id` type. */
+export type LockTargetId = Types.ObjectId | string | number | bigint | Date | Buffer | Types.UUID;
+
+/** Methods the plugin adds to every document. */
+export interface LockMethods {
+  /** Releases the lock this document carries. Throws LockNotHeldError (or LockExpiredError) if it is no longer held. */
+  unlock(): Promise<void>;
+  /**
+   * Saves the document under its lock, then releases the lock. If the save fails the lock stays
+   * held; if the lock was lost, nothing is written. On replica sets both happen in one transaction.
+   */
+  saveAndUnlock(options?: SaveOptions): Promise<this>;
+  /** The lock this document carries, or null if it carries none (or it was released or lost). */
+  heldLock(): HeldLock | null;
+}
+
+/** Statics the plugin adds to the model; `THydrated` is the model's document type. */
+export interface LockStatics<THydrated> {
+  /**
+   * Locks the document for `owner` and returns it, loaded after the lock was taken.
+   * Throws LockedError if another owner holds an unexpired lock; renews if `owner` holds it.
+   */
+  lock(id: LockTargetId, owner: string, options?: LockCallOptions): Promise<THydrated>;
+  /** Releases every unexpired lock held by `owner` (one command); resolves to how many. */
+  releaseAllFor(owner: string): Promise<number>;
+  /** Whether anyone holds an unexpired lock on the document. */
+  isLocked(id: LockTargetId): Promise<boolean>;
+  /** The unexpired lock on the document (when it was taken and when it expires), or null. Never reveals the owner. */
+  getLock(id: LockTargetId): Promise<LockInfo | null>;
+  /** Administrative release of whoever holds the lock; resolves to whether a lock was released. */
+  forceUnlock(id: LockTargetId): Promise<boolean>;
+  /** The sibling Mongoose model holding this model's locks (for index management and inspection). */
+  lockModel(): Model<LockRecord>;
+}
+
+/**
+ * The type of a model whose schema uses `lockPlugin`:
+ * `model<WorkItem, LockableModel<WorkItem>>('WorkItem', schema)`.
+ */
+export type LockableModel<
+  TRawDocType,
+  TQueryHelpers = object,
+  TInstanceMethods = object,
+  TVirtuals = object,
+> = Model<TRawDocType, TQueryHelpers, TInstanceMethods & LockMethods, TVirtuals> &
+  LockStatics<HydratedDocument<TRawDocType, TInstanceMethods & LockMethods & TVirtuals>>;
+
+/** The document type `Model.lock` resolves to. */
+export type LockableDocument<TRawDocType, TInstanceMethods = object, TVirtuals = object> = HydratedDocument<
+  TRawDocType,
+  TInstanceMethods & LockMethods & TVirtuals
+>;
