@@ -54,7 +54,7 @@ export function idCaster(schema: Schema): IdCaster {
     let cast: unknown;
     try {
       cast = idPath.cast(id, undefined, false);
-    } catch (error) {
+    } catch {
       throw new InvalidLockArgumentError('id', `${describeValue(id)} cannot be cast to this schema's _id type (${idPath.instance}).`);
     }
     if (!isScalarId(cast)) {
