@@ -128,7 +128,7 @@ export function lockPlugin(schema: Schema, rawOptions?: LockPluginOptions): void
       // The caller's transaction: the caller commits, and with it the release.
       await releaseThenSave(callerSession);
       state.lost = 'released';
-      return this;
+      return;
     }
     if (options.transactions === 'auto' && (await supportsTransactions(model.db))) {
       try {
@@ -140,7 +140,7 @@ export function lockPlugin(schema: Schema, rawOptions?: LockPluginOptions): void
         this.$session(null);
       }
       state.lost = 'released';
-      return this;
+      return;
     }
     // No transactions: the guard checks the lock, the save writes, then we release.
     await this.save(saveOptions);
@@ -149,7 +149,6 @@ export function lockPlugin(schema: Schema, rawOptions?: LockPluginOptions): void
       if (!(error instanceof LockNotHeldError)) throw error;
     });
     state.lost = 'released';
-    return this;
   });
 
   schema.pre('save', saveGuard(runtimeOf, options.requireLock));

@@ -15,7 +15,7 @@ export interface LockMethods {
    * Saves the document under its lock, then releases the lock. If the save fails the lock stays
    * held; if the lock was lost, nothing is written. On replica sets both happen in one transaction.
    */
-  saveAndUnlock(options?: SaveOptions): Promise<this>;
+  saveAndUnlock(options?: SaveOptions): Promise<void>;
   /** The lock this document carries, or null if it carries none (or it was released or lost). */
   heldLock(): HeldLock | null;
 }

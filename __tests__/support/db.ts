@@ -1,0 +1,43 @@
+/** Test helpers: fresh Mongoose connections on the active backend, with command monitoring. */
+import mongoose, { type Connection } from 'mongoose';
+import { testUri, uniqueDbName } from '../../test-backend/test-env';
+
+export interface MonitoredConnection {
+  connection: Connection;
+  /** Names of the commands sent since the last reset (handshakes and monitoring excluded). */
+  commands: string[];
+  resetCommands(): void;
+  close(): Promise<void>;
+}
+
+const IGNORED = new Set(['hello', 'isMaster', 'ismaster', 'ping', 'endSessions', 'saslStart', 'saslContinue', 'buildInfo', 'getParameter']);
+
+export async function connect(dbName: string, options: mongoose.ConnectOptions = {}): Promise<MonitoredConnection> {
+  const connection = mongoose.createConnection(testUri(), { dbName, monitorCommands: true, maxPoolSize: 20, ...options });
+  await connection.asPromise();
+  const commands: string[] = [];
+  connection.getClient().on('commandStarted', (event) => {
+    if (!IGNORED.has(event.commandName)) commands.push(event.commandName);
+  });
+  return {
+    connection,
+    commands,
+    resetCommands: () => {
+      commands.length = 0;
+    },
+    close: () => connection.close(),
+  };
+}
+
+/** A database name unique to one test file, and a helper to drop it afterwards. */
+export function testDatabase(prefix: string): { name: string; drop(conn: Connection): Promise<void> } {
+  const name = uniqueDbName(prefix);
+  return {
+    name,
+    drop: async (conn) => {
+      await conn.getClient().db(name).dropDatabase();
+    },
+  };
+}
+
+export const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
