@@ -1,12 +1,13 @@
-// Builds dist/cjs and dist/esm from src/ with tsc, so the package works with require() and import.
+// Builds dist/cjs from src/ with tsc, plus a thin ESM entry that re-exports it. One copy of the
+// code serves require() and import alike, so `instanceof LockError` holds across both.
 import { execFileSync } from 'node:child_process';
-import { rmSync, writeFileSync } from 'node:fs';
-
-const tsc = (args) => execFileSync(process.execPath, ['node_modules/typescript/bin/tsc', ...args], { stdio: 'inherit' });
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 
 rmSync('dist', { recursive: true, force: true });
-tsc(['-p', 'tsconfig.build.json', '--outDir', 'dist/cjs', '--module', 'commonjs', '--moduleResolution', 'node10']);
-tsc(['-p', 'tsconfig.build.json', '--outDir', 'dist/esm', '--module', 'es2022', '--moduleResolution', 'bundler']);
-// Node decides module format by the nearest package.json; mark each half explicitly.
+execFileSync(process.execPath, ['node_modules/typescript/bin/tsc', '-p', 'tsconfig.build.json', '--outDir', 'dist/cjs'], { stdio: 'inherit' });
 writeFileSync('dist/cjs/package.json', JSON.stringify({ type: 'commonjs' }) + '\n');
+
+mkdirSync('dist/esm', { recursive: true });
 writeFileSync('dist/esm/package.json', JSON.stringify({ type: 'module' }) + '\n');
+writeFileSync('dist/esm/index.js', "export * from '../cjs/index.js';\n");
+writeFileSync('dist/esm/index.d.ts', "export * from '../cjs/index.js';\n");
