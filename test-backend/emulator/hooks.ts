@@ -1,0 +1,91 @@
+/**
+ * Hook interfaces shared between the emulator core and the parallel modules
+ * `failpoints.ts` and `change-streams.ts`. Kept dependency-free on purpose, so
+ * either side can compile against it while the other is still being written.
+ */
+import type { Document, Timestamp } from 'bson';
+
+/** What the dispatcher tells the fail-point module about each command, after parsing and before executing it. */
+export interface CommandContext {
+  commandName: string;
+  appName?: string;
+  connectionId: number;
+  lsid?: Document;
+  inTransaction: boolean;
+}
+
+/** A fail point's verdict on one command. `undefined` from `intercept` means "proceed". */
+export type FailPointAction =
+  | { kind: 'error'; reply: Document }
+  | { kind: 'close' }
+  | { kind: 'block'; ms: number };
+
+export interface FailPointsHook {
+  intercept(ctx: CommandContext): FailPointAction | undefined;
+  /** Handles the whole `configureFailPoint` command document; returns the reply. */
+  configure(cmd: Document): Document;
+}
+
+/** A committed change, emitted synchronously in commit order on `storage.changes`. */
+export interface ChangeEvent {
+  operationType: 'insert' | 'update' | 'replace' | 'delete' | 'drop' | 'dropDatabase' | 'invalidate';
+  ns: { db: string; coll?: string };
+  documentKey?: { _id: unknown };
+  fullDocument?: Document;
+  updateDescription?: { updatedFields: Document; removedFields: string[]; truncatedArrays: Document[] };
+  clusterTime: Timestamp;
+  txnNumber?: unknown;
+  lsid?: Document;
+}
+
+/** The subset of storage the change-stream module needs. */
+export interface ChangeSource {
+  /** Node EventEmitter: `changes.on('change', (ev: ChangeEvent) => ...)`. */
+  readonly changes: import('events').EventEmitter;
+  /** Current committed version of a document (for `fullDocument: 'updateLookup'`), or null if absent. */
+  lookupDocument(db: string, coll: string, id: unknown): Document | null;
+  /** The cluster time of the latest committed write (or now if none yet). */
+  currentClusterTime(): Timestamp;
+}
+
+/**
+ * A cursor whose batches are produced asynchronously (change streams). The
+ * cursor registry calls `nextBatch` for the first batch of `aggregate` and for
+ * every `getMore`, and adds `postBatchResumeToken` to the reply when present.
+ */
+export interface CursorSource {
+  nextBatch(batchSize: number, opts: { maxAwaitTimeMS?: number }): Promise<Document[]>;
+  postBatchResumeToken?(): Document;
+  close(): void;
+  readonly ns: string;
+}
+
+/** What `aggregate` passes to the change-stream module when the first stage is `$changeStream`. */
+export interface OpenChangeStreamArgs {
+  db: string;
+  /** Collection name, or undefined for a database-wide (`aggregate: 1`) stream. */
+  coll?: string;
+  /** The `$changeStream` stage's options document. */
+  options: Document;
+  /** The remaining pipeline stages after `$changeStream`. */
+  pipeline: Document[];
+  /** The full aggregate command, for anything else needed (collation, comment...). */
+  command: Document;
+}
+
+export interface ChangeStreamsHook {
+  /** Throws an Error with a `code` property (or returns a rejected promise) to fail the aggregate. */
+  openCursor(args: OpenChangeStreamArgs): CursorSource | Promise<CursorSource>;
+  /** Called on emulator stop. */
+  close?(): void;
+}
+
+/**
+ * Factories the emulator looks for (in failpoints.ts / change-streams.ts):
+ *   export function createFailPoints(): FailPointsHook
+ *   export function createChangeStreams(source: ChangeSource): ChangeStreamsHook
+ * If a module is missing, the emulator answers configureFailPoint / $changeStream
+ * with an error naming the missing feature.
+ */
+export type CreateFailPoints = () => FailPointsHook;
+export type CreateChangeStreams = (source: ChangeSource) => ChangeStreamsHook;
