@@ -5,7 +5,7 @@
  */
 import { Types, type Schema, type SchemaType } from 'mongoose';
 import { InvalidLockArgumentError, InvalidLockOptionError } from './errors';
-import { describeValue, validateTtl } from './options';
+import { MAX_TTL_MS, describeValue, validateTtl } from './options';
 
 export const MAX_OWNER_LENGTH = 512;
 
@@ -64,20 +64,53 @@ export function idCaster(schema: Schema): IdCaster {
   };
 }
 
-/** Per-call options of `Model.lock`. */
+/** Per-call options of `Model.lock`, `Model.tryLock`, `Model.acquireLock` and `Model.withLock`. */
 export interface LockCallOptions {
   /** Overrides the plugin's ttl for this acquisition, in milliseconds. */
   ttl?: number;
+  /**
+   * How long to wait for the lock to become free, in milliseconds (default 0: fail at once).
+   * Not accepted by `tryLock`.
+   */
+  wait?: number;
+  /** Aborts the wait; the call then rejects with the signal's reason. */
+  signal?: AbortSignal;
+  /** `acquireLock` / `withLock` only: renew the lock before it expires while held (default true). */
+  autoExtend?: boolean;
 }
 
-export function validateLockCallOptions(options: unknown, defaultTtl: number): { ttl: number } {
-  if (options === undefined) return { ttl: defaultTtl };
+export interface ResolvedCallOptions {
+  ttl: number;
+  wait: number;
+  signal: AbortSignal | undefined;
+  autoExtend: boolean;
+}
+
+/** Validates per-call options; `allowed` names the options the calling function accepts. */
+export function validateLockCallOptions(options: unknown, defaultTtl: number, allowed: readonly (keyof LockCallOptions)[] = ['ttl', 'wait', 'signal']): ResolvedCallOptions {
+  const resolved: ResolvedCallOptions = { ttl: defaultTtl, wait: 0, signal: undefined, autoExtend: true };
+  if (options === undefined) return resolved;
   if (options === null || typeof options !== 'object' || Array.isArray(options)) {
     throw new InvalidLockOptionError('(lock options)', `expected an object such as { ttl: 30000 }, got ${describeValue(options)}.`);
   }
   for (const key of Object.keys(options)) {
-    if (key !== 'ttl') throw new InvalidLockOptionError(key, 'unknown option for Model.lock(). Known options: ttl.');
+    if (!(allowed as string[]).includes(key)) throw new InvalidLockOptionError(key, `unknown option here. Known options: ${allowed.join(', ')}.`);
   }
-  const { ttl } = options as { ttl?: unknown };
-  return { ttl: ttl === undefined ? defaultTtl : validateTtl(ttl) };
+  const { ttl, wait, signal, autoExtend } = options as Record<string, unknown>;
+  if (ttl !== undefined) resolved.ttl = validateTtl(ttl);
+  if (wait !== undefined) {
+    if (typeof wait !== 'number' || !Number.isInteger(wait) || wait < 0 || wait > MAX_TTL_MS) {
+      throw new InvalidLockOptionError('wait', `expected a whole number of milliseconds from 0 to ${MAX_TTL_MS}, got ${describeValue(wait)}.`);
+    }
+    resolved.wait = wait;
+  }
+  if (signal !== undefined) {
+    if (!(signal instanceof AbortSignal)) throw new InvalidLockOptionError('signal', `expected an AbortSignal, got ${describeValue(signal)}.`);
+    resolved.signal = signal;
+  }
+  if (autoExtend !== undefined) {
+    if (typeof autoExtend !== 'boolean') throw new InvalidLockOptionError('autoExtend', `expected true or false, got ${describeValue(autoExtend)}.`);
+    resolved.autoExtend = autoExtend;
+  }
+  return resolved;
 }

@@ -28,8 +28,10 @@ export class LockedError extends LockError {
   readonly documentId: unknown;
   /** When the other owner's lock expires (server time), if known. */
   readonly expiresAt: Date | undefined;
+  /** Milliseconds until that lock expires, measured on the server's clock, if known. */
+  readonly retryAfterMs: number | undefined;
 
-  constructor(documentId: unknown, expiresAt: Date | undefined, detail = '') {
+  constructor(documentId: unknown, expiresAt: Date | undefined, detail = '', retryAfterMs?: number) {
     const until = expiresAt ? ` until ${expiresAt.toISOString()} unless its holder releases or renews it` : '';
     super(
       'LOCKED',
@@ -38,6 +40,7 @@ export class LockedError extends LockError {
     );
     this.documentId = documentId;
     this.expiresAt = expiresAt;
+    this.retryAfterMs = retryAfterMs === undefined ? undefined : Math.max(0, retryAfterMs);
   }
 }
 

@@ -13,10 +13,15 @@ export interface HeldLock {
   readonly owner: string;
   /** Unique to this acquisition: a renewal or takeover gets another one. */
   readonly token: string;
+  /**
+   * Fencing token: strictly greater than the fence of every earlier acquisition of this
+   * document. Pass it to external systems so they can refuse writes from stale holders.
+   */
+  readonly fence: number;
   /** Server time at which this acquisition took the lock. */
   readonly acquiredAt: Date;
-  /** Server time at which the lock expires unless renewed or released. */
-  readonly expiresAt: Date;
+  /** Server time at which the lock expires unless renewed or released (updated by extendLock). */
+  expiresAt: Date;
   /** The ttl used for this acquisition, in milliseconds. */
   readonly ttl: number;
 }
@@ -33,8 +38,12 @@ export interface HeldLockState {
 
 const states = new WeakMap<object, HeldLockState>();
 
-export function attachHeldLock(doc: object, lock: HeldLock): void {
-  states.set(doc, { lock, grantedAtMonotonic: performance.now(), lost: undefined, verifiedIn: undefined });
+export function newHeldLockState(lock: HeldLock): HeldLockState {
+  return { lock, grantedAtMonotonic: performance.now(), lost: undefined, verifiedIn: undefined };
+}
+
+export function attachHeldLock(doc: object, state: HeldLockState): void {
+  states.set(doc, state);
 }
 
 export function heldLockState(doc: object): HeldLockState | undefined {

@@ -9,28 +9,29 @@ import type { LockRecord } from './lock-store';
 /** Prefix of the sibling models' names, so they never collide with an application's models. */
 export const LOCK_MODEL_PREFIX = 'mongoose-pessimistic-lock:';
 
-function lockSchema(collection: string): Schema<LockRecord> {
+function lockSchema(collection: string, purgeAfterMs: number): Schema<LockRecord> {
   const schema = new Schema<LockRecord>(
     {
       // The locked document's _id, whatever its type; the unique _id index is the lock itself.
       _id: { type: Schema.Types.Mixed, required: true },
-      owner: { type: String, required: true },
-      token: { type: String, required: true },
+      owner: { type: String, default: null },
+      token: { type: String, default: null },
+      fence: { type: Number, required: true },
       acquiredAt: { type: Date, required: true },
       expiresAt: { type: Date, required: true },
       lastWriteAt: { type: Date },
     },
     { collection, versionKey: false, strict: 'throw', autoCreate: true },
   );
-  // Frees the storage of locks whose holder vanished; correctness never waits for it.
-  schema.index({ expiresAt: 1 }, { expireAfterSeconds: 0, name: 'expiresAt_ttl' });
+  // Reclaims the storage of released and expired locks; correctness never waits for it.
+  schema.index({ expiresAt: 1 }, { expireAfterSeconds: Math.ceil(purgeAfterMs / 1000), name: 'expiresAt_ttl' });
   // Serves releaseAllFor(owner).
   schema.index({ owner: 1 }, { name: 'owner_1' });
   return schema;
 }
 
-export function lockModelFor(connection: Connection, collection: string): Model<LockRecord> {
+export function lockModelFor(connection: Connection, collection: string, purgeAfterMs: number): Model<LockRecord> {
   const name = `${LOCK_MODEL_PREFIX}${collection}`;
   const existing = connection.models[name] as Model<LockRecord> | undefined;
-  return existing ?? connection.model<LockRecord>(name, lockSchema(collection), collection);
+  return existing ?? connection.model<LockRecord>(name, lockSchema(collection, purgeAfterMs), collection);
 }

@@ -2,7 +2,10 @@
  * The lock algorithm: every MongoDB operation on the lock collection, each written once.
  *
  * A lock is one record in the sibling collection, keyed by the locked document's `_id`:
- *   { _id, owner, token, acquiredAt, expiresAt, lastWriteAt? }
+ *   { _id, owner, token, fence, acquiredAt, expiresAt, lastWriteAt? }
+ * Releasing does not delete the record: it expires it and clears owner and token, so the
+ * record keeps the document's fencing counter. The TTL index removes records `purgeAfter`
+ * after they expired.
  * Why this is race-free:
  *  - `_id` is unique in every MongoDB collection, so at most one record per document exists,
  *    and every operation below addresses it through the `_id` index (no scans).
@@ -13,6 +16,10 @@
  *    the client's clock. Records stay meaningful after expiry until the TTL index on
  *    `expiresAt` deletes them (within about a minute); every filter treats an expired record
  *    as free, so nobody waits for the TTL monitor.
+ *  - Fencing tokens: each acquisition sets `fence` to the larger of the previous fence + 1 and
+ *    the server's `$$NOW` in microseconds. While the record exists the counter only grows; once
+ *    the TTL monitor purged it (at least `purgeAfter` after its last expiry), the server clock
+ *    has moved past every fence it ever issued for that document.
  */
 import { randomBytes } from 'node:crypto';
 import type { mongo } from 'mongoose';
@@ -25,9 +32,12 @@ import { estimatedServerNow, type HeldLockState } from './held-lock';
 
 export interface LockRecord {
   _id: unknown;
-  /** The owner key (hashed owner unless `ownerStorage: 'plain'`). */
-  owner: string;
-  token: string;
+  /** The owner key (hashed owner unless `ownerStorage: 'plain'`); null once released. */
+  owner: string | null;
+  /** Unique to one acquisition; null once released. */
+  token: string | null;
+  /** Fencing token: strictly increasing per document across acquisitions. */
+  fence: number;
   acquiredAt: Date;
   expiresAt: Date;
   /** When a guarded save last verified the lock inside a transaction. */
@@ -36,6 +46,7 @@ export interface LockRecord {
 
 export interface Grant {
   token: string;
+  fence: number;
   acquiredAt: Date;
   expiresAt: Date;
 }
@@ -45,11 +56,24 @@ export interface LockInfo {
   documentId: unknown;
   acquiredAt: Date;
   expiresAt: Date;
+  /** Milliseconds until it expires, by the server's clock at the time of the read. */
+  remainingMs: number;
+}
+
+/** A lock that stops a write: whose document, and (when still known) when it expires. */
+export interface Blocker {
+  documentId: unknown;
+  expiresAt?: Date;
+  remainingMs?: number;
 }
 
 /** `$expr` that is true while a record is unexpired by the server's clock. */
 const UNEXPIRED = { $expr: { $gt: ['$expiresAt', '$$NOW'] } } as const;
 const EXPIRED = { $expr: { $lte: ['$expiresAt', '$$NOW'] } } as const;
+/** Pipeline stage that ends an acquisition: expired now, no owner, fence kept. */
+const RELEASE = [{ $set: { expiresAt: '$$NOW', owner: null, token: null } }];
+/** Next fence: previous + 1, but never below the server clock in microseconds. */
+const NEXT_FENCE = { $max: [{ $add: [{ $ifNull: ['$fence', 0] }, 1] }, { $multiply: [{ $toLong: '$$NOW' }, 1000] }] };
 
 /** How often acquire retries when the holder vanished between our attempt and our read. */
 const ACQUIRE_ATTEMPTS = 3;
@@ -83,18 +107,18 @@ export class LockStore {
       try {
         const record = await this.locks.findOneAndUpdate(
           { _id: documentId, $or: [{ owner: ownerKey }, EXPIRED] } as Document,
-          [{ $set: { owner: ownerKey, token, acquiredAt: '$$NOW', expiresAt: { $add: ['$$NOW', ttl] } } }],
-          { upsert: true, returnDocument: 'after', projection: { token: 1, acquiredAt: 1, expiresAt: 1 } },
+          [{ $set: { owner: ownerKey, token, fence: NEXT_FENCE, acquiredAt: '$$NOW', expiresAt: { $add: ['$$NOW', ttl] } } }],
+          { upsert: true, returnDocument: 'after', projection: { token: 1, fence: 1, acquiredAt: 1, expiresAt: 1 } },
         );
         if (!record || record.token !== token) {
           throw new Error('mongoose-pessimistic-lock: the server did not return the lock record it just wrote');
         }
-        return { token, acquiredAt: record.acquiredAt as Date, expiresAt: record.expiresAt as Date };
+        return { token, fence: Number(record.fence), acquiredAt: record.acquiredAt as Date, expiresAt: record.expiresAt as Date };
       } catch (error) {
         if (!isDuplicateKey(error)) throw error;
         // Held by someone else, or it was at the instant of our write. Read its expiry for the error.
         const holder = await this.findActive(documentId);
-        if (holder) throw new LockedError(documentId, holder.expiresAt);
+        if (holder) throw new LockedError(documentId, holder.expiresAt, '', holder.remainingMs);
         // Released or expired in the meantime: try again, a bounded number of times.
         if (attempt >= ACQUIRE_ATTEMPTS) throw new LockedError(documentId, undefined, ' It changed hands several times during this call.');
       }
@@ -103,14 +127,29 @@ export class LockStore {
 
   /**
    * Releases this acquisition only: the filter names the token (so nobody else's lock is ever
-   * deleted) and requires the record to be unexpired by server time. When nothing matched,
-   * `explainLoss` says why (and removes our own expired record).
+   * released) and requires the record to be unexpired by server time. When nothing matched,
+   * `explainLoss` says why.
    */
   async release(state: HeldLockState, session?: ClientSession): Promise<void> {
     const { documentId, token } = state.lock;
-    const result = await this.locks.deleteOne({ _id: documentId, token, ...UNEXPIRED } as Document, { session });
-    if (result.deletedCount === 1) return;
+    const result = await this.locks.updateOne({ _id: documentId, token, ...UNEXPIRED } as Document, RELEASE, { session });
+    if (result.matchedCount === 1) return;
     throw await this.explainLoss(state, session);
+  }
+
+  /**
+   * Extends this acquisition to `ttl` from now (server time), only while it is still current.
+   * Returns the new expiry.
+   */
+  async extend(state: HeldLockState, ttl: number): Promise<Date> {
+    const { documentId, token } = state.lock;
+    const record = await this.locks.findOneAndUpdate(
+      { _id: documentId, token, ...UNEXPIRED } as Document,
+      [{ $set: { expiresAt: { $add: ['$$NOW', ttl] } } }],
+      { returnDocument: 'after', projection: { expiresAt: 1 } },
+    );
+    if (record) return record.expiresAt as Date;
+    throw await this.explainLoss(state);
   }
 
   /**
@@ -136,47 +175,92 @@ export class LockStore {
       session,
     });
     if (record && record.token === token && (record.expiresAt as Date) > (record.now as Date)) return;
-    throw await this.explainLoss(state, session, record);
+    throw this.lossFrom(state, record);
   }
 
-  /** The unexpired lock on a document, if any. */
+  /** The unexpired lock on a document, if any, with the server's view of its remaining time. */
   async findActive(documentId: unknown, session?: ClientSession): Promise<LockInfo | null> {
     const record = await this.locks.findOne({ _id: documentId, ...UNEXPIRED } as Document, {
-      projection: { acquiredAt: 1, expiresAt: 1 },
+      projection: { acquiredAt: 1, expiresAt: 1, now: '$$NOW' },
       session,
     });
-    return record ? { documentId, acquiredAt: record.acquiredAt as Date, expiresAt: record.expiresAt as Date } : null;
+    if (!record) return null;
+    const expiresAt = record.expiresAt as Date;
+    return { documentId, acquiredAt: record.acquiredAt as Date, expiresAt, remainingMs: expiresAt.getTime() - (record.now as Date).getTime() };
   }
 
-  /** Releases every unexpired lock of one owner (one `deleteMany` through the owner index). */
+  /**
+   * The first of `ids` locked (unexpired) by anyone but `ownerKey`, if any: one query through
+   * the `_id` index.
+   */
+  async findBlocking(ids: unknown[], ownerKey: string | undefined, session?: ClientSession): Promise<Blocker | null> {
+    const filter: Document = { _id: { $in: ids }, ...UNEXPIRED };
+    if (ownerKey !== undefined) filter.owner = { $ne: ownerKey };
+    const record = await this.locks.findOne(filter, { projection: { expiresAt: 1, now: '$$NOW' }, session });
+    if (!record) return null;
+    const expiresAt = record.expiresAt as Date;
+    return { documentId: record._id, expiresAt, remainingMs: expiresAt.getTime() - (record.now as Date).getTime() };
+  }
+
+  /**
+   * Inside a transaction: writes the lock record of every target that is free, expired or
+   * held by `ownerKey` (creating an already-expired record where none exists), in one
+   * unordered bulk write. A target held by someone else does not match its filter, so its
+   * upsert fails on the unique `_id` index; that target is returned. Because every target's
+   * record is now written by the transaction, an acquisition racing with it conflicts or
+   * waits for the commit.
+   */
+  async claimForWrite(ids: unknown[], ownerKey: string | undefined, session: ClientSession): Promise<Blocker | null> {
+    const holderMatch = ownerKey === undefined ? EXPIRED : { $or: [{ owner: ownerKey }, EXPIRED] };
+    const touch = [{ $set: { lastWriteAt: '$$NOW', expiresAt: { $ifNull: ['$expiresAt', '$$NOW'] }, fence: { $ifNull: ['$fence', 0] } } }];
+    try {
+      await this.locks.bulkWrite(
+        ids.map((id) => ({ updateOne: { filter: { _id: id, ...holderMatch } as Document, update: touch, upsert: true } })),
+        { ordered: false, session },
+      );
+      return null;
+    } catch (error) {
+      const writeErrors = (error as { writeErrors?: { code?: number; index?: number; err?: { index?: number; code?: number } }[] }).writeErrors;
+      const duplicate = writeErrors?.find((e) => (e.code ?? e.err?.code) === 11000);
+      if (!duplicate) throw error;
+      const blocked = ids[duplicate.index ?? duplicate.err?.index ?? 0];
+      // A write error aborts the transaction, so the holder's expiry is read outside it.
+      return (await this.findActive(blocked)) ?? { documentId: blocked };
+    }
+  }
+
+  /** Whether `ownerKey` holds an unexpired lock on the document. */
+  async isHeldBy(documentId: unknown, ownerKey: string, session?: ClientSession): Promise<boolean> {
+    const record = await this.locks.findOne({ _id: documentId, owner: ownerKey, ...UNEXPIRED } as Document, { projection: { _id: 1 }, session });
+    return record !== null;
+  }
+
+  /** Releases every unexpired lock of one owner (one `updateMany` through the owner index). */
   async releaseAll(ownerKey: string): Promise<number> {
-    const result = await this.locks.deleteMany({ owner: ownerKey, ...UNEXPIRED } as Document);
-    return result.deletedCount;
+    const result = await this.locks.updateMany({ owner: ownerKey, ...UNEXPIRED } as Document, RELEASE);
+    return result.modifiedCount;
   }
 
   /** Administrative release of whoever holds the lock. */
   async forceRelease(documentId: unknown): Promise<boolean> {
-    const result = await this.locks.deleteOne({ _id: documentId, ...UNEXPIRED } as Document);
-    return result.deletedCount === 1;
+    const result = await this.locks.updateOne({ _id: documentId, ...UNEXPIRED } as Document, RELEASE);
+    return result.modifiedCount === 1;
   }
 
-  /**
-   * Works out why an acquisition is no longer current, for the error the caller gets.
-   * Our own expired record is deleted on the way (it would only wait for the TTL monitor).
-   */
-  private async explainLoss(state: HeldLockState, session?: ClientSession, known?: Document | null): Promise<LockNotHeldError> {
+  /** Reads the lock record and works out why an acquisition is no longer current. */
+  private async explainLoss(state: HeldLockState, session?: ClientSession): Promise<LockNotHeldError> {
+    const record = await this.locks.findOne({ _id: state.lock.documentId } as Document, { projection: { token: 1 }, session });
+    return this.lossFrom(state, record);
+  }
+
+  /** The error for a lost acquisition, given its record as just read (or null if purged). */
+  private lossFrom(state: HeldLockState, record: Document | null): LockNotHeldError {
     const { documentId, token, expiresAt } = state.lock;
-    const ownExpired = await this.locks.deleteOne({ _id: documentId, token, ...EXPIRED } as Document, { session });
     let error: LockNotHeldError;
-    if (ownExpired.deletedCount === 1) {
-      error = new LockExpiredError(documentId, expiresAt);
-    } else {
-      const record = known !== undefined ? known : await this.locks.findOne({ _id: documentId } as Document, { projection: { token: 1 }, session });
-      if (record && record.token !== token) error = new LockNotHeldError(documentId, 'taken_over');
-      else if (record) error = new LockExpiredError(documentId, expiresAt); // ours, expired at the instant of the check
-      else if (estimatedServerNow(state) >= expiresAt.getTime()) error = new LockExpiredError(documentId, expiresAt);
-      else error = new LockNotHeldError(documentId, 'released');
-    }
+    if (record && record.token === token) error = new LockExpiredError(documentId, expiresAt);
+    else if (record && record.token !== null) error = new LockNotHeldError(documentId, 'taken_over');
+    else if (!record && estimatedServerNow(state) >= expiresAt.getTime()) error = new LockExpiredError(documentId, expiresAt);
+    else error = new LockNotHeldError(documentId, 'released');
     state.lost = error.reason;
     return error;
   }

@@ -5,6 +5,12 @@ export interface LockPluginOptions {
   /** How long a lock lasts unless renewed or released, in milliseconds. Default 30 000. */
   ttl?: number;
   /**
+   * How long a released or expired lock record is kept before the TTL index deletes it, in
+   * milliseconds. The record carries the document's fencing counter; see README, Fencing.
+   * Default 86 400 000 (one day). Expired locks are free at once whatever this is.
+   */
+  purgeAfter?: number;
+  /**
    * Name of the sibling collection that holds the locks.
    * Default: the model's collection name followed by `.locks` (e.g. `workitems.locks`).
    */
@@ -33,6 +39,7 @@ export interface LockPluginOptions {
 
 export interface ResolvedLockOptions {
   ttl: number;
+  purgeAfter: number;
   collection: string | undefined;
   ownerStorage: 'hash' | 'plain';
   ownerSecret: Buffer | undefined;
@@ -45,7 +52,9 @@ export const DEFAULT_TTL_MS = 30_000;
 export const MAX_TTL_MS = 365 * 24 * 60 * 60 * 1000;
 const MIN_SECRET_BYTES = 16;
 
-const KNOWN_OPTIONS: ReadonlySet<string> = new Set(['ttl', 'collection', 'ownerStorage', 'ownerSecret', 'requireLock', 'transactions']);
+export const DEFAULT_PURGE_AFTER_MS = 24 * 60 * 60 * 1000;
+
+const KNOWN_OPTIONS: ReadonlySet<string> = new Set(['ttl', 'purgeAfter', 'collection', 'ownerStorage', 'ownerSecret', 'requireLock', 'transactions']);
 
 /** Validates a ttl in milliseconds, for the plugin options and for per-call overrides. */
 export function validateTtl(value: unknown, option = 'ttl'): number {
@@ -71,6 +80,15 @@ export function resolveOptions(input: unknown): ResolvedLockOptions {
   }
 
   const ttl = options.ttl === undefined ? DEFAULT_TTL_MS : validateTtl(options.ttl);
+
+  let purgeAfter = DEFAULT_PURGE_AFTER_MS;
+  if (options.purgeAfter !== undefined) {
+    const value = options.purgeAfter;
+    if (typeof value !== 'number' || !Number.isInteger(value) || value < 0 || value > MAX_TTL_MS) {
+      throw new InvalidLockOptionError('purgeAfter', `expected a whole number of milliseconds between 0 and ${MAX_TTL_MS}, got ${describeValue(value)}.`);
+    }
+    purgeAfter = value;
+  }
 
   let collection: string | undefined;
   if (options.collection !== undefined) {
@@ -111,7 +129,7 @@ export function resolveOptions(input: unknown): ResolvedLockOptions {
     throw new InvalidLockOptionError('transactions', `expected 'auto' or 'never', got ${describeValue(transactions)}.`);
   }
 
-  return { ttl, collection, ownerStorage, ownerSecret, requireLock, transactions };
+  return { ttl, purgeAfter, collection, ownerStorage, ownerSecret, requireLock, transactions };
 }
 
 /** A short description of a value's type and shape for error messages, never its full contents. */

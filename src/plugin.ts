@@ -1,18 +1,23 @@
 /**
  * The Mongoose wiring: `schema.plugin(lockPlugin, options)` adds the statics, the methods and
- * the save guard. The lock algorithm itself lives in lock-store.ts.
+ * the write guards. The lock algorithm lives in lock-store.ts, waiting in lock-waiter.ts,
+ * renewal in lock-handle.ts, and the guards in save-guard.ts and query-guard.ts.
  */
 import type { HydratedDocument, SaveOptions, Schema, mongo } from 'mongoose';
-import { idCaster, validateLockCallOptions, validateOwner } from './arguments';
-import { LockNotHeldError, LockTargetNotFoundError } from './errors';
-import { attachHeldLock, heldLockState, type HeldLock, type HeldLockState } from './held-lock';
-import { resolveOptions, type LockPluginOptions } from './options';
+import { idCaster, validateLockCallOptions, validateOwner, type ResolvedCallOptions } from './arguments';
+import { supportsTransactions } from './deployment';
+import { InvalidLockArgumentError, LockNotHeldError, LockTargetNotFoundError, LockedError } from './errors';
+import { attachHeldLock, heldLockState, newHeldLockState, type HeldLock, type HeldLockState } from './held-lock';
+import { LockHandle } from './lock-handle';
+import { acquireWaiting } from './lock-waiter';
+import { resolveOptions, validateTtl, type LockPluginOptions } from './options';
 import { ownerKeyFunction } from './owner-key';
+import { guardBulkWrite, installQueryGuard } from './query-guard';
 import { runtimeFactory, type AnyModel } from './runtime';
 import { saveGuard } from './save-guard';
-import { supportsTransactions } from './deployment';
 
 type AnyDoc = HydratedDocument<unknown>;
+type ClientSession = mongo.ClientSession;
 
 /** The lock a document carries, or a LockNotHeldError saying why it has none. */
 function requireHeld(doc: AnyDoc): HeldLockState {
@@ -27,34 +32,81 @@ export function lockPlugin(schema: Schema, rawOptions?: LockPluginOptions): void
   const castId = idCaster(schema);
   const ownerKey = ownerKeyFunction(options);
   const runtimeOf = runtimeFactory(options);
+  const guardContext = { runtimeOf, ownerKey, transactions: options.transactions };
 
-  // Create the sibling lock model (collection and indexes) when the model is initialised.
+  // When the model is initialised: create the sibling lock model (collection and indexes)
+  // and guard its bulkWrite.
   schema.on('init', (model: AnyModel) => {
     runtimeOf(model);
+    guardBulkWrite(model, guardContext);
   });
 
-  schema.static('lock', async function lock(this: AnyModel, id: unknown, owner: unknown, callOptions?: unknown) {
+  /** Takes the lock (waiting if asked), loads the document and attaches the lock to it. */
+  async function lockAndLoad(model: AnyModel, id: unknown, owner: unknown, call: ResolvedCallOptions): Promise<{ doc: AnyDoc; state: HeldLockState }> {
     const documentId = castId(id);
     const who = validateOwner(owner);
-    const { ttl } = validateLockCallOptions(callOptions, options.ttl);
-    const { store, ready } = runtimeOf(this);
+    const { store, watch, ready } = runtimeOf(model);
     await ready;
-
-    const grant = await store.acquire(documentId, ownerKey(who), ttl);
-    const held: HeldLock = { documentId, owner: who, token: grant.token, acquiredAt: grant.acquiredAt, expiresAt: grant.expiresAt, ttl };
+    const key = ownerKey(who);
+    const attempt = () => store.acquire(documentId, key, call.ttl);
+    const grant = call.wait > 0 || call.signal ? await acquireWaiting(documentId, attempt, watch, call.wait, call.signal) : await attempt();
+    const held: HeldLock = { documentId, owner: who, token: grant.token, fence: grant.fence, acquiredAt: grant.acquiredAt, expiresAt: grant.expiresAt, ttl: call.ttl };
+    const state = newHeldLockState(held);
     let doc: AnyDoc | null;
     try {
-      doc = (await this.findById(documentId)) as AnyDoc | null;
+      doc = (await model.findById(documentId)) as AnyDoc | null;
     } catch (error) {
-      await store.release(stateFor(held)).catch(() => undefined);
+      await store.release(state).catch(() => undefined);
       throw error;
     }
     if (!doc) {
-      await store.release(stateFor(held)).catch(() => undefined);
-      throw new LockTargetNotFoundError(documentId, this.modelName);
+      await store.release(state).catch(() => undefined);
+      throw new LockTargetNotFoundError(documentId, model.modelName);
     }
-    attachHeldLock(doc, held);
-    return doc;
+    attachHeldLock(doc, state);
+    return { doc, state };
+  }
+
+  async function openHandle(model: AnyModel, id: unknown, owner: unknown, rawCall: unknown): Promise<LockHandle<AnyDoc>> {
+    const call = validateLockCallOptions(rawCall, options.ttl, ['ttl', 'wait', 'signal', 'autoExtend']);
+    const { doc, state } = await lockAndLoad(model, id, owner, call);
+    const { store } = runtimeOf(model);
+    return new LockHandle(doc, state, store, () => unlockDocument(doc), call.autoExtend);
+  }
+
+  async function unlockDocument(doc: AnyDoc): Promise<void> {
+    const state = requireHeld(doc);
+    const { store, ready } = runtimeOf(doc.constructor as AnyModel);
+    await ready;
+    await store.release(state);
+    state.lost = 'released';
+  }
+
+  schema.static('lock', async function lock(this: AnyModel, id: unknown, owner: unknown, callOptions?: unknown) {
+    return (await lockAndLoad(this, id, owner, validateLockCallOptions(callOptions, options.ttl))).doc;
+  });
+
+  schema.static('tryLock', async function tryLock(this: AnyModel, id: unknown, owner: unknown, callOptions?: unknown) {
+    try {
+      return (await lockAndLoad(this, id, owner, validateLockCallOptions(callOptions, options.ttl, ['ttl']))).doc;
+    } catch (error) {
+      if (error instanceof LockedError) return null;
+      throw error;
+    }
+  });
+
+  schema.static('acquireLock', function acquireLock(this: AnyModel, id: unknown, owner: unknown, callOptions?: unknown) {
+    return openHandle(this, id, owner, callOptions);
+  });
+
+  schema.static('withLock', async function withLock(this: AnyModel, id: unknown, owner: unknown, fn: unknown, callOptions?: unknown) {
+    if (typeof fn !== 'function') throw new InvalidLockArgumentError('fn', 'expected a function (doc, signal) => result to run while the lock is held.');
+    const handle = await openHandle(this, id, owner, callOptions);
+    try {
+      return await (fn as (doc: AnyDoc, signal: AbortSignal) => unknown)(handle.document, handle.signal);
+    } finally {
+      await handle[Symbol.asyncDispose]();
+    }
   });
 
   schema.static('releaseAllFor', async function releaseAllFor(this: AnyModel, owner: unknown) {
@@ -94,12 +146,17 @@ export function lockPlugin(schema: Schema, rawOptions?: LockPluginOptions): void
     return state && state.lost === undefined ? state.lock : null;
   });
 
-  schema.method('unlock', async function unlock(this: AnyDoc) {
+  schema.method('unlock', function unlock(this: AnyDoc) {
+    return unlockDocument(this);
+  });
+
+  schema.method('extendLock', async function extendLock(this: AnyDoc, ttl?: unknown) {
     const state = requireHeld(this);
+    const duration = ttl === undefined ? state.lock.ttl : validateTtl(ttl);
     const { store, ready } = runtimeOf(this.constructor as AnyModel);
     await ready;
-    await store.release(state);
-    state.lost = 'released';
+    state.lock.expiresAt = await store.extend(state, duration);
+    return state.lock.expiresAt;
   });
 
   schema.method('saveAndUnlock', async function saveAndUnlock(this: AnyDoc, saveOptions?: SaveOptions) {
@@ -108,9 +165,9 @@ export function lockPlugin(schema: Schema, rawOptions?: LockPluginOptions): void
     const { store, ready } = runtimeOf(model);
     await ready;
 
-    // Release first, inside the transaction: the delete of our own unexpired record is both the
+    // Release first, inside the transaction: the update of our own unexpired record is both the
     // check and the release, and it commits or aborts together with the document write.
-    const releaseThenSave = async (session: mongo.ClientSession) => {
+    const releaseThenSave = async (session: ClientSession) => {
       await store.release(state, session);
       state.verifiedIn = session;
       try {
@@ -123,7 +180,7 @@ export function lockPlugin(schema: Schema, rawOptions?: LockPluginOptions): void
       }
     };
 
-    const callerSession = (saveOptions?.session ?? this.$session() ?? undefined) as mongo.ClientSession | undefined;
+    const callerSession = (saveOptions?.session ?? this.$session() ?? undefined) as ClientSession | undefined;
     if (callerSession?.inTransaction()) {
       // The caller's transaction: the caller commits, and with it the release.
       await releaseThenSave(callerSession);
@@ -151,10 +208,6 @@ export function lockPlugin(schema: Schema, rawOptions?: LockPluginOptions): void
     state.lost = 'released';
   });
 
-  schema.pre('save', saveGuard(runtimeOf, options.requireLock));
-}
-
-/** A throwaway state for releasing a lock that was never attached to a document. */
-function stateFor(lock: HeldLock): HeldLockState {
-  return { lock, grantedAtMonotonic: 0, lost: undefined, verifiedIn: undefined };
+  schema.pre('save', saveGuard(runtimeOf, ownerKey, options.requireLock));
+  installQueryGuard(schema, guardContext);
 }

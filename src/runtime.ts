@@ -4,13 +4,17 @@
  * base model's collection).
  */
 import type { Model, mongo } from 'mongoose';
+import { supportsTransactions } from './deployment';
 import { lockModelFor } from './lock-model';
+import { LockWatch } from './lock-waiter';
 import { LockStore, type LockRecord } from './lock-store';
 import type { ResolvedLockOptions } from './options';
 
 export interface ModelRuntime {
   lockModel: Model<LockRecord>;
   store: LockStore;
+  /** Wakes waiters when locks of this collection change (one change stream, shared). */
+  watch: LockWatch;
   /** Resolves once the lock collection and its indexes exist (Mongoose caches this). */
   ready: Promise<unknown>;
 }
@@ -26,12 +30,14 @@ export function runtimeFactory(options: ResolvedLockOptions): RuntimeOf {
   return (model) => {
     let runtime = runtimes.get(model);
     if (!runtime) {
-      const collection = options.collection ?? `${model.collection.collectionName}.locks`;
-      const lockModel = lockModelFor(model.db, collection);
+      const name = options.collection ?? `${model.collection.collectionName}.locks`;
+      const lockModel = lockModelFor(model.db, name, options.purgeAfter);
       const ready = lockModel.init();
       // Errors surface on the first lock call; this only stops an unhandled-rejection warning.
       ready.catch(() => undefined);
-      runtime = { lockModel, store: new LockStore(lockModel.collection as unknown as mongo.Collection<mongo.Document>), ready };
+      const collection = lockModel.collection as unknown as mongo.Collection<mongo.Document>;
+      const watch = new LockWatch(collection, () => supportsTransactions(model.db));
+      runtime = { lockModel, store: new LockStore(collection), watch, ready };
       runtimes.set(model, runtime);
     }
     return runtime;

@@ -3,15 +3,17 @@
  * current holder. New documents save normally (nobody can hold a lock on what does not exist).
  */
 import type { HydratedDocument, mongo } from 'mongoose';
-import { LockNotHeldError, LockedError } from './errors';
+import { LockNotHeldError } from './errors';
 import { heldLockState } from './held-lock';
+import { currentLockOwner } from './owner-context';
+import type { OwnerKey } from './owner-key';
 import type { AnyModel, RuntimeOf } from './runtime';
+import { assertWritable } from './write-targets';
 
-export function saveGuard(runtimeOf: RuntimeOf, requireLock: boolean) {
+export function saveGuard(runtimeOf: RuntimeOf, ownerKey: OwnerKey, requireLock: boolean) {
   return async function guardSave(this: HydratedDocument<unknown>): Promise<void> {
     if (this.isNew) return;
-    const model = this.constructor as AnyModel;
-    const { store, ready } = runtimeOf(model);
+    const { store, ready } = runtimeOf(this.constructor as AnyModel);
     await ready;
     const session = (this.$session() ?? undefined) as mongo.ClientSession | undefined;
     const state = heldLockState(this);
@@ -22,8 +24,12 @@ export function saveGuard(runtimeOf: RuntimeOf, requireLock: boolean) {
       await store.verify(state, session);
       return;
     }
-    if (requireLock) throw new LockNotHeldError(this._id, state?.lost ?? 'not_locked');
-    const holder = await store.findActive(this._id, session);
-    if (holder) throw new LockedError(this._id, holder.expiresAt, ' This document was not loaded with Model.lock().');
+    // Not saved through a lock: the owner context (runWithLockOwner) may still name a holder.
+    const owner = currentLockOwner();
+    const key = owner === undefined ? undefined : ownerKey(owner);
+    if (requireLock && (key === undefined || !(await store.isHeldBy(this._id, key, session)))) {
+      throw new LockNotHeldError(this._id, state?.lost ?? 'not_locked');
+    }
+    await assertWritable(store, [this._id], key, session);
   };
 }

@@ -2,6 +2,7 @@
 import type { HydratedDocument, Model, SaveOptions, Types } from 'mongoose';
 import type { LockCallOptions } from './arguments';
 import type { HeldLock } from './held-lock';
+import type { LockHandle } from './lock-handle';
 import type { LockInfo, LockRecord } from './lock-store';
 
 /** What `Model.lock` and friends accept as a document id; it is cast to the schema's `_id` type. */
@@ -16,6 +17,11 @@ export interface LockMethods {
    * held; if the lock was lost, nothing is written. On replica sets both happen in one transaction.
    */
   saveAndUnlock(options?: SaveOptions): Promise<void>;
+  /**
+   * Extends the lock to `ttl` (default: the acquisition's ttl) from now, by the server's clock,
+   * only while it is still current; resolves to the new expiry. Same errors as `unlock()`.
+   */
+  extendLock(ttl?: number): Promise<Date>;
   /** The lock this document carries, or null if it carries none (or it was released or lost). */
   heldLock(): HeldLock | null;
 }
@@ -26,7 +32,20 @@ export interface LockStatics<THydrated> {
    * Locks the document for `owner` and returns it, loaded after the lock was taken.
    * Throws LockedError if another owner holds an unexpired lock; renews if `owner` holds it.
    */
-  lock(id: LockTargetId, owner: string, options?: LockCallOptions): Promise<THydrated>;
+  lock(id: LockTargetId, owner: string, options?: Omit<LockCallOptions, 'autoExtend'>): Promise<THydrated>;
+  /** Like `lock`, but resolves to null instead of throwing LockedError; never waits. */
+  tryLock(id: LockTargetId, owner: string, options?: Pick<LockCallOptions, 'ttl'>): Promise<THydrated | null>;
+  /**
+   * Locks and returns a handle that renews the lock while held (`autoExtend`, default true),
+   * exposes an AbortSignal that fires if the lock is lost, and releases on `release()` or at
+   * the end of an `await using` block.
+   */
+  acquireLock(id: LockTargetId, owner: string, options?: LockCallOptions): Promise<LockHandle<THydrated>>;
+  /**
+   * Runs `fn(doc, signal)` while holding the lock: renews it before it expires, aborts `signal`
+   * at once if it is lost, always releases at the end, and returns what `fn` returns.
+   */
+  withLock<R>(id: LockTargetId, owner: string, fn: (doc: THydrated, signal: AbortSignal) => Promise<R> | R, options?: LockCallOptions): Promise<R>;
   /** Releases every unexpired lock held by `owner` (one command); resolves to how many. */
   releaseAllFor(owner: string): Promise<number>;
   /** Whether anyone holds an unexpired lock on the document. */

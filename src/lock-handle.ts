@@ -1,0 +1,117 @@
+/**
+ * A lock held for the length of a piece of work: renewed before it expires while the work
+ * runs, an AbortSignal that fires the moment the lock is lost, and release at the end,
+ * including through `await using` (Symbol.asyncDispose).
+ */
+import { LockExpiredError, LockNotHeldError } from './errors';
+import { estimatedServerNow, type HeldLockState } from './held-lock';
+import type { LockStore } from './lock-store';
+
+/** Renew when this fraction of the ttl is left, so two attempts fit before expiry. */
+const RENEW_AT_FRACTION = 1 / 3;
+
+export class LockHandle<TDoc> implements AsyncDisposable {
+  private readonly controller = new AbortController();
+  private renewTimer: NodeJS.Timeout | undefined;
+  private lossTimer: NodeJS.Timeout | undefined;
+  private done = false;
+
+  constructor(
+    /** The locked document, loaded after the lock was taken. */
+    readonly document: TDoc,
+    private readonly state: HeldLockState,
+    private readonly store: LockStore,
+    private readonly release_: () => Promise<void>,
+    autoExtend: boolean,
+  ) {
+    if (autoExtend) this.schedule();
+    else this.armLossTimer();
+  }
+
+  /** Aborts as soon as the lock is known to be lost (its reason is the LockNotHeldError). */
+  get signal(): AbortSignal {
+    return this.controller.signal;
+  }
+
+  /** This acquisition's fencing token. */
+  get fence(): number {
+    return this.state.lock.fence;
+  }
+
+  /** Current expiry (server time), moved forward by every renewal. */
+  get expiresAt(): Date {
+    return this.state.lock.expiresAt;
+  }
+
+  /** Renews now, to `ttl` (default: the acquisition's ttl) from the server's now. */
+  async extend(ttl = this.state.lock.ttl): Promise<void> {
+    try {
+      this.state.lock.expiresAt = await this.store.extend(this.state, ttl);
+    } catch (error) {
+      if (error instanceof LockNotHeldError) this.lose(error);
+      throw error;
+    }
+  }
+
+  /** Stops renewing and releases the lock. Throws LockNotHeldError if it was already lost. */
+  async release(): Promise<void> {
+    this.stop();
+    await this.release_();
+  }
+
+  /** Releases unless already released or lost; never throws for a lost lock. */
+  async [Symbol.asyncDispose](): Promise<void> {
+    this.stop();
+    if (this.state.lost !== undefined) return;
+    await this.release_().catch((error: unknown) => {
+      if (!(error instanceof LockNotHeldError)) throw error;
+    });
+  }
+
+  private msUntilExpiry(): number {
+    return this.state.lock.expiresAt.getTime() - estimatedServerNow(this.state);
+  }
+
+  private schedule(): void {
+    if (this.done) return;
+    const left = this.msUntilExpiry();
+    const renewIn = Math.max(0, left - this.state.lock.ttl * RENEW_AT_FRACTION);
+    this.renewTimer = setTimeout(() => void this.renew(), renewIn);
+    this.armLossTimer();
+  }
+
+  private async renew(): Promise<void> {
+    if (this.done) return;
+    try {
+      await this.extend();
+    } catch (error) {
+      if (error instanceof LockNotHeldError) return; // lose() already ran
+      // A transient failure (network, failover): try again soon; the loss timer still guards expiry.
+      this.renewTimer = setTimeout(() => void this.renew(), Math.max(1, Math.min(this.msUntilExpiry() / 2, 1_000)));
+      return;
+    }
+    this.schedule();
+  }
+
+  /** Fires at the expiry we know of, unless a renewal moved it. */
+  private armLossTimer(): void {
+    clearTimeout(this.lossTimer);
+    this.lossTimer = setTimeout(() => {
+      if (this.done) return;
+      if (this.msUntilExpiry() <= 0) this.lose(new LockExpiredError(this.state.lock.documentId, this.state.lock.expiresAt));
+      else this.armLossTimer();
+    }, Math.max(0, this.msUntilExpiry()) + 1);
+  }
+
+  private lose(error: LockNotHeldError): void {
+    if (this.state.lost === undefined) this.state.lost = error.reason;
+    this.stop();
+    if (!this.controller.signal.aborted) this.controller.abort(error);
+  }
+
+  private stop(): void {
+    this.done = true;
+    clearTimeout(this.renewTimer);
+    clearTimeout(this.lossTimer);
+  }
+}

@@ -1,0 +1,204 @@
+/**
+ * Waiting for a lock instead of failing at once.
+ *
+ * A waiter retries the acquisition when the lock may have become free:
+ *  - when the holder's lock expires (the LockedError carries the remaining time, measured on
+ *    the server's clock, so a timer fires at the right moment whatever the local clock says);
+ *  - when the lock record changes (released, extended, deleted), learned from a change stream
+ *    on the lock collection where the deployment has them (replica sets, sharded clusters).
+ *    One stream per lock collection and connection serves every waiter in the process;
+ *  - otherwise (standalone servers, or a stream that failed) by polling with jittered
+ *    exponential backoff.
+ * Each waiter registers for wake-ups BEFORE its acquisition attempt, so a release that lands
+ * between a failed attempt and the wait is never missed.
+ */
+import { mongo } from 'mongoose';
+import { LockedError } from './errors';
+import type { Grant } from './lock-store';
+
+const POLL_BASE_MS = 20;
+const POLL_CAP_MS = 1_000;
+/** With a live change stream, still retry this often in case an event was missed. */
+const SAFETY_POLL_MS = 5_000;
+const STREAM_IDLE_CLOSE_MS = 10_000;
+const STREAM_AWAIT_MS = 1_000;
+
+interface Subscription {
+  /** Resolves when the lock record of this document changed (or the stream failed). */
+  changed: Promise<void>;
+  /** Whether a change stream is delivering events for this subscription. */
+  live: boolean;
+  cancel(): void;
+}
+
+function idKey(documentId: unknown): string {
+  return mongo.BSON.EJSON.stringify({ id: documentId } as mongo.Document, { relaxed: false });
+}
+
+/** Change-stream fan-out for one lock collection: one stream, many waiters. */
+export class LockWatch {
+  private readonly subscribers = new Map<string, Set<() => void>>();
+  private count = 0;
+  private stream: mongo.ChangeStream | undefined;
+  private opening: Promise<boolean> | undefined;
+  private idleTimer: NodeJS.Timeout | undefined;
+  /** Number of change streams this instance opened (visible to tests and benchmarks). */
+  streamsOpened = 0;
+
+  constructor(
+    private readonly collection: mongo.Collection,
+    private readonly canWatch: () => Promise<boolean>,
+  ) {}
+
+  async subscribe(documentId: unknown): Promise<Subscription> {
+    const key = idKey(documentId);
+    let wake!: () => void;
+    const changed = new Promise<void>((resolve) => (wake = resolve));
+    let set = this.subscribers.get(key);
+    if (!set) this.subscribers.set(key, (set = new Set()));
+    set.add(wake);
+    this.count++;
+    clearTimeout(this.idleTimer);
+    const live = await this.open().catch(() => false);
+    return {
+      changed,
+      live,
+      cancel: () => {
+        const current = this.subscribers.get(key);
+        if (current?.delete(wake)) {
+          this.count--;
+          if (current.size === 0) this.subscribers.delete(key);
+        }
+        if (this.count === 0) this.scheduleIdleClose();
+      },
+    };
+  }
+
+  /** Opens the shared stream once; resolves to whether it is live. */
+  private open(): Promise<boolean> {
+    if (this.stream) return Promise.resolve(true);
+    if (!this.opening) {
+      this.opening = (async () => {
+        if (!(await this.canWatch())) return false;
+        const stream = this.collection.watch([{ $match: { operationType: { $in: ['update', 'replace', 'delete'] } } }], {
+          maxAwaitTimeMS: STREAM_AWAIT_MS,
+        });
+        // The first tryNext sends the aggregate: once it returns, events are being captured.
+        await stream.tryNext();
+        this.stream = stream;
+        this.streamsOpened++;
+        void this.pump(stream);
+        return true;
+      })();
+      this.opening.then(
+        (live) => {
+          if (!live) this.opening = undefined;
+        },
+        () => {
+          this.opening = undefined;
+        },
+      );
+    }
+    return this.opening;
+  }
+
+  private async pump(stream: mongo.ChangeStream): Promise<void> {
+    try {
+      while (this.stream === stream) {
+        const event = (await stream.next()) as mongo.ChangeStreamDocument & { documentKey?: { _id: unknown } };
+        if (event.operationType === 'update' && event.updateDescription?.updatedFields?.token) continue; // an acquisition: nothing freed
+        const key = event.documentKey ? idKey(event.documentKey._id) : undefined;
+        if (key) this.wake(key);
+      }
+    } catch {
+      // Closed, or the deployment lost the stream: wake everyone so they poll or reopen.
+    } finally {
+      if (this.stream === stream) {
+        this.stream = undefined;
+        this.opening = undefined;
+      }
+      this.wakeAll();
+    }
+  }
+
+  private wake(key: string): void {
+    const set = this.subscribers.get(key);
+    if (set) for (const wake of set) wake();
+  }
+
+  private wakeAll(): void {
+    for (const set of this.subscribers.values()) for (const wake of set) wake();
+  }
+
+  private scheduleIdleClose(): void {
+    clearTimeout(this.idleTimer);
+    this.idleTimer = setTimeout(() => void this.close(), STREAM_IDLE_CLOSE_MS);
+    this.idleTimer.unref();
+  }
+
+  async close(): Promise<void> {
+    clearTimeout(this.idleTimer);
+    const stream = this.stream;
+    this.stream = undefined;
+    this.opening = undefined;
+    if (stream) await stream.close().catch(() => undefined);
+  }
+}
+
+/** Resolves after `ms`, or as soon as `signal` aborts; never rejects. */
+function pause(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted) return resolve();
+    const done = () => {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, Math.max(0, ms));
+    signal.addEventListener('abort', done, { once: true });
+  });
+}
+
+/**
+ * Acquires, waiting up to `waitMs` for the lock to become free. Rejects with LockedError
+ * (saying how long it waited) when the deadline passes, or with the signal's reason on abort.
+ */
+export async function acquireWaiting(
+  documentId: unknown,
+  attempt: () => Promise<Grant>,
+  watch: LockWatch,
+  waitMs: number,
+  signal: AbortSignal | undefined,
+): Promise<Grant> {
+  const started = performance.now();
+  for (let round = 0; ; round++) {
+    signal?.throwIfAborted();
+    const subscription = await watch.subscribe(documentId);
+    try {
+      try {
+        return await attempt();
+      } catch (error) {
+        if (!(error instanceof LockedError)) throw error;
+        const waited = performance.now() - started;
+        const left = waitMs - waited;
+        if (left <= 0) {
+          throw new LockedError(documentId, error.expiresAt, ` Waited ${Math.round(waited)} ms for it.`, error.retryAfterMs);
+        }
+        const untilExpiry = error.retryAfterMs === undefined ? Infinity : error.retryAfterMs + 1;
+        const poll = subscription.live ? SAFETY_POLL_MS : Math.random() * Math.min(POLL_CAP_MS, POLL_BASE_MS * 2 ** round);
+        const stopPause = new AbortController();
+        const onAbort = () => stopPause.abort();
+        signal?.addEventListener('abort', onAbort, { once: true });
+        try {
+          await Promise.race([subscription.changed, pause(Math.min(left, untilExpiry, poll), stopPause.signal)]);
+        } finally {
+          signal?.removeEventListener('abort', onAbort);
+          stopPause.abort(); // clears the timer when the change event won the race
+        }
+        signal?.throwIfAborted();
+      }
+    } finally {
+      subscription.cancel();
+    }
+  }
+}
