@@ -35,6 +35,12 @@ export interface LockPluginOptions {
    * between check and write. `'never'`: always use separate commands (see README, Limits).
    */
   transactions?: 'auto' | 'never';
+  /**
+   * How `Model.lock(id, owner, { wait })` learns that a lock was released. `'auto'` (default):
+   * a change stream on the lock collection where the deployment supports them, polling
+   * otherwise. `'never'`: always poll (for users without the changeStream privilege).
+   */
+  changeStreams?: 'auto' | 'never';
 }
 
 export interface ResolvedLockOptions {
@@ -45,6 +51,7 @@ export interface ResolvedLockOptions {
   ownerSecret: Buffer | undefined;
   requireLock: boolean;
   transactions: 'auto' | 'never';
+  changeStreams: 'auto' | 'never';
 }
 
 export const DEFAULT_TTL_MS = 30_000;
@@ -54,7 +61,7 @@ const MIN_SECRET_BYTES = 16;
 
 export const DEFAULT_PURGE_AFTER_MS = 24 * 60 * 60 * 1000;
 
-const KNOWN_OPTIONS: ReadonlySet<string> = new Set(['ttl', 'purgeAfter', 'collection', 'ownerStorage', 'ownerSecret', 'requireLock', 'transactions']);
+const KNOWN_OPTIONS: ReadonlySet<string> = new Set(['ttl', 'purgeAfter', 'collection', 'ownerStorage', 'ownerSecret', 'requireLock', 'transactions', 'changeStreams']);
 
 /** Validates a ttl in milliseconds, for the plugin options and for per-call overrides. */
 export function validateTtl(value: unknown, option = 'ttl'): number {
@@ -129,7 +136,12 @@ export function resolveOptions(input: unknown): ResolvedLockOptions {
     throw new InvalidLockOptionError('transactions', `expected 'auto' or 'never', got ${describeValue(transactions)}.`);
   }
 
-  return { ttl, purgeAfter, collection, ownerStorage, ownerSecret, requireLock, transactions };
+  const changeStreams = options.changeStreams ?? 'auto';
+  if (changeStreams !== 'auto' && changeStreams !== 'never') {
+    throw new InvalidLockOptionError('changeStreams', `expected 'auto' or 'never', got ${describeValue(changeStreams)}.`);
+  }
+
+  return { ttl, purgeAfter, collection, ownerStorage, ownerSecret, requireLock, transactions, changeStreams };
 }
 
 /** A short description of a value's type and shape for error messages, never its full contents. */

@@ -36,7 +36,7 @@ export function runtimeFactory(options: ResolvedLockOptions): RuntimeOf {
       // Errors surface on the first lock call; this only stops an unhandled-rejection warning.
       ready.catch(() => undefined);
       const collection = lockModel.collection as unknown as mongo.Collection<mongo.Document>;
-      const watch = new LockWatch(collection, () => supportsTransactions(model.db));
+      const watch = new LockWatch(collection, async () => options.changeStreams === 'auto' && (await supportsTransactions(model.db)));
       runtime = { lockModel, store: new LockStore(collection), watch, ready };
       runtimes.set(model, runtime);
     }
