@@ -26,8 +26,10 @@ const STREAM_AWAIT_MS = 1_000;
 interface Subscription {
   /** Resolves when the lock record of this document changed (or the stream failed). */
   changed: Promise<void>;
-  /** Whether a change stream is delivering events for this subscription. */
-  live: boolean;
+  /** Whether the stream was already capturing events when this subscription was made. */
+  wasLive: boolean;
+  /** Resolves to whether a change stream is delivering events (opening it if needed). */
+  live: Promise<boolean>;
   cancel(): void;
 }
 
@@ -50,7 +52,8 @@ export class LockWatch {
     private readonly canWatch: () => Promise<boolean>,
   ) {}
 
-  async subscribe(documentId: unknown): Promise<Subscription> {
+  /** Registers synchronously, so nothing that happens after this call is missed once live. */
+  subscribe(documentId: unknown): Subscription {
     const key = idKey(documentId);
     let wake!: () => void;
     const changed = new Promise<void>((resolve) => (wake = resolve));
@@ -59,9 +62,11 @@ export class LockWatch {
     set.add(wake);
     this.count++;
     clearTimeout(this.idleTimer);
-    const live = await this.open().catch(() => false);
+    const wasLive = this.stream !== undefined;
+    const live = this.open().catch(() => false);
     return {
       changed,
+      wasLive,
       live,
       cancel: () => {
         const current = this.subscribers.get(key);
@@ -173,19 +178,24 @@ export async function acquireWaiting(
   const started = performance.now();
   for (let round = 0; ; round++) {
     signal?.throwIfAborted();
-    const subscription = await watch.subscribe(documentId);
+    // Subscribe before the attempt (no lost wake-up); the stream opens alongside the attempt.
+    const subscription = watch.subscribe(documentId);
     try {
       try {
         return await attempt();
       } catch (error) {
         if (!(error instanceof LockedError)) throw error;
+        const live = await subscription.live;
+        // The stream only started capturing during this attempt: a release may have slipped
+        // through before it did, so try once more before waiting.
+        if (live && !subscription.wasLive) continue;
         const waited = performance.now() - started;
         const left = waitMs - waited;
         if (left <= 0) {
           throw new LockedError(documentId, error.expiresAt, ` Waited ${Math.round(waited)} ms for it.`, error.retryAfterMs);
         }
         const untilExpiry = error.retryAfterMs === undefined ? Infinity : error.retryAfterMs + 1;
-        const poll = subscription.live ? SAFETY_POLL_MS : Math.random() * Math.min(POLL_CAP_MS, POLL_BASE_MS * 2 ** round);
+        const poll = live ? SAFETY_POLL_MS : Math.random() * Math.min(POLL_CAP_MS, POLL_BASE_MS * 2 ** round);
         const stopPause = new AbortController();
         const onAbort = () => stopPause.abort();
         signal?.addEventListener('abort', onAbort, { once: true });
