@@ -1,0 +1,127 @@
+/** Namespace and index commands: create, drop, dropDatabase, listCollections, listDatabases, createIndexes, listIndexes, dropIndexes. */
+import type { Document } from 'bson';
+import { Query } from 'mingo';
+import type { CommandCtx, Handler } from '../context';
+import { Codes, MongoCommandError, toCommandError, unsupported } from '../errors';
+import { keyOf } from '../values';
+
+function nsNotFound(ctx: CommandCtx, name: string): MongoCommandError {
+  return new MongoCommandError(Codes.NamespaceNotFound, `ns does not exist: ${ctx.db}.${name}`);
+}
+
+function noTxn(ctx: CommandCtx): void {
+  if (ctx.txn && !['create', 'createIndexes'].includes(ctx.name)) {
+    throw new MongoCommandError(Codes.OperationNotSupportedInTransaction, `Cannot run '${ctx.name}' in a multi-document transaction.`);
+  }
+}
+
+const CREATE_OPTIONS = new Set(['create', '$db', 'lsid', 'txnNumber', 'autocommit', 'startTransaction', '$clusterTime', 'writeConcern', '$readPreference', 'comment', 'apiVersion', 'apiStrict', 'apiDeprecationErrors', 'maxTimeMS']);
+
+const create: Handler = (ctx) => {
+  noTxn(ctx);
+  const name = ctx.cmd.create as string;
+  for (const k of Object.keys(ctx.cmd)) if (!CREATE_OPTIONS.has(k)) throw unsupported(`create option '${k}'`);
+  if (ctx.state.storage.getCollection(ctx.db, name)) throw new MongoCommandError(Codes.NamespaceExists, `Collection ${ctx.db}.${name} already exists.`);
+  ctx.state.storage.ensureCollection(ctx.db, name);
+  return { ok: 1 };
+};
+
+const drop: Handler = (ctx) => {
+  noTxn(ctx);
+  const name = ctx.cmd.drop as string;
+  const coll = ctx.state.storage.getCollection(ctx.db, name);
+  const nIndexesWas = coll ? coll.allSpecs().length : undefined;
+  // mongod >= 7.0 answers drop of a missing collection with ok: 1.
+  ctx.state.storage.dropCollection(ctx.db, name);
+  return nIndexesWas === undefined ? { ok: 1 } : { nIndexesWas, ns: `${ctx.db}.${name}`, ok: 1 };
+};
+
+const dropDatabase: Handler = (ctx) => {
+  noTxn(ctx);
+  ctx.state.storage.dropDatabase(ctx.db);
+  return { ok: 1 };
+};
+
+const listCollections: Handler = (ctx) => {
+  const nameOnly = !!ctx.cmd.nameOnly;
+  let infos: Document[] = ctx.state.storage.collections(ctx.db).map((c) =>
+    nameOnly
+      ? { name: c.name, type: 'collection' }
+      : { name: c.name, type: 'collection', options: { ...c.options }, info: { readOnly: false, uuid: c.uuid }, idIndex: { v: 2, key: { _id: 1 }, name: '_id_' } },
+  );
+  if (ctx.cmd.filter && Object.keys(ctx.cmd.filter as Document).length) {
+    try {
+      const q = new Query(ctx.cmd.filter as Document);
+      infos = infos.filter((d) => q.test(d));
+    } catch (e) {
+      throw toCommandError(e);
+    }
+  }
+  const batchSize = (ctx.cmd.cursor as Document | undefined)?.batchSize as number | undefined;
+  return ctx.state.cursors.fromArray(`${ctx.db}.$cmd.listCollections`, infos, batchSize);
+};
+
+const listDatabases: Handler = (ctx) => {
+  const dbs = ctx.state.storage.databaseNames().map((name) => ({ name, sizeOnDisk: 0, empty: false }));
+  if (ctx.cmd.nameOnly) return { databases: dbs.map((d) => ({ name: d.name })), ok: 1 };
+  return { databases: dbs, totalSize: 0, totalSizeMb: 0, ok: 1 };
+};
+
+const createIndexes: Handler = (ctx) => {
+  const name = ctx.cmd.createIndexes as string;
+  const specs = ctx.cmd.indexes as Document[] | undefined;
+  if (!Array.isArray(specs) || !specs.length) throw new MongoCommandError(Codes.FailedToParse, "Must specify at least one index to create");
+  if (ctx.txn) throw new MongoCommandError(Codes.OperationNotSupportedInTransaction, "Cannot run 'createIndexes' in a multi-document transaction.");
+  const storage = ctx.state.storage;
+  const existed = !!storage.getCollection(ctx.db, name);
+  const coll = storage.ensureCollection(ctx.db, name);
+  const before = coll.allSpecs().length;
+  let created = 0;
+  for (const s of specs) if (storage.createIndex(coll, s) === 'created') created++;
+  const reply: Document = { numIndexesBefore: before, numIndexesAfter: coll.allSpecs().length, createdCollectionAutomatically: !existed, ok: 1 };
+  if (!created) reply.note = 'all indexes already exist';
+  return reply;
+};
+
+const listIndexes: Handler = (ctx) => {
+  const name = ctx.cmd.listIndexes as string;
+  const coll = ctx.state.storage.getCollection(ctx.db, name);
+  if (!coll) throw nsNotFound(ctx, name);
+  const batchSize = (ctx.cmd.cursor as Document | undefined)?.batchSize as number | undefined;
+  return ctx.state.cursors.fromArray(`${ctx.db}.$cmd.listIndexes.${name}`, coll.allSpecs().map((s) => ({ ...s })), batchSize);
+};
+
+const dropIndexes: Handler = (ctx) => {
+  noTxn(ctx);
+  const name = ctx.cmd.dropIndexes as string;
+  const coll = ctx.state.storage.getCollection(ctx.db, name);
+  if (!coll) throw nsNotFound(ctx, name);
+  const nIndexesWas = coll.allSpecs().length;
+  const which = ctx.cmd.index;
+  const names: string[] = [];
+  if (which === '*') names.push(...coll.indexes.map((i) => i.name));
+  else if (typeof which === 'string') names.push(which);
+  else if (Array.isArray(which)) names.push(...(which as string[]));
+  else if (which && typeof which === 'object') {
+    const idx = coll.indexes.find((i) => keyOf(i.spec.key) === keyOf(which));
+    if (!idx) throw new MongoCommandError(Codes.IndexNotFound, `can't find index with key: ${JSON.stringify(which)}`);
+    names.push(idx.name);
+  }
+  for (const n of names) {
+    if (n === '_id_') throw new MongoCommandError(Codes.InvalidOptions, 'cannot drop _id index');
+    if (!coll.findIndex(n)) throw new MongoCommandError(Codes.IndexNotFound, `index not found with name [${n}]`);
+  }
+  for (const n of names) ctx.state.storage.dropIndex(coll, n);
+  return { nIndexesWas, ok: 1 };
+};
+
+export const adminCommands: Record<string, Handler> = {
+  create,
+  drop,
+  dropDatabase,
+  listCollections,
+  listDatabases,
+  createIndexes,
+  listIndexes,
+  dropIndexes,
+};

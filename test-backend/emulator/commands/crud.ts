@@ -1,0 +1,271 @@
+/** insert, update, delete, findAndModify, find, getMore, killCursors, count, distinct, aggregate. */
+import type { Document, Long } from 'bson';
+import { Aggregator, Query } from 'mingo';
+import type { CommandCtx, Handler } from '../context';
+import { Codes, MongoCommandError, toCommandError, unsupported } from '../errors';
+import { bindExpression, bindPipeline, compileFilter, View } from '../query';
+import { deleteStatement, insertOne, sortDocs, updateStatement, waitingForLocks, type UpdateSpec } from '../writes';
+import { isPlainObject, keyOf } from '../values';
+
+function collName(ctx: CommandCtx): string {
+  const v = ctx.cmd[ctx.name];
+  if (typeof v !== 'string' || !v) throw new MongoCommandError(Codes.InvalidNamespace, `collection name has invalid type ${typeof v}`);
+  return v;
+}
+
+function rejectOptions(ctx: CommandCtx, names: string[]): void {
+  for (const n of names) if (ctx.cmd[n] !== undefined) throw unsupported(`${ctx.name} option '${n}'`);
+}
+
+function rejectStatementOptions(ctx: CommandCtx, st: Document, names: string[]): void {
+  for (const n of names) if (st[n] !== undefined) throw unsupported(`${ctx.name} statement option '${n}'`);
+}
+
+/** Runs statements with ordered/unordered semantics and collects writeErrors shaped like mongod's. */
+async function runStatements<T>(ctx: CommandCtx, items: T[], run: (item: T, index: number) => void): Promise<Document[]> {
+  const ordered = ctx.cmd.ordered !== false;
+  const writeErrors: Document[] = [];
+  for (let i = 0; i < items.length; i++) {
+    try {
+      await waitingForLocks(() => run(items[i], i));
+    } catch (e) {
+      const err = toCommandError(e);
+      // In a transaction the first error aborts it and is reported as a command error.
+      if (ctx.txn) throw err;
+      writeErrors.push(err.toWriteError(i));
+      if (ordered) break;
+    }
+  }
+  return writeErrors;
+}
+
+const insert: Handler = async (ctx) => {
+  const name = collName(ctx);
+  const docs = ctx.cmd.documents as Document[] | undefined;
+  if (!Array.isArray(docs)) throw new MongoCommandError(Codes.FailedToParse, "BSON field 'insert.documents' is missing but a required field");
+  rejectOptions(ctx, ['collation']);
+  let n = 0;
+  const coll = ctx.state.storage.ensureCollection(ctx.db, name);
+  const writeErrors = await runStatements(ctx, docs, (d) => {
+    insertOne(ctx.exec, ctx.state.storage.getCollection(ctx.db, name) ?? coll, d);
+    n++;
+  });
+  return withErrors({ n, ok: 1 }, writeErrors);
+};
+
+function withErrors(reply: Document, writeErrors: Document[]): Document {
+  if (writeErrors.length) reply.writeErrors = writeErrors;
+  return reply;
+}
+
+const update: Handler = async (ctx) => {
+  const name = collName(ctx);
+  const updates = ctx.cmd.updates as Document[] | undefined;
+  if (!Array.isArray(updates)) throw new MongoCommandError(Codes.FailedToParse, "BSON field 'update.updates' is missing but a required field");
+  let n = 0;
+  let nModified = 0;
+  const upserted: Document[] = [];
+  const writeErrors = await runStatements(ctx, updates, (st, index) => {
+    rejectStatementOptions(ctx, st, ['collation', 'sort']);
+    const r = updateStatement(ctx.exec, ctx.db, name, {
+      q: st.q as Document,
+      u: st.u as UpdateSpec,
+      multi: !!st.multi,
+      upsert: !!st.upsert,
+      arrayFilters: st.arrayFilters as Document[] | undefined,
+    });
+    n += r.n;
+    nModified += r.nModified;
+    if (r.upsertedId !== undefined) upserted.push({ index, _id: r.upsertedId });
+  });
+  const reply: Document = { n, nModified, ok: 1 };
+  if (upserted.length) reply.upserted = upserted;
+  return withErrors(reply, writeErrors);
+};
+
+const del: Handler = async (ctx) => {
+  const name = collName(ctx);
+  const deletes = ctx.cmd.deletes as Document[] | undefined;
+  if (!Array.isArray(deletes)) throw new MongoCommandError(Codes.FailedToParse, "BSON field 'delete.deletes' is missing but a required field");
+  let n = 0;
+  const writeErrors = await runStatements(ctx, deletes, (st) => {
+    rejectStatementOptions(ctx, st, ['collation']);
+    const limit = Number(st.limit ?? 0);
+    if (limit !== 0 && limit !== 1) throw new MongoCommandError(Codes.FailedToParse, 'The limit field in delete objects must be 0 or 1');
+    n += deleteStatement(ctx.exec, ctx.db, name, { q: st.q as Document, limit }).n;
+  });
+  return withErrors({ n, ok: 1 }, writeErrors);
+};
+
+function project(docs: Document[], projection: Document | undefined, ctx: CommandCtx): Document[] {
+  if (!projection || !Object.keys(projection).length) return docs;
+  try {
+    return new Query({}).find(docs, bindExpression(projection, ctx.vars)).all() as Document[];
+  } catch (e) {
+    throw toCommandError(e);
+  }
+}
+
+const findAndModify: Handler = async (ctx) => {
+  const name = collName(ctx);
+  const c = ctx.cmd;
+  rejectOptions(ctx, ['collation']);
+  if (c.remove && c.update !== undefined) throw new MongoCommandError(Codes.FailedToParse, 'Cannot specify both an update and remove=true');
+  if (!c.remove && c.update === undefined) throw new MongoCommandError(Codes.FailedToParse, 'Either an update or remove=true must be specified');
+  if (c.remove && c.upsert) throw new MongoCommandError(Codes.FailedToParse, 'Cannot specify both upsert=true and remove=true');
+  return waitingForLocks(() => {
+    let value: Document | null;
+    const leo: Document = {};
+    if (c.remove) {
+      const r = deleteStatement(ctx.exec, ctx.db, name, { q: c.query as Document, limit: 1, sort: c.sort as Document });
+      leo.n = r.n;
+      value = r.deleted;
+    } else {
+      const r = updateStatement(ctx.exec, ctx.db, name, {
+        q: c.query as Document,
+        u: c.update as UpdateSpec,
+        upsert: !!c.upsert,
+        sort: c.sort as Document,
+        arrayFilters: c.arrayFilters as Document[] | undefined,
+      });
+      leo.n = r.n;
+      leo.updatedExisting = r.n > 0 && r.upsertedId === undefined;
+      if (r.upsertedId !== undefined) leo.upserted = r.upsertedId;
+      value = c.new ? (r.after ?? null) : r.upsertedId !== undefined ? null : (r.before ?? null);
+    }
+    if (value && c.fields) value = project([value], c.fields as Document, ctx)[0];
+    return { lastErrorObject: leo, value, ok: 1 };
+  });
+};
+
+function readView(ctx: CommandCtx, name: string): View {
+  return new View(ctx.state.storage.getCollection(ctx.db, name), ctx.txn);
+}
+
+const find: Handler = (ctx) => {
+  const name = collName(ctx);
+  const c = ctx.cmd;
+  rejectOptions(ctx, ['collation', 'min', 'max', 'returnKey', 'showRecordId', 'tailable', 'awaitData', 'allowPartialResults']);
+  const filter = (c.filter ?? {}) as Document;
+  const skip = Number(c.skip ?? 0);
+  let limit = Number(c.limit ?? 0);
+  let singleBatch = !!c.singleBatch;
+  if (limit < 0) {
+    limit = -limit;
+    singleBatch = true;
+  }
+  const sort = c.sort as Document | undefined;
+  const hasSort = !!sort && Object.keys(sort).length > 0;
+  const matcher = compileFilter(filter, ctx.vars);
+  let docs = readView(ctx, name).find(filter, matcher, !hasSort && limit ? skip + limit : 0).map(([, d]) => d);
+  if (hasSort) docs = sortDocs(docs, sort);
+  if (skip) docs = docs.slice(skip);
+  if (limit) docs = docs.slice(0, limit);
+  docs = project(docs, c.projection as Document | undefined, ctx);
+  return ctx.state.cursors.fromArray(`${ctx.db}.${name}`, docs, c.batchSize as number | undefined, singleBatch);
+};
+
+const getMore: Handler = (ctx) => {
+  const coll = ctx.cmd.collection as string;
+  return ctx.state.cursors.getMore(ctx.cmd.getMore as Long, `${ctx.db}.${coll}`, ctx.cmd.batchSize as number | undefined, ctx.cmd.maxTimeMS as number | undefined);
+};
+
+const killCursors: Handler = (ctx) => {
+  const r = ctx.state.cursors.kill((ctx.cmd.cursors as Long[]) ?? []);
+  return { cursorsKilled: r.killed, cursorsNotFound: r.notFound, cursorsAlive: [], cursorsUnknown: [], ok: 1 };
+};
+
+const count: Handler = (ctx) => {
+  const name = collName(ctx);
+  rejectOptions(ctx, ['collation']);
+  const filter = (ctx.cmd.query ?? {}) as Document;
+  let n = readView(ctx, name).find(filter, compileFilter(filter, ctx.vars)).length;
+  n = Math.max(0, n - Number(ctx.cmd.skip ?? 0));
+  const limit = Math.abs(Number(ctx.cmd.limit ?? 0));
+  if (limit) n = Math.min(n, limit);
+  return { n, ok: 1 };
+};
+
+const distinct: Handler = (ctx) => {
+  const name = collName(ctx);
+  rejectOptions(ctx, ['collation']);
+  const key = ctx.cmd.key as string;
+  const filter = (ctx.cmd.query ?? {}) as Document;
+  const docs = readView(ctx, name).find(filter, compileFilter(filter, ctx.vars)).map(([, d]) => d);
+  const seen = new Map<string, unknown>();
+  for (const d of docs) {
+    let v: unknown = d;
+    for (const p of key.split('.')) v = isPlainObject(v) ? v[p] : undefined;
+    const vals = Array.isArray(v) ? v : [v];
+    for (const x of vals) if (x !== undefined && !seen.has(keyOf(x))) seen.set(keyOf(x), x);
+  }
+  return { values: [...seen.values()], ok: 1 };
+};
+
+const UNSUPPORTED_STAGES = new Set(['$out', '$merge', '$changeStreamSplitLargeEvent', '$currentOp', '$listSessions', '$collStats', '$indexStats', '$planCacheStats', '$search', '$geoNear']);
+
+const aggregate: Handler = async (ctx) => {
+  const c = ctx.cmd;
+  const pipeline = c.pipeline as Document[] | undefined;
+  if (!Array.isArray(pipeline)) throw new MongoCommandError(Codes.FailedToParse, "'pipeline' option must be specified as an array");
+  if (c.cursor === undefined && !c.explain) throw new MongoCommandError(Codes.FailedToParse, "The 'cursor' option is required, except for aggregate with the explain argument");
+  rejectOptions(ctx, ['collation', 'explain']);
+  const collArg = c.aggregate;
+  const first = pipeline[0];
+  if (isPlainObject(first) && first.$changeStream !== undefined) {
+    const hook = ctx.state.changeStreams;
+    if (!hook) throw unsupported('$changeStream (change-streams module not installed)');
+    const src = await hook.openCursor({
+      db: ctx.db,
+      coll: typeof collArg === 'string' ? collArg : undefined,
+      options: (first.$changeStream ?? {}) as Document,
+      pipeline: pipeline.slice(1),
+      command: c,
+    });
+    return ctx.state.cursors.fromSource(src, (c.cursor as Document | undefined)?.batchSize as number | undefined, c.maxAwaitTimeMS as number | undefined);
+  }
+  for (const stage of pipeline) {
+    const op = isPlainObject(stage) ? Object.keys(stage)[0] : undefined;
+    if (op && UNSUPPORTED_STAGES.has(op)) throw unsupported(`aggregation stage ${op}`);
+    if (op === '$changeStream') throw new MongoCommandError(Codes.Location40324, '$changeStream is only valid as the first stage in a pipeline');
+  }
+  if (typeof collArg !== 'string') throw unsupported('aggregate: 1 (collection-less aggregate) without $changeStream');
+  let stages = bindPipeline(pipeline, ctx.vars);
+  let docs: Document[];
+  const view = readView(ctx, collArg);
+  if (isPlainObject(stages[0]) && isPlainObject(stages[0].$match)) {
+    const filter = pipeline[0].$match as Document;
+    docs = view.find(filter, compileFilter(filter, ctx.vars)).map(([, d]) => d);
+    stages = stages.slice(1);
+  } else {
+    docs = [...view.all()].map(([, d]) => d);
+  }
+  let out: Document[];
+  try {
+    out = stages.length
+      ? (new Aggregator(stages, {
+          collectionResolver: (name: string) => [...readView(ctx, name).all()].map(([, d]) => d),
+        }).run(docs) as Document[])
+      : docs;
+  } catch (e) {
+    throw toCommandError(e);
+  }
+  const cursor = c.cursor as Document | undefined;
+  return ctx.state.cursors.fromArray(`${ctx.db}.${collArg}`, out, cursor?.batchSize as number | undefined);
+};
+
+export const crudCommands: Record<string, Handler> = {
+  insert,
+  update,
+  delete: del,
+  findAndModify,
+  findandmodify: findAndModify,
+  find,
+  getMore,
+  killCursors,
+  count,
+  distinct,
+  aggregate,
+};
+
+export const WRITE_COMMANDS = new Set(['insert', 'update', 'delete', 'findAndModify', 'findandmodify']);

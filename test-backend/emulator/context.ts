@@ -1,0 +1,47 @@
+/** State shared by all connections of one emulator, and what each command handler receives. */
+import type { Document, ObjectId } from 'bson';
+import type { CursorRegistry } from './cursors';
+import type { ChangeStreamsHook, FailPointsHook } from './hooks';
+import type { SystemVars } from './query';
+import type { Storage } from './storage/engine';
+import type { Transaction, TransactionManager } from './transactions';
+import type { ExecCtx } from './writes';
+
+export interface ServerParams {
+  ttlMonitorSleepSecs: number;
+  transactionLifetimeLimitSeconds: number;
+}
+
+export interface ServerState {
+  storage: Storage;
+  txns: TransactionManager;
+  cursors: CursorRegistry;
+  params: ServerParams;
+  failPoints?: FailPointsHook;
+  changeStreams?: ChangeStreamsHook;
+  replSetName: string;
+  /** "host:port" as advertised in hello. */
+  me: string;
+  processId: ObjectId;
+  electionId: ObjectId;
+  startedAt: Date;
+  onParamsChanged(): void;
+  log(line: string): void;
+}
+
+export interface CommandCtx {
+  state: ServerState;
+  cmd: Document;
+  name: string;
+  db: string;
+  connectionId: number;
+  txn?: Transaction;
+  vars: SystemVars;
+  exec: ExecCtx;
+  /** OP_MSG exhaustAllowed flag: used by streaming hello. */
+  exhaustAllowed: boolean;
+  /** Resolves when the connection closes (lets long waits end early). */
+  closed: Promise<void>;
+}
+
+export type Handler = (ctx: CommandCtx) => Document | Promise<Document>;

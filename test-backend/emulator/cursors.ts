@@ -1,0 +1,130 @@
+/**
+ * Server-side cursors: array-backed cursors for find/aggregate results and
+ * asynchronous `CursorSource`s (change streams). Ids are Longs; idle cursors
+ * are reaped like mongod's cursorTimeoutMillis (10 minutes).
+ */
+import { Long, type Document } from 'bson';
+import type { CursorSource } from './hooks';
+import { Codes, MongoCommandError } from './errors';
+
+const IDLE_MS = 10 * 60 * 1000;
+
+class ArraySource implements CursorSource {
+  private pos = 0;
+  constructor(
+    readonly ns: string,
+    private readonly docs: Document[],
+  ) {}
+  take(n: number): Document[] {
+    const end = n > 0 ? Math.min(this.docs.length, this.pos + n) : this.docs.length;
+    const out = this.docs.slice(this.pos, end);
+    this.pos = end;
+    return out;
+  }
+  get exhausted(): boolean {
+    return this.pos >= this.docs.length;
+  }
+  async nextBatch(n: number): Promise<Document[]> {
+    return this.take(n);
+  }
+  close(): void {}
+}
+
+interface Entry {
+  source: CursorSource;
+  lastUsed: number;
+  busy: boolean;
+}
+
+export class CursorRegistry {
+  private readonly cursors = new Map<string, Entry>();
+  private next = 1;
+  private readonly reaper: NodeJS.Timeout;
+
+  constructor() {
+    this.reaper = setInterval(() => this.reap(), 60_000);
+    this.reaper.unref();
+  }
+
+  /** First batch of an array result; registers a cursor only if more remain. */
+  fromArray(ns: string, docs: Document[], batchSize: number | undefined, singleBatch = false): Document {
+    const src = new ArraySource(ns, docs);
+    const first = src.take(batchSize === undefined ? 101 : batchSize);
+    let id = Long.ZERO;
+    if (!src.exhausted && !singleBatch) id = this.register(src);
+    return { cursor: { firstBatch: first, id, ns }, ok: 1 };
+  }
+
+  /** First batch of an asynchronous source (the cursor always stays open until closed). */
+  async fromSource(src: CursorSource, batchSize: number | undefined, maxAwaitTimeMS?: number): Promise<Document> {
+    const first = batchSize === 0 ? [] : await src.nextBatch(batchSize ?? 101, { maxAwaitTimeMS: maxAwaitTimeMS ?? 0 });
+    const id = this.register(src);
+    const cursor: Document = { firstBatch: first, id, ns: src.ns };
+    const token = src.postBatchResumeToken?.();
+    if (token) cursor.postBatchResumeToken = token;
+    return { cursor, ok: 1 };
+  }
+
+  private register(src: CursorSource): Long {
+    const id = Long.fromNumber(this.next++ * 7919 + 1000);
+    this.cursors.set(id.toString(), { source: src, lastUsed: Date.now(), busy: false });
+    return id;
+  }
+
+  async getMore(id: Long | number, ns: string, batchSize: number | undefined, maxAwaitTimeMS: number | undefined): Promise<Document> {
+    const key = String(id);
+    const e = this.cursors.get(key);
+    if (!e) throw new MongoCommandError(Codes.CursorNotFound, `cursor id ${key} not found`);
+    if (e.source.ns !== ns) throw new MongoCommandError(Codes.Unauthorized, `Requested getMore on namespace '${ns}', but cursor belongs to a different namespace ${e.source.ns}`);
+    if (e.busy) throw new MongoCommandError(Codes.BadValue, `cursor id ${key} is already in use`);
+    e.busy = true;
+    try {
+      const src: CursorSource = e.source;
+      const batch = src instanceof ArraySource ? src.take(batchSize ?? 0) : await src.nextBatch(batchSize ?? 101, { maxAwaitTimeMS });
+      let outId = Long.fromString(key);
+      if (src instanceof ArraySource && src.exhausted) {
+        this.cursors.delete(key);
+        outId = Long.ZERO;
+      }
+      const cursor: Document = { nextBatch: batch, id: outId, ns: src.ns };
+      const token = e.source.postBatchResumeToken?.();
+      if (token) cursor.postBatchResumeToken = token;
+      return { cursor, ok: 1 };
+    } finally {
+      e.busy = false;
+      e.lastUsed = Date.now();
+    }
+  }
+
+  kill(ids: Array<Long | number>): { killed: Long[]; notFound: Long[] } {
+    const killed: Long[] = [];
+    const notFound: Long[] = [];
+    for (const id of ids) {
+      const key = String(id);
+      const e = this.cursors.get(key);
+      const l = typeof id === 'number' ? Long.fromNumber(id) : id;
+      if (e) {
+        e.source.close();
+        this.cursors.delete(key);
+        killed.push(l);
+      } else notFound.push(l);
+    }
+    return { killed, notFound };
+  }
+
+  private reap(): void {
+    const now = Date.now();
+    for (const [k, e] of this.cursors) {
+      if (!e.busy && now - e.lastUsed > IDLE_MS) {
+        e.source.close();
+        this.cursors.delete(k);
+      }
+    }
+  }
+
+  close(): void {
+    clearInterval(this.reaper);
+    for (const e of this.cursors.values()) e.source.close();
+    this.cursors.clear();
+  }
+}

@@ -1,0 +1,78 @@
+/** Command errors shaped like mongod's `{ ok: 0, errmsg, code, codeName }` replies. */
+import type { Document } from 'bson';
+
+export const Codes = {
+  BadValue: 2,
+  FailedToParse: 9,
+  Unauthorized: 13,
+  TypeMismatch: 14,
+  InvalidOptions: 72,
+  IllegalOperation: 20,
+  NamespaceNotFound: 26,
+  IndexNotFound: 27,
+  CursorNotFound: 43,
+  NamespaceExists: 48,
+  CommandNotFound: 59,
+  ImmutableField: 66,
+  InvalidNamespace: 73,
+  IndexOptionsConflict: 85,
+  IndexKeySpecsConflict: 86,
+  WriteConflict: 112,
+  CommandFailed: 125,
+  NoSuchTransaction: 251,
+  TransactionCommitted: 256,
+  TransactionTooOld: 225,
+  OperationNotSupportedInTransaction: 263,
+  ExceededTimeLimit: 262,
+  Location40324: 40324,
+  DuplicateKey: 11000,
+  NotImplemented: 238,
+  InvalidIdField: 53,
+  ConflictingUpdateOperators: 40,
+  FailedToSatisfyUpdate: 9,
+} as const;
+
+const names: Record<number, string> = {};
+for (const [name, code] of Object.entries(Codes)) if (!(code in names)) names[code] = name;
+
+export class MongoCommandError extends Error {
+  readonly code: number;
+  readonly codeName: string;
+  /** Extra reply fields (keyPattern, keyValue, errorLabels...). */
+  readonly extra: Document;
+  constructor(code: number, errmsg: string, extra: Document = {}, codeName?: string) {
+    super(errmsg);
+    this.code = code;
+    this.codeName = codeName ?? names[code] ?? 'UnknownError';
+    this.extra = extra;
+  }
+  toReply(): Document {
+    return { ok: 0, errmsg: this.message, code: this.code, codeName: this.codeName, ...this.extra };
+  }
+  /** The shape used inside `writeErrors`. */
+  toWriteError(index: number): Document {
+    const { errorLabels: _labels, ...rest } = this.extra;
+    return { index, code: this.code, codeName: this.codeName, errmsg: this.message, ...rest };
+  }
+}
+
+export const unsupported = (what: string): MongoCommandError =>
+  new MongoCommandError(Codes.NotImplemented, `${what} is not supported by the mongoose-pessimistic-lock emulator`, {}, 'NotImplemented');
+
+export const badValue = (msg: string): MongoCommandError => new MongoCommandError(Codes.BadValue, msg);
+
+export function writeConflict(): MongoCommandError {
+  return new MongoCommandError(
+    Codes.WriteConflict,
+    'Write conflict during plan execution and yielding is disabled. :: Please retry your operation or multi-document transaction.',
+    { errorLabels: ['TransientTransactionError'] },
+  );
+}
+
+/** Converts anything thrown while executing a command (mingo errors included) into a command error. */
+export function toCommandError(err: unknown): MongoCommandError {
+  if (err instanceof MongoCommandError) return err;
+  const msg = err instanceof Error ? err.message : String(err);
+  // mingo throws plain Errors for bad operators/expressions; mongod answers those with BadValue-class errors.
+  return new MongoCommandError(Codes.BadValue, msg);
+}

@@ -1,0 +1,105 @@
+/**
+ * Public entry point of the MongoDB wire-protocol emulator used as the
+ * offline test backend. `startEmulator()` gives a URI the official driver and
+ * Mongoose connect to as the primary of a one-node replica set.
+ */
+import * as fs from 'fs';
+import * as path from 'path';
+import { ObjectId } from 'bson';
+import type { ServerState } from './context';
+import { CursorRegistry } from './cursors';
+import type { CreateChangeStreams, CreateFailPoints } from './hooks';
+import { Persistence } from './persistence';
+import { EmulatorServer } from './server';
+import { Storage } from './storage/engine';
+import { TransactionManager } from './transactions';
+import { TtlMonitor } from './ttl';
+
+export interface EmulatorOptions {
+  /** 0 (default) picks an ephemeral port. */
+  port?: number;
+  /** Default 127.0.0.1. */
+  host?: string;
+  /** Persistence directory; in-memory only when absent. */
+  dbpath?: string;
+  setParameters?: { ttlMonitorSleepSecs?: number; transactionLifetimeLimitSeconds?: number };
+  /** Default 'rs0'. */
+  replSetName?: string;
+  log?: (line: string) => void;
+}
+
+export interface RunningEmulator {
+  uri: string;
+  host: string;
+  port: number;
+  stop(): Promise<void>;
+}
+
+/** Loads an optional sibling module (failpoints / change-streams) if its file exists. */
+function optionalModule<T>(name: string, factory: string): T | undefined {
+  const exists = ['.ts', '.js'].some((ext) => fs.existsSync(path.join(__dirname, name + ext)));
+  if (!exists) return undefined;
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const mod = require(`./${name}`) as Record<string, unknown>;
+  return mod[factory] as T | undefined;
+}
+
+export async function startEmulator(opts: EmulatorOptions = {}): Promise<RunningEmulator> {
+  const host = opts.host ?? '127.0.0.1';
+  const log = opts.log ?? (() => undefined);
+  const storage = new Storage();
+  const txns = new TransactionManager(storage);
+  const params = {
+    ttlMonitorSleepSecs: opts.setParameters?.ttlMonitorSleepSecs ?? 60,
+    transactionLifetimeLimitSeconds: opts.setParameters?.transactionLifetimeLimitSeconds ?? 60,
+  };
+  txns.transactionLifetimeLimitSeconds = params.transactionLifetimeLimitSeconds;
+  const persistence = opts.dbpath ? new Persistence(opts.dbpath, storage) : undefined;
+  persistence?.open();
+
+  let ttl: TtlMonitor | undefined;
+  const state: ServerState = {
+    storage,
+    txns,
+    cursors: new CursorRegistry(),
+    params,
+    replSetName: opts.replSetName ?? 'rs0',
+    me: '',
+    processId: new ObjectId(),
+    electionId: new ObjectId('7fffffff0000000000000001'),
+    startedAt: new Date(),
+    onParamsChanged: () => {
+      txns.transactionLifetimeLimitSeconds = params.transactionLifetimeLimitSeconds;
+      ttl?.reschedule();
+    },
+    log,
+  };
+  const createFailPoints = optionalModule<CreateFailPoints>('failpoints', 'createFailPoints');
+  if (createFailPoints) state.failPoints = createFailPoints();
+  const createChangeStreams = optionalModule<CreateChangeStreams>('change-streams', 'createChangeStreams');
+  if (createChangeStreams) state.changeStreams = createChangeStreams(storage);
+
+  const server = new EmulatorServer(state);
+  const port = await server.listen(opts.port ?? 0, host);
+  state.me = `${host}:${port}`;
+  ttl = new TtlMonitor(state);
+  ttl.start();
+  const uri = `mongodb://${host}:${port}/?replicaSet=${encodeURIComponent(state.replSetName)}`;
+  log(`emulator listening on ${uri}`);
+
+  let stopped: Promise<void> | undefined;
+  return {
+    uri,
+    host,
+    port,
+    stop: () =>
+      (stopped ??= (async () => {
+        ttl?.stop();
+        txns.close();
+        state.cursors.close();
+        state.changeStreams?.close?.();
+        await server.close();
+        persistence?.close();
+      })()),
+  };
+}

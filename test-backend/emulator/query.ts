@@ -1,0 +1,166 @@
+/**
+ * Reading documents: system-variable binding ($$NOW / $$CLUSTER_TIME, one
+ * value per command), the view a command reads (committed state, or a
+ * transaction's snapshot plus its own writes), and candidate selection that
+ * uses the `_id` map and single-field indexes before mingo re-checks.
+ */
+import type { Document, Timestamp } from 'bson';
+import { Query } from 'mingo';
+import type { Collection } from './storage/collection';
+import type { Transaction } from './transactions';
+import { toCommandError } from './errors';
+import { isPlainObject, keyOf } from './values';
+
+export interface SystemVars {
+  now: Date;
+  clusterTime: Timestamp;
+}
+
+function bindValue(v: unknown, vars: SystemVars): unknown {
+  if (typeof v === 'string') {
+    if (v === '$$NOW') return { $literal: vars.now };
+    if (v === '$$CLUSTER_TIME') return { $literal: vars.clusterTime };
+    return v;
+  }
+  if (Array.isArray(v)) return v.map((x) => bindValue(x, vars));
+  if (isPlainObject(v)) {
+    if ('$literal' in v) return v;
+    const out: Document = {};
+    for (const k of Object.keys(v)) out[k] = bindValue(v[k], vars);
+    return out;
+  }
+  return v;
+}
+
+/**
+ * Binds system variables inside aggregation expressions. mingo evaluates
+ * `$$NOW` lazily per evaluation context, so we substitute a literal to make
+ * every document of one command see the same instant.
+ */
+export function bindExpression<T>(expr: T, vars: SystemVars): T {
+  return bindValue(expr, vars) as T;
+}
+
+/** In a query filter, only `$expr` (at any `$and/$or/$nor` depth) holds expressions. */
+export function bindFilter(filter: Document, vars: SystemVars): Document {
+  const out: Document = {};
+  for (const k of Object.keys(filter)) {
+    const v = filter[k];
+    if (k === '$expr') out[k] = bindExpression(v, vars);
+    else if ((k === '$and' || k === '$or' || k === '$nor') && Array.isArray(v)) out[k] = v.map((f) => (isPlainObject(f) ? bindFilter(f, vars) : f));
+    else out[k] = v;
+  }
+  return out;
+}
+
+/** Aggregation stages: `$match` is a filter, every other stage holds expressions. */
+export function bindPipeline(pipeline: Document[], vars: SystemVars): Document[] {
+  return pipeline.map((stage) => {
+    if (isPlainObject(stage) && isPlainObject(stage.$match)) return { $match: bindFilter(stage.$match, vars) };
+    return bindExpression(stage, vars);
+  });
+}
+
+export interface Matcher {
+  test(doc: Document): boolean;
+}
+
+export function compileFilter(filter: Document | undefined, vars: SystemVars): Matcher {
+  if (!filter || Object.keys(filter).length === 0) return { test: () => true };
+  try {
+    return new Query(bindFilter(filter, vars));
+  } catch (e) {
+    throw toCommandError(e);
+  }
+}
+
+/** A command's view of one collection. */
+export class View {
+  private readonly overlay: Map<string, Document | null> | undefined;
+  private readonly snapshot: number | undefined;
+
+  constructor(
+    readonly coll: Collection | undefined,
+    readonly txn?: Transaction,
+  ) {
+    this.overlay = coll && txn ? txn.overlayFor(coll.ns) : undefined;
+    this.snapshot = txn?.snapshot;
+  }
+
+  get(key: string): Document | undefined {
+    if (this.overlay?.has(key)) return this.overlay.get(key) ?? undefined;
+    return this.coll?.getAt(key, this.snapshot);
+  }
+
+  /** All visible documents as [key, doc] in natural (insertion) order. */
+  *all(): Iterable<[string, Document]> {
+    const c = this.coll;
+    if (!c) return;
+    if (!this.txn) {
+      for (const [k, r] of c.docs) yield [k, r.doc];
+      return;
+    }
+    const seen = new Set<string>();
+    for (const k of c.snapshotKeys()) {
+      seen.add(k);
+      const d = this.get(k);
+      if (d) yield [k, d];
+    }
+    if (this.overlay) for (const [k, d] of this.overlay) if (!seen.has(k) && d) yield [k, d];
+  }
+
+  /** Visible documents matching `filter`, using indexes for plain equality conditions. */
+  find(filter: Document | undefined, matcher: Matcher, limit = 0): Array<[string, Document]> {
+    const out: Array<[string, Document]> = [];
+    for (const [k, d] of this.candidates(filter)) {
+      if (matcher.test(d)) {
+        out.push([k, d]);
+        if (limit && out.length >= limit) break;
+      }
+    }
+    return out;
+  }
+
+  private *candidates(filter: Document | undefined): Iterable<[string, Document]> {
+    const c = this.coll;
+    if (!c) return;
+    if (filter) {
+      const idEq = equalityValue(filter._id);
+      if (idEq.ok) {
+        const k = keyOf(idEq.value);
+        const d = this.get(k);
+        if (d) yield [k, d];
+        return;
+      }
+      if (!this.txn) {
+        for (const field of Object.keys(filter)) {
+          if (field.startsWith('$')) continue;
+          const eq = equalityValue(filter[field]);
+          if (!eq.ok) continue;
+          const idx = c.indexes.find((i) => i.canLookup(field));
+          const keys = idx?.lookupEqual(eq.value);
+          if (!keys) continue;
+          for (const k of [...keys]) {
+            const r = c.docs.get(k);
+            if (r) yield [k, r.doc];
+          }
+          return;
+        }
+      }
+    }
+    yield* this.all();
+  }
+}
+
+/** `{f: v}` or `{f: {$eq: v}}` with a scalar v (regexes and operator objects excluded). */
+export function equalityValue(cond: unknown): { ok: true; value: unknown } | { ok: false } {
+  if (cond === undefined) return { ok: false };
+  if (cond instanceof RegExp) return { ok: false };
+  if (isPlainObject(cond)) {
+    const keys = Object.keys(cond);
+    if (keys.length === 1 && keys[0] === '$eq' && !(cond.$eq instanceof RegExp) && !Array.isArray(cond.$eq) && !isPlainObject(cond.$eq)) return { ok: true, value: cond.$eq };
+    return { ok: false };
+  }
+  if (Array.isArray(cond)) return { ok: false };
+  return { ok: true, value: cond };
+}

@@ -1,0 +1,204 @@
+/**
+ * Sockets and command dispatch.
+ *
+ * HOOK POINTS (contract with failpoints.ts / change-streams.ts; see hooks.ts):
+ *  1. Fail points: after a message is parsed and before the command runs, the
+ *     dispatcher calls `state.failPoints.intercept({ commandName, appName,
+ *     connectionId, lsid, inTransaction })`. Result: undefined = proceed;
+ *     {kind:'error', reply} = send reply as the answer (plus $clusterTime);
+ *     {kind:'close'} = destroy the socket, no reply; {kind:'block', ms} = wait, then run.
+ *     `configureFailPoint` is answered by `state.failPoints.configure(cmd)`.
+ *     The module is loaded from ./failpoints (`createFailPoints()`) when present.
+ *  2. Change streams: storage.changes emits 'change' (ChangeEvent) synchronously
+ *     for every committed write in commit order (transactions at commit, TTL
+ *     deletes, drops); `storage.lookupDocument(db, coll, id)` reads the current
+ *     version. aggregate with a first `$changeStream` stage calls
+ *     `state.changeStreams.openCursor(args)` and registers the returned
+ *     CursorSource; getMore awaits `nextBatch` and adds `postBatchResumeToken`.
+ *     The module is loaded from ./change-streams (`createChangeStreams(storage)`).
+ */
+import * as net from 'net';
+import { Binary, Long, type Document } from 'bson';
+import type { CommandCtx, Handler, ServerState } from './context';
+import { adminCommands } from './commands/admin';
+import { crudCommands, WRITE_COMMANDS } from './commands/crud';
+import { handshakeCommands } from './commands/handshake';
+import { Codes, MongoCommandError, toCommandError } from './errors';
+import { decodeMessage, encodeOpMsg, encodeOpReply, FLAG_EXHAUST_ALLOWED, FLAG_MORE_TO_COME, MessageFramer, OP_QUERY, type IncomingMessage } from './wire';
+
+const handlers: Record<string, Handler> = { ...handshakeCommands, ...crudCommands, ...adminCommands };
+
+/** Fields that are generic envelope, not the command name. */
+const TXN_ALLOWED = new Set(['find', 'getMore', 'insert', 'update', 'delete', 'findAndModify', 'findandmodify', 'aggregate', 'count', 'distinct', 'commitTransaction', 'abortTransaction', 'create', 'createIndexes', 'killCursors']);
+
+const ZERO_SIG = { hash: new Binary(Buffer.alloc(20)), keyId: Long.ZERO };
+
+let nextConnectionId = 1;
+
+export class Connection {
+  readonly id = nextConnectionId++;
+  private readonly framer = new MessageFramer();
+  private queue: Promise<void> = Promise.resolve();
+  private closedResolve!: () => void;
+  readonly closed = new Promise<void>((r) => (this.closedResolve = r));
+  private isClosed = false;
+  appName: string | undefined;
+
+  constructor(
+    private readonly socket: net.Socket,
+    private readonly state: ServerState,
+  ) {
+    socket.setNoDelay(true);
+    socket.on('data', (chunk) => this.onData(chunk));
+    socket.on('error', () => this.close());
+    socket.on('close', () => this.close());
+  }
+
+  close(): void {
+    if (this.isClosed) return;
+    this.isClosed = true;
+    this.socket.destroy();
+    this.closedResolve();
+  }
+
+  private onData(chunk: Buffer): void {
+    let messages: Buffer[];
+    try {
+      messages = this.framer.push(chunk);
+    } catch (e) {
+      this.state.log(`connection ${this.id}: ${(e as Error).message}; closing`);
+      this.close();
+      return;
+    }
+    for (const raw of messages) {
+      // Requests on one connection are answered in order.
+      this.queue = this.queue.then(() => this.handle(raw)).catch((e) => {
+        this.state.log(`connection ${this.id}: internal error ${(e as Error).stack ?? String(e)}`);
+        this.close();
+      });
+    }
+  }
+
+  private async handle(raw: Buffer): Promise<void> {
+    if (this.isClosed) return;
+    const msg = decodeMessage(raw);
+    const exhaust = (msg.flags & FLAG_EXHAUST_ALLOWED) !== 0;
+    for (;;) {
+      const reply = await dispatch(this.state, msg, this);
+      if (reply === undefined || this.isClosed) return; // closed by a fail point
+      if (msg.opCode === OP_QUERY) {
+        this.socket.write(encodeOpReply(msg.requestId, reply));
+        return;
+      }
+      if (msg.flags & FLAG_MORE_TO_COME) return; // unacknowledged write: no reply
+      // Streaming hello: keep answering with moreToCome until the connection closes.
+      const stream = exhaust && isHello(msg.command) && msg.command.topologyVersion !== undefined && reply.ok === 1;
+      this.socket.write(encodeOpMsg(msg.requestId, reply, stream));
+      if (!stream) return;
+    }
+  }
+}
+
+function isHello(cmd: Document): boolean {
+  const n = Object.keys(cmd)[0];
+  return n === 'hello' || n === 'isMaster' || n === 'ismaster';
+}
+
+function withClusterTime(state: ServerState, reply: Document): Document {
+  const ts = state.storage.currentClusterTime();
+  reply.$clusterTime = { clusterTime: ts, signature: ZERO_SIG };
+  reply.operationTime = ts;
+  return reply;
+}
+
+/** Parses, intercepts, resolves the transaction, runs the handler; returns the reply (undefined: close without reply). */
+export async function dispatch(state: ServerState, msg: IncomingMessage, conn: Connection): Promise<Document | undefined> {
+  const cmd = msg.command;
+  const name = Object.keys(cmd)[0] ?? '';
+  let db = (cmd.$db as string | undefined) ?? 'admin';
+  if (msg.opCode === OP_QUERY) {
+    db = msg.fullCollectionName?.split('.')[0] ?? 'admin';
+    if (!msg.fullCollectionName?.endsWith('.$cmd') || !isHello(cmd)) {
+      return { ok: 0, errmsg: 'OP_QUERY is only supported for the hello/isMaster handshake', code: 352, codeName: 'UnsupportedOpQueryCommand' };
+    }
+  }
+  if (isHello(cmd) && (cmd.client as Document | undefined)?.application) {
+    conn.appName = ((cmd.client as Document).application as Document).name as string | undefined;
+  }
+  const inTransaction = cmd.autocommit === false;
+  if (state.failPoints) {
+    const action = state.failPoints.intercept({ commandName: name, appName: conn.appName, connectionId: conn.id, lsid: cmd.lsid as Document | undefined, inTransaction });
+    if (action?.kind === 'close') {
+      conn.close();
+      return undefined;
+    }
+    if (action?.kind === 'error') return withClusterTime(state, { ...action.reply });
+    if (action?.kind === 'block') await new Promise((r) => setTimeout(r, action.ms));
+  }
+  const now = new Date();
+  const ctx: CommandCtx = {
+    state,
+    cmd,
+    name,
+    db,
+    connectionId: conn.id,
+    vars: { now, clusterTime: state.storage.currentClusterTime() },
+    exec: undefined as unknown as CommandCtx['exec'],
+    exhaustAllowed: (msg.flags & FLAG_EXHAUST_ALLOWED) !== 0,
+    closed: conn.closed,
+  };
+  try {
+    const handler = handlers[name];
+    if (!handler) throw new MongoCommandError(Codes.CommandNotFound, `no such command: '${name}'`);
+    if (inTransaction) {
+      if (!TXN_ALLOWED.has(name)) throw new MongoCommandError(Codes.OperationNotSupportedInTransaction, `Cannot run '${name}' in a multi-document transaction.`);
+      ctx.txn = state.txns.forCommand(cmd, name);
+    }
+    ctx.exec = { storage: state.storage, txns: state.txns, txn: ctx.txn, vars: ctx.vars, db };
+    const retryable = !inTransaction && WRITE_COMMANDS.has(name) && cmd.lsid !== undefined && cmd.txnNumber !== undefined;
+    if (retryable) {
+      const prior = state.txns.retryResult(cmd);
+      if (prior) return withClusterTime(state, { ...prior, retriedStmtIds: undefined });
+    }
+    const reply = await handler(ctx);
+    if (retryable) state.txns.recordRetry(cmd, reply);
+    return withClusterTime(state, reply);
+  } catch (e) {
+    const err = toCommandError(e);
+    if (ctx.txn && ctx.txn.state === 'active' && name !== 'commitTransaction') {
+      // mongod aborts a transaction whose statement failed.
+      state.txns.abort(ctx.txn, `statement ${name} failed: ${err.message}`);
+    }
+    return withClusterTime(state, err.toReply());
+  }
+}
+
+export class EmulatorServer {
+  private readonly server: net.Server;
+  private readonly connections = new Set<Connection>();
+
+  constructor(state: ServerState) {
+    this.server = net.createServer((socket) => {
+      const conn = new Connection(socket, state);
+      this.connections.add(conn);
+      socket.on('close', () => this.connections.delete(conn));
+    });
+  }
+
+  listen(port: number, host: string): Promise<number> {
+    return new Promise((resolve, reject) => {
+      this.server.once('error', reject);
+      this.server.listen(port, host, () => {
+        this.server.off('error', reject);
+        resolve((this.server.address() as net.AddressInfo).port);
+      });
+    });
+  }
+
+  async close(): Promise<void> {
+    const closed = new Promise<void>((r) => this.server.close(() => r()));
+    for (const c of this.connections) c.close();
+    this.connections.clear();
+    await closed;
+  }
+}

@@ -1,0 +1,95 @@
+/**
+ * One collection's committed state: documents keyed by the canonical
+ * encoding of `_id` (O(1) lookups), secondary indexes, and the before-images
+ * that running transactions need to read their snapshot.
+ */
+import { UUID, type Document } from 'bson';
+import { Index, type IndexSpec } from '../indexes';
+import { keyOf } from '../values';
+
+export interface DocRecord {
+  doc: Document;
+  /** Commit sequence number of the write that produced this version. */
+  seq: number;
+}
+
+/** Before-image of the write committed at `until` (null: the document did not exist). */
+export interface HistoryEntry {
+  until: number;
+  doc: Document | null;
+}
+
+export class Collection {
+  readonly docs = new Map<string, DocRecord>();
+  readonly history = new Map<string, HistoryEntry[]>();
+  readonly indexes: Index[] = [];
+  readonly uuid = new UUID();
+
+  constructor(
+    readonly db: string,
+    readonly name: string,
+    readonly options: Document = {},
+  ) {}
+
+  get ns(): string {
+    return `${this.db}.${this.name}`;
+  }
+
+  static idSpec(): IndexSpec {
+    return { v: 2, key: { _id: 1 }, name: '_id_' };
+  }
+
+  allSpecs(): IndexSpec[] {
+    return [Collection.idSpec(), ...this.indexes.map((i) => i.spec)];
+  }
+
+  findIndex(name: string): Index | undefined {
+    return this.indexes.find((i) => i.name === name);
+  }
+
+  /** Builds a new index over existing documents; throws the DuplicateKey error if they violate it. */
+  addIndex(spec: IndexSpec): void {
+    const idx = new Index(spec);
+    for (const [key, rec] of this.docs) {
+      const owner = idx.conflictOwner(idx.entries(rec.doc), key);
+      if (owner !== undefined) throw idx.duplicateKeyError(this.ns, rec.doc);
+      idx.add(rec.doc, key);
+    }
+    this.indexes.push(idx);
+  }
+
+  dropIndex(name: string): void {
+    const i = this.indexes.findIndex((x) => x.name === name);
+    if (i >= 0) this.indexes.splice(i, 1);
+  }
+
+  /** Committed document as of snapshot `seq` (undefined if absent then). */
+  getAt(key: string, snapshot: number | undefined): Document | undefined {
+    const rec = this.docs.get(key);
+    if (snapshot === undefined) return rec?.doc;
+    if (rec && rec.seq <= snapshot) return rec.doc;
+    const hist = this.history.get(key);
+    if (hist) {
+      for (const h of hist) if (h.until > snapshot) return h.doc ?? undefined;
+    }
+    return rec && rec.seq <= snapshot ? rec.doc : undefined;
+  }
+
+  /** Last commit sequence that touched `key` (insert, update or delete). */
+  lastWriteSeq(key: string): number {
+    const rec = this.docs.get(key);
+    const hist = this.history.get(key);
+    const h = hist && hist.length ? hist[hist.length - 1].until : 0;
+    return Math.max(rec?.seq ?? 0, h);
+  }
+
+  /** Keys to visit when reading the snapshot: current docs plus ones deleted since. */
+  *snapshotKeys(): Iterable<string> {
+    yield* this.docs.keys();
+    for (const k of this.history.keys()) if (!this.docs.has(k)) yield k;
+  }
+
+  static key(id: unknown): string {
+    return keyOf(id);
+  }
+}

@@ -1,0 +1,265 @@
+/**
+ * The storage engine: databases of collections, the commit sequence, the
+ * committed write path (indexes, history for snapshots, journal, change
+ * events) and document-level locks held by running transactions.
+ *
+ * Every method is synchronous: a command's read-check-write happens within
+ * one turn of the event loop, which is what makes single statements atomic.
+ */
+import { EventEmitter } from 'events';
+import { Timestamp, type Document } from 'bson';
+import type { ChangeEvent, ChangeSource } from '../hooks';
+import { Codes, MongoCommandError } from '../errors';
+import { normalizeSpec, sameIndex, type IndexSpec } from '../indexes';
+import { clone, isPlainObject, keyOf, valuesEqual } from '../values';
+import { Collection } from './collection';
+
+export type WriteKind = 'insert' | 'update' | 'replace' | 'delete';
+
+/** A committed (or to-be-committed) change of one document. */
+export interface DocWrite {
+  coll: Collection;
+  key: string;
+  before: Document | null;
+  after: Document | null;
+  kind: WriteKind;
+}
+
+/** Persistence sink (the journal); all calls are synchronous so a reply always follows durable data. */
+export interface WriteSink {
+  putDoc(ns: string, doc: Document): void;
+  deleteDoc(ns: string, id: unknown): void;
+  createCollection(db: string, name: string, options: Document): void;
+  dropCollection(db: string, name: string): void;
+  createIndex(db: string, name: string, spec: IndexSpec): void;
+  dropIndex(db: string, name: string, indexName: string): void;
+}
+
+/** What a lock holder (a transaction) must offer to a waiting writer. */
+export interface LockHolder {
+  readonly id: string;
+  /** Resolves when the transaction commits or aborts. */
+  readonly finished: Promise<void>;
+}
+
+/** Thrown by the write path when a non-transactional write must wait for a transaction. */
+export class WaitForLock {
+  constructor(readonly holder: LockHolder) {}
+}
+
+export interface CommitMeta {
+  txnNumber?: unknown;
+  lsid?: Document;
+}
+
+export class Storage implements ChangeSource {
+  readonly changes = new EventEmitter();
+  private readonly dbs = new Map<string, Map<string, Collection>>();
+  /** ns + '\0' + key -> transaction holding the document. */
+  readonly locks = new Map<string, LockHolder>();
+  seq = 0;
+  private lastTs = new Timestamp({ t: Math.floor(Date.now() / 1000), i: 0 });
+  sink: WriteSink | undefined;
+  /** Smallest snapshot still in use by a running transaction (undefined: none). */
+  oldestSnapshot: () => number | undefined = () => undefined;
+
+  constructor() {
+    this.changes.setMaxListeners(0);
+  }
+
+  // ---- cluster time -------------------------------------------------------
+  /** A fresh, strictly increasing cluster time for a write. */
+  tick(): Timestamp {
+    const t = Math.floor(Date.now() / 1000);
+    const last = this.lastTs;
+    this.lastTs = t > last.t ? new Timestamp({ t, i: 1 }) : new Timestamp({ t: last.t, i: last.i + 1 });
+    return this.lastTs;
+  }
+
+  currentClusterTime(): Timestamp {
+    return this.lastTs;
+  }
+
+  // ---- namespaces ---------------------------------------------------------
+  databaseNames(): string[] {
+    return [...this.dbs.entries()].filter(([, c]) => c.size > 0).map(([n]) => n);
+  }
+
+  collections(db: string): Collection[] {
+    return [...(this.dbs.get(db)?.values() ?? [])];
+  }
+
+  getCollection(db: string, name: string): Collection | undefined {
+    return this.dbs.get(db)?.get(name);
+  }
+
+  /** Creates the collection if missing (implicit creation on first write / createIndexes). */
+  ensureCollection(db: string, name: string, options: Document = {}): Collection {
+    validateNamespace(db, name);
+    let colls = this.dbs.get(db);
+    if (!colls) this.dbs.set(db, (colls = new Map()));
+    let c = colls.get(name);
+    if (!c) {
+      c = new Collection(db, name, options);
+      colls.set(name, c);
+      this.sink?.createCollection(db, name, options);
+    }
+    return c;
+  }
+
+  dropCollection(db: string, name: string): boolean {
+    const colls = this.dbs.get(db);
+    const c = colls?.get(name);
+    if (!colls || !c) return false;
+    colls.delete(name);
+    for (const k of [...this.locks.keys()]) if (k.startsWith(`${c.ns}\0`)) this.locks.delete(k);
+    this.sink?.dropCollection(db, name);
+    const clusterTime = this.tick();
+    this.emit({ operationType: 'drop', ns: { db, coll: name }, clusterTime });
+    return true;
+  }
+
+  dropDatabase(db: string): void {
+    for (const c of this.collections(db)) this.dropCollection(db, c.name);
+    this.dbs.delete(db);
+    this.emit({ operationType: 'dropDatabase', ns: { db }, clusterTime: this.tick() });
+  }
+
+  createIndex(coll: Collection, raw: Document): 'created' | 'exists' {
+    const spec = normalizeSpec(raw);
+    if (keyOf(spec.key) === keyOf({ _id: 1 }) && !spec.unique && !spec.expireAfterSeconds) {
+      if (spec.name === '_id_' || raw.name === undefined) return 'exists';
+    }
+    const byName = coll.allSpecs().find((s) => s.name === spec.name);
+    if (byName) {
+      if (sameIndex(byName, spec) || (byName.name === '_id_')) return 'exists';
+      throw new MongoCommandError(Codes.IndexKeySpecsConflict, `An existing index has the same name as the requested index. When index names are not specified, they are auto generated and can cause conflicts. Please refer to our documentation. Requested index: ${JSON.stringify(spec)}, existing index: ${JSON.stringify(byName)}`);
+    }
+    const byKey = coll.indexes.find((i) => keyOf(i.spec.key) === keyOf(spec.key) && keyOf(i.spec.partialFilterExpression ?? null) === keyOf(spec.partialFilterExpression ?? null));
+    if (byKey) {
+      if (sameIndex(byKey.spec, spec)) return 'exists';
+      throw new MongoCommandError(Codes.IndexOptionsConflict, `An equivalent index already exists with a different name and options. Requested index: ${JSON.stringify(spec)}, existing index: ${JSON.stringify(byKey.spec)}`);
+    }
+    coll.addIndex(spec);
+    this.sink?.createIndex(coll.db, coll.name, spec);
+    return 'created';
+  }
+
+  dropIndex(coll: Collection, name: string): void {
+    coll.dropIndex(name);
+    this.sink?.dropIndex(coll.db, coll.name, name);
+  }
+
+  // ---- reads --------------------------------------------------------------
+  lookupDocument(db: string, coll: string, id: unknown): Document | null {
+    return this.getCollection(db, coll)?.docs.get(keyOf(id))?.doc ?? null;
+  }
+
+  // ---- committed write path -------------------------------------------------
+  lockKey(coll: Collection, key: string): string {
+    return `${coll.ns}\0${key}`;
+  }
+
+  /** Throws WaitForLock if a running transaction (other than `self`) holds the document. */
+  checkUnlocked(coll: Collection, key: string, self?: LockHolder): void {
+    const holder = this.locks.get(this.lockKey(coll, key));
+    if (holder && holder !== self) throw new WaitForLock(holder);
+  }
+
+  /** Unique-index check against committed state for `after` replacing the document at `key`. */
+  checkUnique(coll: Collection, key: string, after: Document): void {
+    // _id uniqueness is the primary map; callers check it because insert and update differ.
+    for (const idx of coll.indexes) {
+      if (!idx.spec.unique) continue;
+      if (idx.conflictOwner(idx.entries(after), key) !== undefined) throw idx.duplicateKeyError(coll.ns, after);
+    }
+  }
+
+  /**
+   * Applies one committed document write: index maintenance, before-image for
+   * running snapshots, journal, change event. Callers have already validated it.
+   */
+  commit(w: DocWrite, meta: CommitMeta = {}): void {
+    const { coll, key, before, after } = w;
+    const seq = ++this.seq;
+    const oldest = this.oldestSnapshot();
+    if (oldest !== undefined && oldest < seq) {
+      let hist = coll.history.get(key);
+      if (!hist) coll.history.set(key, (hist = []));
+      hist.push({ until: seq, doc: before });
+    }
+    const prev = coll.docs.get(key);
+    if (prev) for (const idx of coll.indexes) idx.remove(prev.doc, key);
+    if (after) {
+      coll.docs.set(key, { doc: after, seq });
+      for (const idx of coll.indexes) idx.add(after, key);
+      this.sink?.putDoc(coll.ns, after);
+    } else {
+      coll.docs.delete(key);
+      if (before) this.sink?.deleteDoc(coll.ns, before._id);
+    }
+    const clusterTime = this.tick();
+    const id = (after ?? before)?._id;
+    const ev: ChangeEvent = {
+      operationType: w.kind,
+      ns: { db: coll.db, coll: coll.name },
+      documentKey: { _id: id },
+      clusterTime,
+    };
+    if (w.kind === 'insert' || w.kind === 'replace') ev.fullDocument = after ?? undefined;
+    if (w.kind === 'update' && before && after) ev.updateDescription = diff(before, after);
+    if (meta.txnNumber !== undefined) ev.txnNumber = meta.txnNumber;
+    if (meta.lsid) ev.lsid = meta.lsid;
+    this.emit(ev);
+  }
+
+  /** Drops before-images no running snapshot can need any more. */
+  pruneHistory(): void {
+    const oldest = this.oldestSnapshot();
+    for (const colls of this.dbs.values()) {
+      for (const c of colls.values()) {
+        if (oldest === undefined) {
+          c.history.clear();
+          continue;
+        }
+        for (const [k, hist] of c.history) {
+          while (hist.length && hist[0].until <= oldest) hist.shift();
+          if (!hist.length) c.history.delete(k);
+        }
+      }
+    }
+  }
+
+  private emit(ev: ChangeEvent): void {
+    if (this.changes.listenerCount('change') === 0) return;
+    try {
+      this.changes.emit('change', ev);
+    } catch {
+      // A faulty listener must not break the write that already happened.
+    }
+  }
+}
+
+function validateNamespace(db: string, name: string): void {
+  if (!db || /[/\\. "$]/.test(db)) throw new MongoCommandError(Codes.InvalidNamespace, `Invalid database name: '${db}'`);
+  if (!name || name.includes('$') || name.startsWith('.') || name.includes('\0')) {
+    throw new MongoCommandError(Codes.InvalidNamespace, `Invalid collection name: '${name}'`);
+  }
+}
+
+/** updateDescription as change streams report it: dotted paths into embedded documents. */
+export function diff(before: Document, after: Document): { updatedFields: Document; removedFields: string[]; truncatedArrays: Document[] } {
+  const updatedFields: Document = {};
+  const removedFields: string[] = [];
+  const walk = (a: Document, b: Document, prefix: string): void => {
+    for (const k of Object.keys(b)) {
+      const path = prefix + k;
+      if (!(k in a)) updatedFields[path] = clone(b[k]);
+      else if (isPlainObject(a[k]) && isPlainObject(b[k])) walk(a[k] as Document, b[k] as Document, `${path}.`);
+      else if (!valuesEqual(a[k], b[k])) updatedFields[path] = clone(b[k]);
+    }
+    for (const k of Object.keys(a)) if (!(k in b)) removedFields.push(prefix + k);
+  };
+  walk(before, after, '');
+  return { updatedFields, removedFields, truncatedArrays: [] };
+}

@@ -1,0 +1,227 @@
+/**
+ * Logical sessions, multi-document transactions (snapshot isolation with
+ * first-writer-wins write conflicts) and retryable-write records.
+ *
+ * A transaction buffers its writes in an overlay and locks every document it
+ * writes; commit replays the writes through the storage's committed path in
+ * order, so change events appear at commit time.
+ */
+import type { Document } from 'bson';
+import { Codes, MongoCommandError, writeConflict } from './errors';
+import type { Collection } from './storage/collection';
+import type { DocWrite, LockHolder, Storage } from './storage/engine';
+
+export function lsidKey(lsid: Document | undefined): string | undefined {
+  const id = lsid?.id as { buffer?: Uint8Array; toString(enc?: string): string } | undefined;
+  if (!id) return undefined;
+  return id.buffer ? Buffer.from(id.buffer).toString('hex') : String(id);
+}
+
+function txnNum(v: unknown): number {
+  return typeof v === 'number' ? v : Number(v as bigint);
+}
+
+let nextTxnId = 1;
+
+export class Transaction implements LockHolder {
+  readonly id = `txn${nextTxnId++}`;
+  state: 'active' | 'committed' | 'aborted' = 'active';
+  /** ns -> _id key -> document (null: deleted by this transaction). */
+  readonly overlay = new Map<string, Map<string, Document | null>>();
+  readonly ops: DocWrite[] = [];
+  readonly finished: Promise<void>;
+  abortReason: string | undefined;
+  timer: NodeJS.Timeout | undefined;
+  private resolveFinished!: () => void;
+
+  constructor(
+    readonly lsid: Document,
+    readonly txnNumber: number,
+    readonly snapshot: number,
+  ) {
+    this.finished = new Promise((r) => (this.resolveFinished = r));
+  }
+
+  overlayFor(ns: string): Map<string, Document | null> | undefined {
+    return this.overlay.get(ns);
+  }
+
+  markFinished(state: 'committed' | 'aborted'): void {
+    this.state = state;
+    if (this.timer) clearTimeout(this.timer);
+    this.resolveFinished();
+  }
+}
+
+interface SessionState {
+  txn?: Transaction;
+  /** Highest txnNumber seen for retryable writes and its recorded reply. */
+  retry?: { txnNumber: number; reply: Document };
+}
+
+export class TransactionManager {
+  private readonly sessions = new Map<string, SessionState>();
+  transactionLifetimeLimitSeconds = 60;
+
+  constructor(private readonly storage: Storage) {
+    storage.oldestSnapshot = () => {
+      let min: number | undefined;
+      for (const s of this.sessions.values()) {
+        if (s.txn?.state === 'active' && (min === undefined || s.txn.snapshot < min)) min = s.txn.snapshot;
+      }
+      return min;
+    };
+  }
+
+  private session(lsid: Document): SessionState {
+    const k = lsidKey(lsid)!;
+    let s = this.sessions.get(k);
+    if (!s) this.sessions.set(k, (s = {}));
+    return s;
+  }
+
+  /**
+   * Resolves the transaction a command belongs to (`autocommit: false`), starting
+   * one on `startTransaction`. Mirrors mongod's NoSuchTransaction rules.
+   */
+  forCommand(cmd: Document, commandName: string): Transaction {
+    const lsid = cmd.lsid as Document | undefined;
+    if (!lsid || cmd.txnNumber === undefined) {
+      throw new MongoCommandError(Codes.InvalidOptions, 'Transaction commands require lsid and txnNumber');
+    }
+    const n = txnNum(cmd.txnNumber);
+    const s = this.session(lsid);
+    const cur = s.txn;
+    if (cmd.startTransaction) {
+      if (cur && cur.txnNumber >= n) {
+        throw new MongoCommandError(Codes.TransactionTooOld, `Cannot start transaction ${n} on session because a newer transaction ${cur.txnNumber} has already started`);
+      }
+      if (cur?.state === 'active') this.abort(cur, 'superseded by a newer transaction');
+      const txn = new Transaction(lsid, n, this.storage.seq);
+      txn.timer = setTimeout(() => this.abort(txn, 'transactionLifetimeLimitSeconds exceeded'), this.transactionLifetimeLimitSeconds * 1000);
+      txn.timer.unref();
+      s.txn = txn;
+      return txn;
+    }
+    if (!cur || cur.txnNumber !== n) throw noSuchTransaction(n);
+    if (cur.state === 'aborted') throw noSuchTransaction(n);
+    if (cur.state === 'committed' && commandName !== 'commitTransaction') {
+      throw new MongoCommandError(Codes.TransactionCommitted, `Transaction ${n} has been committed.`);
+    }
+    return cur;
+  }
+
+  commit(txn: Transaction): void {
+    if (txn.state === 'committed') return; // commitTransaction is idempotent on retry
+    if (txn.state === 'aborted') throw noSuchTransaction(txn.txnNumber);
+    for (const op of txn.ops) {
+      this.storage.locks.delete(this.storage.lockKey(op.coll, op.key));
+    }
+    txn.markFinished('committed');
+    for (const op of txn.ops) this.storage.commit(op, { txnNumber: txn.txnNumber, lsid: txn.lsid });
+    this.storage.pruneHistory();
+  }
+
+  abort(txn: Transaction, reason = 'aborted'): void {
+    if (txn.state !== 'active') return;
+    for (const op of txn.ops) {
+      const lk = this.storage.lockKey(op.coll, op.key);
+      if (this.storage.locks.get(lk) === txn) this.storage.locks.delete(lk);
+    }
+    txn.abortReason = reason;
+    txn.markFinished('aborted');
+    this.storage.pruneHistory();
+  }
+
+  /** A transactional document write: conflict checks, lock, overlay. */
+  write(txn: Transaction, w: DocWrite): void {
+    const { coll, key } = w;
+    const lk = this.storage.lockKey(coll, key);
+    const holder = this.storage.locks.get(lk);
+    if (holder && holder !== txn) throw writeConflict();
+    if (!holder && coll.lastWriteSeq(key) > txn.snapshot) throw writeConflict();
+    if (w.after) this.checkUniqueInTxn(txn, coll, key, w.after);
+    this.storage.locks.set(lk, txn);
+    let ov = txn.overlay.get(coll.ns);
+    if (!ov) txn.overlay.set(coll.ns, (ov = new Map()));
+    ov.set(key, w.after);
+    txn.ops.push(w);
+  }
+
+  private checkUniqueInTxn(txn: Transaction, coll: Collection, key: string, after: Document): void {
+    const ov = txn.overlay.get(coll.ns);
+    for (const idx of coll.indexes) {
+      if (!idx.spec.unique) continue;
+      const entries = idx.entries(after);
+      if (!entries.length) continue;
+      // Committed holders of the same key.
+      const owner = idx.conflictOwner(entries, key);
+      if (owner !== undefined) {
+        const mine = ov?.get(owner);
+        if (ov?.has(owner)) {
+          if (mine && idx.entries(mine).some((e) => entries.includes(e))) throw idx.duplicateKeyError(coll.ns, after);
+        } else if (coll.getAt(owner, txn.snapshot)) {
+          throw idx.duplicateKeyError(coll.ns, after);
+        } else {
+          throw writeConflict();
+        }
+      }
+      // Own uncommitted documents.
+      if (ov) {
+        for (const [k, d] of ov) {
+          if (k !== key && d && idx.entries(d).some((e) => entries.includes(e))) throw idx.duplicateKeyError(coll.ns, after);
+        }
+      }
+      // Other running transactions' uncommitted documents.
+      for (const s of this.sessions.values()) {
+        const other = s.txn;
+        if (!other || other === txn || other.state !== 'active') continue;
+        const oov = other.overlay.get(coll.ns);
+        if (!oov) continue;
+        for (const [k, d] of oov) if (k !== key && d && idx.entries(d).some((e) => entries.includes(e))) throw writeConflict();
+      }
+    }
+  }
+
+  // ---- retryable writes ----------------------------------------------------
+  /** The recorded reply if this (lsid, txnNumber) write already ran. */
+  retryResult(cmd: Document): Document | undefined {
+    const lsid = cmd.lsid as Document | undefined;
+    if (!lsid || cmd.txnNumber === undefined) return undefined;
+    const s = this.session(lsid);
+    const n = txnNum(cmd.txnNumber);
+    if (s.retry && s.retry.txnNumber === n) return s.retry.reply;
+    if (s.retry && s.retry.txnNumber > n) {
+      throw new MongoCommandError(Codes.TransactionTooOld, `Retryable write with txnNumber ${n} is prohibited on session because a newer retryable write with txnNumber ${s.retry.txnNumber} has already started on this session.`);
+    }
+    return undefined;
+  }
+
+  recordRetry(cmd: Document, reply: Document): void {
+    const lsid = cmd.lsid as Document | undefined;
+    if (!lsid || cmd.txnNumber === undefined) return;
+    this.session(lsid).retry = { txnNumber: txnNum(cmd.txnNumber), reply };
+  }
+
+  endSessions(ids: Document[]): void {
+    for (const lsid of ids) {
+      const k = lsidKey(lsid);
+      if (!k) continue;
+      const s = this.sessions.get(k);
+      if (s?.txn?.state === 'active') this.abort(s.txn, 'session ended');
+      this.sessions.delete(k);
+    }
+  }
+
+  /** Aborts everything (server stop). */
+  close(): void {
+    for (const s of this.sessions.values()) if (s.txn?.state === 'active') this.abort(s.txn, 'server shutting down');
+    this.sessions.clear();
+  }
+}
+
+export function noSuchTransaction(n: number): MongoCommandError {
+  return new MongoCommandError(Codes.NoSuchTransaction, `Transaction with { txnNumber: ${n} } has been aborted.`, {
+    errorLabels: ['TransientTransactionError'],
+  });
+}

@@ -1,0 +1,286 @@
+/**
+ * The write path shared by insert/update/delete/findAndModify: computing the
+ * new version of a document (mingo's updater), upsert seeding, `_id` rules,
+ * unique checks, and routing each document write either to the committed path
+ * or to the running transaction.
+ */
+import { ObjectId, type Document } from 'bson';
+import { Aggregator, updateOne } from 'mingo';
+import { Codes, MongoCommandError, toCommandError } from './errors';
+import { duplicateKeyError } from './indexes';
+import { bindExpression, bindFilter, compileFilter, equalityValue, View, type SystemVars } from './query';
+import type { Collection } from './storage/collection';
+import { WaitForLock, type DocWrite, type Storage, type WriteKind } from './storage/engine';
+import type { Transaction, TransactionManager } from './transactions';
+import { clone, isPlainObject, keyOf, valuesEqual } from './values';
+
+export interface ExecCtx {
+  storage: Storage;
+  txns: TransactionManager;
+  txn?: Transaction;
+  vars: SystemVars;
+  db: string;
+}
+
+const MODIFIERS = new Set(['$set', '$unset', '$inc', '$mul', '$min', '$max', '$rename', '$push', '$pull', '$pullAll', '$addToSet', '$pop', '$bit', '$currentDate', '$setOnInsert']);
+const PIPELINE_STAGES = new Set(['$addFields', '$set', '$project', '$unset', '$replaceRoot', '$replaceWith']);
+
+export type UpdateSpec = Document | Document[];
+
+export function isModifier(u: UpdateSpec): boolean {
+  return !Array.isArray(u) && Object.keys(u).some((k) => k.startsWith('$'));
+}
+
+/** Runs `fn` again after the transaction holding a document finishes (non-transactional writes wait, like mongod). */
+export async function waitingForLocks<T>(fn: () => T): Promise<T> {
+  for (;;) {
+    try {
+      return fn();
+    } catch (e) {
+      if (e instanceof WaitForLock) {
+        await e.holder.finished;
+        continue;
+      }
+      throw e;
+    }
+  }
+}
+
+function withIdFirst(doc: Document, id: unknown): Document {
+  const out: Document = { _id: id };
+  for (const k of Object.keys(doc)) if (k !== '_id') out[k] = doc[k];
+  return out;
+}
+
+export function prepareInsert(doc: Document): Document {
+  if (!isPlainObject(doc)) throw new MongoCommandError(Codes.TypeMismatch, 'document to insert must be an object');
+  if (Array.isArray(doc._id)) throw new MongoCommandError(Codes.InvalidIdField, "The '_id' value cannot be of type array");
+  if (doc._id instanceof RegExp) throw new MongoCommandError(Codes.InvalidIdField, "The '_id' value cannot be of type regex");
+  return withIdFirst(doc, doc._id === undefined ? new ObjectId() : doc._id);
+}
+
+/** Routes one document write: transaction overlay, or the committed path after lock and unique checks. */
+export function applyWrite(ctx: ExecCtx, w: DocWrite): void {
+  if (ctx.txn) {
+    if (w.kind === 'insert') {
+      const view = new View(w.coll, ctx.txn);
+      if (view.get(w.key)) throw idDuplicate(w.coll, w.after!);
+    }
+    ctx.txns.write(ctx.txn, w);
+    return;
+  }
+  ctx.storage.checkUnlocked(w.coll, w.key);
+  if (w.kind === 'insert' && w.coll.docs.has(w.key)) throw idDuplicate(w.coll, w.after!);
+  if (w.after) ctx.storage.checkUnique(w.coll, w.key, w.after);
+  ctx.storage.commit(w);
+}
+
+function idDuplicate(coll: Collection, doc: Document): MongoCommandError {
+  return duplicateKeyError(coll.ns, '_id_', { _id: 1 }, { _id: doc._id });
+}
+
+export function insertOne(ctx: ExecCtx, coll: Collection, raw: Document): Document {
+  const doc = prepareInsert(raw);
+  applyWrite(ctx, { coll, key: keyOf(doc._id), before: null, after: doc, kind: 'insert' });
+  return doc;
+}
+
+function validateUpdate(u: UpdateSpec): void {
+  if (Array.isArray(u)) {
+    for (const stage of u) {
+      const name = isPlainObject(stage) ? Object.keys(stage)[0] : undefined;
+      if (!name || !PIPELINE_STAGES.has(name)) {
+        throw new MongoCommandError(Codes.InvalidOptions, `${name ?? 'stage'} is not allowed to be used within an update`);
+      }
+    }
+    return;
+  }
+  if (!isPlainObject(u)) throw new MongoCommandError(Codes.FailedToParse, 'Update argument must be either an object or an array');
+  const keys = Object.keys(u);
+  const ops = keys.filter((k) => k.startsWith('$'));
+  if (ops.length && ops.length !== keys.length) throw new MongoCommandError(Codes.FailedToParse, "Unknown modifier: mixed update operators and fields");
+  for (const op of ops) {
+    if (!MODIFIERS.has(op)) throw new MongoCommandError(Codes.FailedToParse, `Unknown modifier: ${op}. Expected a valid update modifier or pipeline-style update specified as an array`);
+  }
+}
+
+/** Turns $currentDate into $set with the command's single `now`, and handles $setOnInsert. */
+function normalizeModifier(u: Document, vars: SystemVars, inserting: boolean): Document {
+  const out: Document = {};
+  for (const [op, spec] of Object.entries(u)) {
+    if (op === '$setOnInsert') {
+      if (inserting) out.$set = { ...(out.$set as Document | undefined), ...(spec as Document) };
+      continue;
+    }
+    if (op === '$currentDate') {
+      const set: Document = {};
+      for (const [f, how] of Object.entries(spec as Document)) {
+        const type = isPlainObject(how) ? how.$type : 'date';
+        set[f] = type === 'timestamp' ? vars.clusterTime : new Date(vars.now.getTime());
+      }
+      out.$set = { ...(out.$set as Document | undefined), ...set };
+      continue;
+    }
+    out[op] = op === '$set' && out.$set ? { ...(out.$set as Document), ...(spec as Document) } : spec;
+  }
+  return out;
+}
+
+/**
+ * The new version of `old` after `update` (modifier, replacement or pipeline).
+ * `filter` resolves the positional `$` operator; `inserting` enables $setOnInsert.
+ */
+export function computeUpdate(old: Document, update: UpdateSpec, opts: { filter?: Document; arrayFilters?: Document[]; vars: SystemVars; inserting: boolean }): Document {
+  validateUpdate(update);
+  let next: Document;
+  if (!Array.isArray(update) && !isModifier(update)) {
+    if (update._id !== undefined && old._id !== undefined && !valuesEqual(update._id, old._id)) throw immutableId();
+    next = withIdFirst(clone(update), update._id !== undefined ? update._id : old._id);
+    if (next._id === undefined) delete next._id;
+  } else {
+    const docs = [clone(old)];
+    const modifier = Array.isArray(update) ? bindExpression(update, opts.vars) : normalizeModifier(update, opts.vars, opts.inserting);
+    if (!Array.isArray(modifier) && Object.keys(modifier).length === 0) return old;
+    try {
+      updateOne(docs, opts.filter && !opts.inserting ? bindFilter(opts.filter, opts.vars) : {}, modifier as Document, { arrayFilters: opts.arrayFilters, cloneMode: 'deep' });
+    } catch (e) {
+      throw toCommandError(e);
+    }
+    next = docs[0];
+    if (old._id !== undefined && !valuesEqual(next._id, old._id)) throw immutableId();
+    if (next._id !== undefined) next = withIdFirst(next, next._id);
+  }
+  return next;
+}
+
+function immutableId(): MongoCommandError {
+  return new MongoCommandError(Codes.ImmutableField, "Performing an update on the path '_id' would modify the immutable field '_id'");
+}
+
+function setPath(doc: Document, path: string, value: unknown): void {
+  const parts = path.split('.');
+  let cur = doc;
+  for (let i = 0; i < parts.length - 1; i++) {
+    if (!isPlainObject(cur[parts[i]])) cur[parts[i]] = {};
+    cur = cur[parts[i]] as Document;
+  }
+  cur[parts[parts.length - 1]] = clone(value);
+}
+
+/** The upsert seed: equality conditions of the filter ($eq and $and of equalities), nothing else. */
+export function upsertSeed(filter: Document | undefined): Document {
+  const seed: Document = {};
+  const walk = (f: Document): void => {
+    for (const [k, v] of Object.entries(f)) {
+      if (k === '$and' && Array.isArray(v)) {
+        for (const sub of v) if (isPlainObject(sub)) walk(sub);
+        continue;
+      }
+      if (k.startsWith('$')) continue;
+      if (isPlainObject(v) && Object.keys(v).some((x) => x.startsWith('$'))) {
+        const keys = Object.keys(v);
+        if (keys.length === 1 && keys[0] === '$eq') setPath(seed, k, v.$eq);
+        continue;
+      }
+      if (v instanceof RegExp) continue;
+      setPath(seed, k, v);
+    }
+  };
+  if (filter) walk(filter);
+  return seed;
+}
+
+/** True when the filter is nothing but equality conditions on exactly `fields` (mongod's upsert retry rule). */
+export function isExactEqualityOn(filter: Document | undefined, fields: string[]): boolean {
+  if (!filter) return false;
+  const keys = Object.keys(filter);
+  if (keys.length !== fields.length) return false;
+  return keys.every((k) => fields.includes(k) && equalityValue(filter[k]).ok);
+}
+
+export interface UpdateOutcome {
+  n: number;
+  nModified: number;
+  upsertedId?: unknown;
+  /** For findAndModify. */
+  before?: Document | null;
+  after?: Document | null;
+}
+
+/** One update statement (update command entry or findAndModify without remove). */
+export function updateStatement(
+  ctx: ExecCtx,
+  db: string,
+  collName: string,
+  st: { q?: Document; u: UpdateSpec; multi?: boolean; upsert?: boolean; arrayFilters?: Document[]; sort?: Document },
+): UpdateOutcome {
+  const filter = st.q ?? {};
+  validateUpdate(st.u);
+  if (st.multi && !Array.isArray(st.u) && !isModifier(st.u)) throw new MongoCommandError(Codes.FailedToParse, 'multi update is not supported for replacement-style update');
+  let coll = ctx.storage.getCollection(db, collName);
+  const matcher = compileFilter(filter, ctx.vars);
+  const view = new View(coll, ctx.txn);
+  let matches = view.find(filter, matcher, st.multi || st.sort ? 0 : 1);
+  if (st.sort && matches.length > 1) matches = sortEntries(matches, st.sort).slice(0, st.multi ? undefined : 1);
+  if (matches.length && coll) {
+    if (!ctx.txn) for (const [k] of matches) ctx.storage.checkUnlocked(coll, k);
+    let nModified = 0;
+    let first: { before: Document; after: Document } | undefined;
+    for (const [key, old] of matches) {
+      const next = computeUpdate(old, st.u, { filter, arrayFilters: st.arrayFilters, vars: ctx.vars, inserting: false });
+      first ??= { before: old, after: next };
+      if (keyOf(next) === keyOf(old)) continue;
+      const kind: WriteKind = !Array.isArray(st.u) && !isModifier(st.u) ? 'replace' : 'update';
+      applyWrite(ctx, { coll, key, before: old, after: next, kind });
+      nModified++;
+    }
+    return { n: matches.length, nModified, before: first?.before ?? null, after: first?.after ?? null };
+  }
+  if (!st.upsert) return { n: 0, nModified: 0, before: null, after: null };
+  coll ??= ctx.storage.ensureCollection(db, collName);
+  const seed = upsertSeed(filter);
+  let doc = computeUpdate(seed, st.u, { vars: ctx.vars, arrayFilters: st.arrayFilters, inserting: true });
+  if (!Array.isArray(st.u) && !isModifier(st.u) && seed._id !== undefined) doc = withIdFirst(doc, doc._id ?? seed._id);
+  if (seed._id !== undefined && doc._id !== undefined && !valuesEqual(seed._id, doc._id)) throw immutableId();
+  doc = prepareInsert(doc);
+  try {
+    applyWrite(ctx, { coll, key: keyOf(doc._id), before: null, after: doc, kind: 'insert' });
+  } catch (e) {
+    // mongod retries an upsert that lost an insert race only when the filter is
+    // exactly equality on the violated unique index's fields; then it is an update.
+    if (e instanceof MongoCommandError && e.code === Codes.DuplicateKey && isExactEqualityOn(filter, Object.keys(e.extra.keyPattern as Document))) {
+      const again = updateStatement(ctx, db, collName, { ...st, upsert: false });
+      if (again.n > 0) return again;
+    }
+    throw e;
+  }
+  return { n: 1, nModified: 0, upsertedId: doc._id, before: null, after: doc };
+}
+
+export function deleteStatement(ctx: ExecCtx, db: string, collName: string, st: { q?: Document; limit?: number; sort?: Document }): { n: number; deleted: Document | null } {
+  const coll = ctx.storage.getCollection(db, collName);
+  if (!coll) return { n: 0, deleted: null };
+  const filter = st.q ?? {};
+  const matcher = compileFilter(filter, ctx.vars);
+  const one = st.limit === 1;
+  let matches = new View(coll, ctx.txn).find(filter, matcher, one && !st.sort ? 1 : 0);
+  if (st.sort && matches.length > 1) matches = sortEntries(matches, st.sort);
+  if (one) matches = matches.slice(0, 1);
+  if (!ctx.txn) for (const [k] of matches) ctx.storage.checkUnlocked(coll, k);
+  for (const [key, old] of matches) applyWrite(ctx, { coll, key, before: old, after: null, kind: 'delete' });
+  return { n: matches.length, deleted: matches[0]?.[1] ?? null };
+}
+
+export function sortEntries(entries: Array<[string, Document]>, sort: Document): Array<[string, Document]> {
+  const byDoc = new Map(entries.map(([k, d]) => [d, k] as const));
+  return sortDocs(entries.map(([, d]) => d), sort).map((d) => [byDoc.get(d)!, d]);
+}
+
+export function sortDocs(docs: Document[], sort: Document): Document[] {
+  if (!sort || !Object.keys(sort).length) return docs;
+  try {
+    return new Aggregator([{ $sort: sort }]).run(docs) as Document[];
+  } catch (e) {
+    throw toCommandError(e);
+  }
+}
