@@ -58,7 +58,9 @@ export class CursorRegistry {
   /** First batch of an asynchronous source (the cursor always stays open until closed). */
   async fromSource(src: CursorSource, batchSize: number | undefined, maxAwaitTimeMS?: number): Promise<Document> {
     const first = batchSize === 0 ? [] : await src.nextBatch(batchSize ?? 101, { maxAwaitTimeMS: maxAwaitTimeMS ?? 0 });
-    const id = this.register(src);
+    // integration: change streams — a stream that already ended (invalidate) is closed at once, id 0.
+    const id = src.exhausted ? Long.ZERO : this.register(src);
+    if (src.exhausted) src.close();
     const cursor: Document = { firstBatch: first, id, ns: src.ns };
     const token = src.postBatchResumeToken?.();
     if (token) cursor.postBatchResumeToken = token;
@@ -82,7 +84,9 @@ export class CursorRegistry {
       const src: CursorSource = e.source;
       const batch = src instanceof ArraySource ? src.take(batchSize ?? 0) : await src.nextBatch(batchSize ?? 101, { maxAwaitTimeMS });
       let outId = Long.fromString(key);
-      if (src instanceof ArraySource && src.exhausted) {
+      if (src.exhausted) {
+        // integration: change streams — also closes an asynchronous source that ended (invalidate).
+        if (!(src instanceof ArraySource)) src.close();
         this.cursors.delete(key);
         outId = Long.ZERO;
       }

@@ -57,7 +57,7 @@ export async function startEmulator(opts: EmulatorOptions = {}): Promise<Running
   const persistence = opts.dbpath ? new Persistence(opts.dbpath, storage) : undefined;
   persistence?.open();
 
-  let ttl: TtlMonitor | undefined;
+  const ttlRef: { monitor?: TtlMonitor } = {};
   const state: ServerState = {
     storage,
     txns,
@@ -70,7 +70,7 @@ export async function startEmulator(opts: EmulatorOptions = {}): Promise<Running
     startedAt: new Date(),
     onParamsChanged: () => {
       txns.transactionLifetimeLimitSeconds = params.transactionLifetimeLimitSeconds;
-      ttl?.reschedule();
+      ttlRef.monitor?.reschedule();
     },
     log,
   };
@@ -82,7 +82,8 @@ export async function startEmulator(opts: EmulatorOptions = {}): Promise<Running
   const server = new EmulatorServer(state);
   const port = await server.listen(opts.port ?? 0, host);
   state.me = `${host}:${port}`;
-  ttl = new TtlMonitor(state);
+  const ttl = new TtlMonitor(state);
+  ttlRef.monitor = ttl;
   ttl.start();
   const uri = `mongodb://${host}:${port}/?replicaSet=${encodeURIComponent(state.replSetName)}`;
   log(`emulator listening on ${uri}`);
@@ -94,7 +95,7 @@ export async function startEmulator(opts: EmulatorOptions = {}): Promise<Running
     port,
     stop: () =>
       (stopped ??= (async () => {
-        ttl?.stop();
+        ttl.stop();
         txns.close();
         state.cursors.close();
         state.changeStreams?.close?.();

@@ -58,7 +58,7 @@ export class Persistence implements WriteSink {
         s.ensureCollection(r.db as string, r.coll as string, (r.options as Document) ?? {});
         break;
       case 'dropColl':
-        s.getCollection(r.db as string, r.coll as string) && s.dropCollection(r.db as string, r.coll as string);
+        if (s.getCollection(r.db as string, r.coll as string)) s.dropCollection(r.db as string, r.coll as string);
         break;
       case 'index': {
         const c = s.ensureCollection(r.db as string, r.coll as string);

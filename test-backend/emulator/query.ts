@@ -65,8 +65,14 @@ export interface Matcher {
   test(doc: Document): boolean;
 }
 
+const ALWAYS: Matcher = { test: () => true };
+
 export function compileFilter(filter: Document | undefined, vars: SystemVars): Matcher {
-  if (!filter || Object.keys(filter).length === 0) return { test: () => true };
+  if (!filter) return ALWAYS;
+  const keys = Object.keys(filter);
+  if (keys.length === 0) return ALWAYS;
+  // `{_id: scalar}`: the _id map lookup in View.find is already exact, skip mingo.
+  if (keys.length === 1 && keys[0] === '_id' && equalityValue(filter._id).ok) return ALWAYS;
   try {
     return new Query(bindFilter(filter, vars));
   } catch (e) {
