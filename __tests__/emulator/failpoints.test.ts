@@ -2,6 +2,8 @@
  * The emulator's `failCommand` fail point: first the module on its own (no sockets), then end to
  * end through the official driver against a private emulator.
  */
+import { MongoClient, MongoNetworkError, MongoWriteConcernError, type Document, type MongoServerError } from 'mongodb';
+import { startEmulator, type RunningEmulator } from '../../test-backend/emulator';
 import { createFailPoints, type FailPointContext } from '../../test-backend/emulator/failpoints';
 import { MongoCommandError } from '../../test-backend/emulator/errors';
 
@@ -158,5 +160,92 @@ describe('failCommand fail point (module)', () => {
     expect(configureError(() => fp.configure({ configureFailPoint: 'failCommand', mode: 'alwaysOn', data: { failCommands: ['find'], blockConnection: true } })).code).toBe(72);
     expect(configureError(() => fp.configure({ configureFailPoint: 'failCommand', mode: 'alwaysOn', data: { failCommands: 'find' } })).code).toBe(14);
     expect(configureError(() => fp.configure({ configureFailPoint: 'failCommand', mode: 'off', $db: 'test' })).code).toBe(13);
+  });
+});
+
+describe('failCommand fail point (through the driver)', () => {
+  let emulator: RunningEmulator;
+  let client: MongoClient;
+  const admin = () => client.db('admin');
+  const configure = (spec: Document) => admin().command({ configureFailPoint: 'failCommand', ...spec });
+
+  beforeAll(async () => {
+    emulator = await startEmulator({ port: 0 });
+    client = new MongoClient(emulator.uri, { appName: 'fp-e2e', serverSelectionTimeoutMS: 5000, retryWrites: false, retryReads: false });
+    await client.connect();
+  });
+  afterEach(async () => {
+    await configure({ mode: 'off' });
+  });
+  afterAll(async () => {
+    await client?.close();
+    await emulator?.stop();
+  });
+
+  const coll = () => client.db('fp').collection('items');
+
+  it('fails the listed command with the given code, mongod-shaped, and reports the count', async () => {
+    expect(await configure({ mode: { times: 1 }, data: { failCommands: ['find'], errorCode: 2 } })).toMatchObject({ count: 0, ok: 1 });
+    const err = await coll().findOne({}).catch((e: MongoServerError) => e);
+    expect(err).toMatchObject({ code: 2, codeName: 'BadValue', message: "Failing command via 'failCommand' failpoint" });
+    expect(await coll().findOne({})).toBeNull(); // times: 1 is used up
+    expect(await configure({ mode: 'off' })).toMatchObject({ count: 1, ok: 1 });
+  });
+
+  it('closeConnection drops the socket without a reply; the next command works', async () => {
+    await configure({ mode: { times: 1 }, data: { failCommands: ['find'], closeConnection: true } });
+    const err = await coll().findOne({}).catch((e: Error) => e);
+    expect(err).toBeInstanceOf(MongoNetworkError);
+    expect(await coll().findOne({})).toBeNull();
+  });
+
+  it('blockConnection delays the command, then runs it; with errorCode it delays, then fails', async () => {
+    await configure({ mode: { times: 1 }, data: { failCommands: ['insert'], blockConnection: true, blockTimeMS: 300 } });
+    let started = Date.now();
+    await coll().insertOne({ _id: 'blocked' } as Document);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(280);
+    expect(await coll().countDocuments({ _id: 'blocked' } as Document)).toBe(1);
+
+    // A plain error code: a state-change code (91, 10107...) would make the driver mark the server
+    // Unknown and wait for its next heartbeat, on a real mongod as well.
+    await configure({ mode: { times: 1 }, data: { failCommands: ['insert'], blockConnection: true, blockTimeMS: 300, errorCode: 2 } });
+    started = Date.now();
+    const err = await coll().insertOne({ _id: 'never' } as Document).catch((e: MongoServerError) => e);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(280);
+    expect(err).toMatchObject({ code: 2 });
+    expect(await coll().countDocuments({ _id: 'never' } as Document)).toBe(0);
+  });
+
+  // appName matching is covered by the module tests above: under Jest the driver (7.x) sends its
+  // handshake with an empty `client` document (its metadata Map does not survive Jest's module
+  // realm), so no server, real or emulated, can see the appName of a client created in a test.
+
+  it('a retryable write failed with a retryable code carries RetryableWriteError, so the driver retries it once', async () => {
+    const retrying = new MongoClient(emulator.uri, { appName: 'fp-retry', serverSelectionTimeoutMS: 5000, retryWrites: true, monitorCommands: true });
+    const inserts: string[] = [];
+    retrying.on('commandFailed', (e) => e.commandName === 'insert' && inserts.push('failed'));
+    retrying.on('commandSucceeded', (e) => e.commandName === 'insert' && inserts.push('succeeded'));
+    try {
+      await configure({ mode: { times: 1 }, data: { failCommands: ['insert'], errorCode: 91 } });
+      await retrying.db('fp').collection('items').insertOne({ _id: 'retried' } as Document);
+      expect(inserts).toEqual(['failed', 'succeeded']);
+      expect(await coll().countDocuments({ _id: 'retried' } as Document)).toBe(1);
+    } finally {
+      await retrying.close();
+    }
+  });
+
+  it('writeConcernError: the write is applied and the reply reports the write concern error', async () => {
+    await configure({ mode: { times: 1 }, data: { failCommands: ['insert'], writeConcernError: { code: 100, errmsg: 'Not enough data-bearing nodes' } } });
+    const err = await coll().insertOne({ _id: 'wce' } as Document).catch((e: Error) => e);
+    expect(err).toBeInstanceOf(MongoWriteConcernError);
+    expect(err).toMatchObject({ code: 100 });
+    expect(await coll().countDocuments({ _id: 'wce' } as Document)).toBe(1);
+  });
+
+  it('answers unknown fail points and bad modes with errors, never a silent success', async () => {
+    await expect(admin().command({ configureFailPoint: 'hangAfterCollectionInserts', mode: 'alwaysOn' })).rejects.toMatchObject({ code: 266 });
+    await expect(configure({ mode: { times: -1 } })).rejects.toMatchObject({ code: 2 });
+    await expect(client.db('fp').command({ configureFailPoint: 'failCommand', mode: 'off' })).rejects.toMatchObject({ code: 13 });
   });
 });

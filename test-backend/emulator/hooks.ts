@@ -12,18 +12,24 @@ export interface CommandContext {
   connectionId: number;
   lsid?: Document;
   inTransaction: boolean;
+  // integration: failpoints — retryable-write labels need txnNumber; `data.namespace` needs db + command.
+  txnNumber?: unknown;
+  db?: string;
+  command?: Document;
 }
 
 /** A fail point's verdict on one command. `undefined` from `intercept` means "proceed". */
 export type FailPointAction =
   | { kind: 'error'; reply: Document }
   | { kind: 'close' }
-  | { kind: 'block'; ms: number };
+  | { kind: 'block'; ms: number; then?: { kind: 'error'; reply: Document } | { kind: 'close' } }; // integration: failpoints (mongod blocks, then closes or fails)
 
 export interface FailPointsHook {
   intercept(ctx: CommandContext): FailPointAction | undefined;
   /** Handles the whole `configureFailPoint` command document; returns the reply. */
   configure(cmd: Document): Document;
+  /** integration: failpoints — after the command ran: adds a fail point's writeConcernError (and labels) to its reply. */
+  afterCommand?(ctx: CommandContext, reply: Document): Document;
 }
 
 /** A committed change, emitted synchronously in commit order on `storage.changes`. */
@@ -58,6 +64,8 @@ export interface CursorSource {
   postBatchResumeToken?(): Document;
   close(): void;
   readonly ns: string;
+  /** integration: change streams — true once the source will produce nothing more (after `invalidate`): the cursor is closed, id 0. */
+  readonly exhausted?: boolean;
 }
 
 /** What `aggregate` passes to the change-stream module when the first stage is `$changeStream`. */

@@ -126,15 +126,23 @@ export async function dispatch(state: ServerState, msg: IncomingMessage, conn: C
     conn.appName = ((cmd.client as Document).application as Document).name as string | undefined;
   }
   const inTransaction = cmd.autocommit === false;
+  // integration: failpoints — txnNumber/db/command in the context; block first, then its `then` (close or error).
+  const fpCtx = { commandName: name, appName: conn.appName, connectionId: conn.id, lsid: cmd.lsid as Document | undefined, inTransaction, txnNumber: cmd.txnNumber, db, command: cmd };
   if (state.failPoints) {
-    const action = state.failPoints.intercept({ commandName: name, appName: conn.appName, connectionId: conn.id, lsid: cmd.lsid as Document | undefined, inTransaction });
+    let action = state.failPoints.intercept(fpCtx);
+    if (action?.kind === 'block') {
+      const ms = action.ms;
+      await new Promise((r) => setTimeout(r, ms));
+      action = action.then;
+    }
     if (action?.kind === 'close') {
       conn.close();
       return undefined;
     }
     if (action?.kind === 'error') return withClusterTime(state, { ...action.reply });
-    if (action?.kind === 'block') await new Promise((r) => setTimeout(r, action.ms));
   }
+  // integration: failpoints — a fail point's writeConcernError is added after the command ran, as mongod does.
+  const afterFailPoint = (reply: Document): Document => state.failPoints?.afterCommand?.(fpCtx, reply) ?? reply;
   const now = new Date();
   const ctx: CommandCtx = {
     state,
@@ -162,14 +170,14 @@ export async function dispatch(state: ServerState, msg: IncomingMessage, conn: C
     }
     const reply = await handler(ctx);
     if (retryable) state.txns.recordRetry(cmd, reply);
-    return withClusterTime(state, reply);
+    return withClusterTime(state, afterFailPoint(reply));
   } catch (e) {
     const err = toCommandError(e);
     if (ctx.txn && ctx.txn.state === 'active' && name !== 'commitTransaction') {
       // mongod aborts a transaction whose statement failed.
       state.txns.abort(ctx.txn, `statement ${name} failed: ${err.message}`);
     }
-    return withClusterTime(state, err.toReply());
+    return withClusterTime(state, afterFailPoint(err.toReply()));
   }
 }
 
