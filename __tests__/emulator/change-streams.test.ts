@@ -4,6 +4,8 @@
  */
 import { EventEmitter } from 'node:events';
 import { Timestamp, type Document } from 'bson';
+import { MongoClient, type ChangeStream } from 'mongodb';
+import { startEmulator, type RunningEmulator } from '../../test-backend/emulator';
 import { createChangeStreams, type ChangeStreams } from '../../test-backend/emulator/change-streams';
 import { MongoCommandError } from '../../test-backend/emulator/errors';
 import type { ChangeEvent, ChangeSource } from '../../test-backend/emulator/hooks';
@@ -311,5 +313,163 @@ describe('change streams (module)', () => {
     expect((await rejection(() => open(streams, { resumeAfter: { _data: '00' }, startAtOperationTime: new Timestamp({ t: 1, i: 1 }) }))).code).toBe(40674);
     expect((await rejection(() => open(streams, {}, [{ $changeStreamSplitLargeEvent: {} }]))).code).toBe(238);
     streams.close();
+  });
+});
+
+describe('change streams (through the driver)', () => {
+  let emulator: RunningEmulator;
+  let client: MongoClient;
+  let n = 0;
+  /** A fresh collection per test, so streams never see each other's writes. */
+  type Doc = { _id: number | string; [key: string]: unknown };
+  const fresh = () => client.db('cs').collection<Doc>(`c${++n}`);
+
+  beforeAll(async () => {
+    emulator = await startEmulator({ port: 0 });
+    client = new MongoClient(emulator.uri, { serverSelectionTimeoutMS: 5000 });
+    await client.connect();
+  });
+  afterAll(async () => {
+    await client?.close();
+    await emulator?.stop();
+  });
+
+  /** Reads `count` events, each within the stream's maxAwaitTimeMS rounds, failing after 5 s. */
+  async function take(stream: ChangeStream<Doc>, count: number): Promise<Document[]> {
+    const out: Document[] = [];
+    const deadline = Date.now() + 5000;
+    while (out.length < count && Date.now() < deadline) {
+      const ev = await stream.tryNext();
+      if (ev) out.push(ev as Document);
+    }
+    return out;
+  }
+
+  it('watch() reports insert, update, replace and delete, with updateLookup', async () => {
+    const coll = fresh();
+    const stream = coll.watch([], { fullDocument: 'updateLookup', maxAwaitTimeMS: 100 });
+    try {
+      await stream.tryNext(); // the aggregate has run: the stream starts here
+      await coll.insertOne({ _id: 1, v: 1 });
+      await coll.updateOne({ _id: 1 }, { $set: { v: 2 } });
+      await coll.replaceOne({ _id: 1 }, { v: 3 });
+      await coll.deleteOne({ _id: 1 });
+      const events = await take(stream, 4);
+      expect(events.map((e) => e.operationType)).toEqual(['insert', 'update', 'replace', 'delete']);
+      expect(events[0]).toMatchObject({ ns: { db: 'cs', coll: coll.collectionName }, documentKey: { _id: 1 }, fullDocument: { _id: 1, v: 1 } });
+      expect(events[1].updateDescription).toEqual({ updatedFields: { v: 2 }, removedFields: [], truncatedArrays: [] });
+      expect(events[1].fullDocument).toBeNull(); // looked up after the delete
+      expect(events[2].fullDocument).toEqual({ _id: 1, v: 3 });
+      expect(stream.resumeToken).toEqual(events[3]._id);
+    } finally {
+      await stream.close();
+    }
+  });
+
+  it('an idle getMore returns after maxAwaitTimeMS with nothing', async () => {
+    const stream = fresh().watch([], { maxAwaitTimeMS: 300 });
+    try {
+      await stream.tryNext();
+      const started = Date.now();
+      expect(await stream.tryNext()).toBeNull();
+      expect(Date.now() - started).toBeGreaterThanOrEqual(250);
+      expect(Date.now() - started).toBeLessThan(3000);
+    } finally {
+      await stream.close();
+    }
+  });
+
+  it('resumeAfter a token yields exactly the events after it', async () => {
+    const coll = fresh();
+    const stream = coll.watch([], { maxAwaitTimeMS: 100 });
+    try {
+      await stream.tryNext();
+      await coll.insertMany([{ _id: 1 }, { _id: 2 }, { _id: 3 }]);
+      const [first] = await take(stream, 1);
+      const resumed = coll.watch([], { resumeAfter: first._id, maxAwaitTimeMS: 100 });
+      try {
+        expect((await take(resumed, 2)).map((e) => e.documentKey._id)).toEqual([2, 3]);
+      } finally {
+        await resumed.close();
+      }
+    } finally {
+      await stream.close();
+    }
+  });
+
+  it("a transaction's writes appear at commit, in order; an aborted one's never", async () => {
+    const coll = fresh();
+    await coll.insertOne({ _id: 'seed' });
+    const stream = coll.watch([], { maxAwaitTimeMS: 100 });
+    const session = client.startSession();
+    try {
+      await stream.tryNext();
+      session.startTransaction();
+      await coll.insertOne({ _id: 'a' }, { session });
+      await coll.updateOne({ _id: 'seed' }, { $set: { touched: true } }, { session });
+      expect(await stream.tryNext()).toBeNull(); // not committed yet
+      await session.commitTransaction();
+      session.startTransaction();
+      await coll.insertOne({ _id: 'aborted' }, { session });
+      await session.abortTransaction();
+      await coll.insertOne({ _id: 'after' });
+      const events = await take(stream, 3);
+      expect(events.map((e) => `${e.operationType}:${e.documentKey._id}`)).toEqual(['insert:a', 'update:seed', 'insert:after']);
+      expect(events[0].txnNumber).toEqual(events[1].txnNumber);
+      expect(events[0].lsid).toBeDefined();
+    } finally {
+      await session.endSession();
+      await stream.close();
+    }
+  });
+
+  it('a $match after $changeStream filters events', async () => {
+    const coll = fresh();
+    const stream = coll.watch([{ $match: { operationType: 'delete' } }], { maxAwaitTimeMS: 100 });
+    try {
+      await stream.tryNext();
+      await coll.insertOne({ _id: 1 });
+      await coll.deleteOne({ _id: 1 });
+      expect((await take(stream, 1)).map((e) => e.operationType)).toEqual(['delete']);
+    } finally {
+      await stream.close();
+    }
+  });
+
+  it('dropping the collection ends the stream with drop, then invalidate', async () => {
+    const coll = fresh();
+    await coll.insertOne({ _id: 0 });
+    const stream = coll.watch([], { maxAwaitTimeMS: 100 });
+    try {
+      await stream.tryNext();
+      await coll.drop();
+      const events = await take(stream, 2);
+      expect(events.map((e) => e.operationType)).toEqual(['drop', 'invalidate']);
+      expect(stream.closed).toBe(true);
+    } finally {
+      await stream.close();
+    }
+  });
+
+  it('resumes by itself after a getMore fails with a closed connection (driver resume)', async () => {
+    const coll = fresh();
+    const stream = coll.watch([], { maxAwaitTimeMS: 100 });
+    try {
+      await stream.tryNext();
+      await coll.insertOne({ _id: 1 });
+      expect((await take(stream, 1)).map((e) => e.documentKey._id)).toEqual([1]);
+      await client.db('admin').command({ configureFailPoint: 'failCommand', mode: { times: 1 }, data: { failCommands: ['getMore'], closeConnection: true } });
+      await coll.insertOne({ _id: 2 });
+      expect((await take(stream, 1)).map((e) => e.documentKey._id)).toEqual([2]);
+    } finally {
+      await client.db('admin').command({ configureFailPoint: 'failCommand', mode: 'off' });
+      await stream.close();
+    }
+  });
+
+  it('rejects unsupported options with an error naming them', async () => {
+    const stream = fresh().watch([], { fullDocument: 'required' });
+    await expect(stream.tryNext()).rejects.toMatchObject({ message: expect.stringContaining('changeStreamPreAndPostImages') });
+    await stream.close();
   });
 });
