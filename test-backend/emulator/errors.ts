@@ -73,6 +73,7 @@ export function writeConflict(): MongoCommandError {
 export function toCommandError(err: unknown): MongoCommandError {
   if (err instanceof MongoCommandError) return err;
   const msg = err instanceof Error ? err.message : String(err);
+  if (/would modify the immutable field '_id'/.test(msg)) return new MongoCommandError(Codes.ImmutableField, msg);
   // mingo throws plain Errors for bad operators/expressions; mongod answers those with BadValue-class errors.
   return new MongoCommandError(Codes.BadValue, msg);
 }

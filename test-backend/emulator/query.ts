@@ -127,7 +127,7 @@ export class View {
     return out;
   }
 
-  private *candidates(filter: Document | undefined): Iterable<[string, Document]> {
+  *candidates(filter: Document | undefined): Iterable<[string, Document]> {
     const c = this.coll;
     if (!c) return;
     if (filter) {

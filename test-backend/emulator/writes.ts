@@ -207,6 +207,34 @@ export interface UpdateOutcome {
   after?: Document | null;
 }
 
+/**
+ * A non-transactional write waits for any running transaction holding a
+ * document the write would examine, even if the committed version does not
+ * match its filter (the transaction may change that); this is conservative.
+ */
+function waitForLockedCandidates(ctx: ExecCtx, coll: Collection | undefined, filter: Document): void {
+  if (ctx.txn || !coll || ctx.storage.locks.size === 0) return;
+  for (const [k] of new View(coll).candidates(filter)) ctx.storage.checkUnlocked(coll, k);
+}
+
+/** Every `$[id]` used in the update needs an array filter, and every array filter must be used. */
+function validateArrayFilters(u: UpdateSpec, arrayFilters: Document[] | undefined): void {
+  if (Array.isArray(u) || !isModifier(u)) return;
+  const used = new Map<string, string>();
+  for (const spec of Object.values(u)) {
+    if (!isPlainObject(spec)) continue;
+    for (const path of Object.keys(spec)) for (const m of path.matchAll(/\$\[([a-z][a-zA-Z0-9]*)\]/g)) used.set(m[1], path);
+  }
+  const declared = new Set<string>();
+  for (const f of arrayFilters ?? []) for (const k of Object.keys(f)) declared.add(k.split('.')[0]);
+  for (const [id, path] of used) {
+    if (!declared.has(id)) throw new MongoCommandError(Codes.BadValue, `No array filter found for identifier '${id}' in path '${path}'`);
+  }
+  for (const id of declared) {
+    if (!used.has(id)) throw new MongoCommandError(Codes.FailedToParse, `The array filter for identifier '${id}' was not used in the update ${JSON.stringify(u)}`);
+  }
+}
+
 /** One update statement (update command entry or findAndModify without remove). */
 export function updateStatement(
   ctx: ExecCtx,
@@ -216,9 +244,11 @@ export function updateStatement(
 ): UpdateOutcome {
   const filter = st.q ?? {};
   validateUpdate(st.u);
+  validateArrayFilters(st.u, st.arrayFilters);
   if (st.multi && !Array.isArray(st.u) && !isModifier(st.u)) throw new MongoCommandError(Codes.FailedToParse, 'multi update is not supported for replacement-style update');
   let coll = ctx.storage.getCollection(db, collName);
   const matcher = compileFilter(filter, ctx.vars);
+  waitForLockedCandidates(ctx, coll, filter);
   const view = new View(coll, ctx.txn);
   let matches = view.find(filter, matcher, st.multi || st.sort ? 0 : 1);
   if (st.sort && matches.length > 1) matches = sortEntries(matches, st.sort).slice(0, st.multi ? undefined : 1);
@@ -262,6 +292,7 @@ export function deleteStatement(ctx: ExecCtx, db: string, collName: string, st: 
   if (!coll) return { n: 0, deleted: null };
   const filter = st.q ?? {};
   const matcher = compileFilter(filter, ctx.vars);
+  waitForLockedCandidates(ctx, coll, filter);
   const one = st.limit === 1;
   let matches = new View(coll, ctx.txn).find(filter, matcher, one && !st.sort ? 1 : 0);
   if (st.sort && matches.length > 1) matches = sortEntries(matches, st.sort);
