@@ -82,6 +82,21 @@ export function newLockToken(): string {
   return randomBytes(16).toString('base64url');
 }
 
+const NO_DUPLICATE = Symbol('no duplicate key');
+
+/**
+ * Which of `ids` a failed bulk upsert could not claim. Outside transactions mongod reports
+ * per-operation writeErrors (with the operation's index); inside a transaction the first write
+ * error aborts it and comes back as the command's error, naming the key in `keyValue`.
+ */
+function duplicateKeyTarget(error: unknown, ids: unknown[]): unknown {
+  const failure = error as { code?: number; keyValue?: { _id?: unknown }; writeErrors?: { code?: number; index?: number }[] };
+  const writeError = failure.writeErrors?.find((e) => e.code === 11000);
+  if (writeError && writeError.index !== undefined) return ids[writeError.index];
+  if (failure.code === 11000) return failure.keyValue && '_id' in failure.keyValue ? failure.keyValue._id : ids[0];
+  return NO_DUPLICATE;
+}
+
 function isDuplicateKey(error: unknown): boolean {
   return typeof error === 'object' && error !== null && (error as { code?: unknown }).code === 11000;
 }
@@ -220,10 +235,8 @@ export class LockStore {
       );
       return null;
     } catch (error) {
-      const writeErrors = (error as { writeErrors?: { code?: number; index?: number; err?: { index?: number; code?: number } }[] }).writeErrors;
-      const duplicate = writeErrors?.find((e) => (e.code ?? e.err?.code) === 11000);
-      if (!duplicate) throw error;
-      const blocked = ids[duplicate.index ?? duplicate.err?.index ?? 0];
+      const blocked = duplicateKeyTarget(error, ids);
+      if (blocked === NO_DUPLICATE) throw error;
       // A write error aborts the transaction, so the holder's expiry is read outside it.
       return (await this.findActive(blocked)) ?? { documentId: blocked };
     }

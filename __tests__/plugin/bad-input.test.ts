@@ -96,7 +96,7 @@ describe.each(badTtls)('per-call ttl: %s', (_label, ttl) => {
 });
 
 test('an unknown per-call option is refused', () =>
-  expectRejectedWithoutCommands(() => WorkItem.lock(realId, 'session', { wait: 5 } as never), InvalidLockOptionError, 'INVALID_OPTION'));
+  expectRejectedWithoutCommands(() => WorkItem.lock(realId, 'session', { tll: 5 } as never), InvalidLockOptionError, 'INVALID_OPTION'));
 
 test('the error message says what was wrong and what to pass instead', async () => {
   const error = (await WorkItem.lock(realId, { $ne: null } as never).catch((e: unknown) => e)) as InvalidLockArgumentError;

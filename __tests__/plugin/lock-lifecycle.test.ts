@@ -154,7 +154,9 @@ describe('releaseAllFor, isLocked, getLock, forceUnlock', () => {
     const item = await WorkItem.lock(id, 'session-a');
     const info = await WorkItem.getLock(id);
     expect(info).not.toBeNull();
-    expect(Object.keys(info!).sort()).toEqual(['acquiredAt', 'documentId', 'expiresAt']);
+    expect(Object.keys(info!).sort()).toEqual(['acquiredAt', 'documentId', 'expiresAt', 'remainingMs']);
+    expect(info!.remainingMs).toBeGreaterThan(0);
+    expect(info!.remainingMs).toBeLessThanOrEqual(5_000);
     expect(info!.expiresAt.getTime()).toBe(item.heldLock()!.expiresAt.getTime());
     await item.unlock();
   });
@@ -176,7 +178,7 @@ describe('the sibling lock collection', () => {
     expect(lockModel.collection.collectionName).toBe(`${WorkItem.collection.collectionName}.locks`);
     const indexes = await lockModel.collection.listIndexes().toArray();
     const ttl = indexes.find((index) => index.key.expiresAt === 1);
-    expect(ttl?.expireAfterSeconds).toBe(0);
+    expect(ttl?.expireAfterSeconds).toBe(86_400); // purgeAfter's default, one day
     expect(indexes.some((index) => index.key.owner === 1)).toBe(true);
   });
 

@@ -51,16 +51,21 @@ describe('doc.extendLock', () => {
 describe('Model.withLock', () => {
   test('renews while fn runs past the ttl, returns fn\'s value and releases at the end', async () => {
     const { _id: id } = await WorkItem.create({ title: 'slow job' });
-    const result = await WorkItem.withLock(id, 'worker', async (doc, signal) => {
-      for (let i = 0; i < 4; i++) {
-        await sleep(250); // 1 s in all, more than three ttls
-        await expect(WorkItem.lock(id, 'intruder')).rejects.toBeInstanceOf(LockedError);
-      }
-      expect(signal.aborted).toBe(false);
-      doc.title = 'done';
-      await doc.save();
-      return 'result';
-    });
+    const result = await WorkItem.withLock(
+      id,
+      'worker',
+      async (doc, signal) => {
+        for (let i = 0; i < 4; i++) {
+          await sleep(700); // 2.8 s in all, almost three ttls
+          await expect(WorkItem.lock(id, 'intruder')).rejects.toBeInstanceOf(LockedError);
+        }
+        expect(signal.aborted).toBe(false);
+        doc.title = 'done';
+        await doc.save();
+        return 'result';
+      },
+      { ttl: 1_000 },
+    );
     expect(result).toBe('result');
     expect(await WorkItem.isLocked(id)).toBe(false);
     expect((await WorkItem.findById(id).orFail()).title).toBe('done');

@@ -14,7 +14,7 @@ beforeAll(async () => {
   // autoIndex off: no TTL index exists, so an expired record can only ever be freed by the
   // lock algorithm itself. If takeover depended on the TTL monitor, these tests would hang.
   conn = await connect(db.name, { autoIndex: false });
-  WorkItem = await workItemModel(conn.connection, { ttl: 200 });
+  WorkItem = await workItemModel(conn.connection, { ttl: 1_000 });
   const indexes = await WorkItem.lockModel().collection.listIndexes().toArray().catch(() => []);
   expect(indexes.some((index) => index.expireAfterSeconds !== undefined)).toBe(false);
 });
@@ -29,10 +29,10 @@ test('an expired lock is taken over at once, by updating the expired record in p
   const { _id: id } = await WorkItem.create({ title: 'crashed holder' });
   const crashed = await WorkItem.lock(id, 'crashed-session');
   await expect(WorkItem.lock(id, 'next-session')).rejects.toBeInstanceOf(LockedError);
-  await sleep(300);
+  await sleep(1_100);
   // The expired record is still there: nothing deleted it.
   expect(await WorkItem.lockModel().collection.countDocuments({ _id: id })).toBe(1);
-  const next = await WorkItem.lock(id, 'next-session');
+  const next = await WorkItem.lock(id, 'next-session', { ttl: 10_000 });
   expect(next.heldLock()!.acquiredAt.getTime()).toBeGreaterThanOrEqual(crashed.heldLock()!.expiresAt.getTime());
   expect(await WorkItem.lockModel().collection.countDocuments({ _id: id })).toBe(1);
   await next.unlock();
@@ -59,16 +59,16 @@ describe.each([
     const held = a.heldLock()!;
     // The lock's dates come from the server, not from the skewed client clock.
     expect(Math.abs(held.acquiredAt.getTime() - clientNow)).toBeGreaterThan(Math.abs(skewMs) / 2);
-    expect(held.expiresAt.getTime() - held.acquiredAt.getTime()).toBe(200);
+    expect(held.expiresAt.getTime() - held.acquiredAt.getTime()).toBe(1_000);
 
     await expect(WorkItem.lock(id, 'session-b')).rejects.toBeInstanceOf(LockedError);
     expect(await WorkItem.isLocked(id)).toBe(true);
     a.title = 'saved by a';
     await a.save(); // still current by server time, whatever the client thinks
 
-    await sleep(300);
+    await sleep(1_100);
     expect(await WorkItem.isLocked(id)).toBe(false);
-    const b = await WorkItem.lock(id, 'session-b');
+    const b = await WorkItem.lock(id, 'session-b', { ttl: 10_000 });
     expect(b.heldLock()!.owner).toBe('session-b');
     await b.unlock();
   });
