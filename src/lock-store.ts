@@ -13,9 +13,8 @@
  *    record as it is when the write is applied (MongoDB re-checks the filter after a write
  *    conflict), so "check the holder, then write" never splits across two commands.
  *  - Expiry is always compared with `$$NOW`, the server's clock at the command, never with
- *    the client's clock. Records stay meaningful after expiry until the TTL index on
- *    `expiresAt` deletes them (within about a minute); every filter treats an expired record
- *    as free, so nobody waits for the TTL monitor.
+ *    the client's clock. Every filter treats an expired record as free, so nobody waits for
+ *    the TTL monitor, which only reclaims storage later.
  *  - Fencing tokens: each acquisition sets `fence` to the larger of the previous fence + 1 and
  *    the server's `$$NOW` in microseconds. While the record exists the counter only grows; once
  *    the TTL monitor purged it (at least `purgeAfter` after its last expiry), the server clock
@@ -23,12 +22,12 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { mongo } from 'mongoose';
+import { LockExpiredError, LockNotHeldError, LockedError } from './errors';
+import { estimatedServerNow, type HeldLockState } from './held-lock';
 
 type ClientSession = mongo.ClientSession;
 type Collection<T extends mongo.Document> = mongo.Collection<T>;
 type Document = mongo.Document;
-import { LockExpiredError, LockNotHeldError, LockedError } from './errors';
-import { estimatedServerNow, type HeldLockState } from './held-lock';
 
 export interface LockRecord {
   _id: unknown;

@@ -1,7 +1,8 @@
 /**
- * Per-model state the plugin needs at run time: the sibling lock model and the LockStore on
- * its collection. Built once per compiled model (and shared by discriminators, which use the
- * base model's collection).
+ * Run-time state per lock collection: the sibling lock model, the LockStore on its collection
+ * and the change-stream fan-out for waiters. Shared by every model that uses the same lock
+ * collection on the same connection (a model and its discriminators, for one), so one stream
+ * serves all of their waiters.
  */
 import type { Model, mongo } from 'mongoose';
 import { supportsTransactions } from './deployment';
@@ -26,19 +27,24 @@ export type AnyModel = Model<any>;
 export type RuntimeOf = (model: AnyModel) => ModelRuntime;
 
 export function runtimeFactory(options: ResolvedLockOptions): RuntimeOf {
-  const runtimes = new WeakMap<object, ModelRuntime>();
+  const byModel = new WeakMap<object, ModelRuntime>();
+  const byLockModel = new WeakMap<object, ModelRuntime>();
   return (model) => {
-    let runtime = runtimes.get(model);
+    let runtime = byModel.get(model);
     if (!runtime) {
       const name = options.collection ?? `${model.collection.collectionName}.locks`;
       const lockModel = lockModelFor(model.db, name, options.purgeAfter);
-      const ready = lockModel.init();
-      // Errors surface on the first lock call; this only stops an unhandled-rejection warning.
-      ready.catch(() => undefined);
-      const collection = lockModel.collection as unknown as mongo.Collection<mongo.Document>;
-      const watch = new LockWatch(collection, async () => options.changeStreams === 'auto' && (await supportsTransactions(model.db)));
-      runtime = { lockModel, store: new LockStore(collection), watch, ready };
-      runtimes.set(model, runtime);
+      runtime = byLockModel.get(lockModel);
+      if (!runtime) {
+        const ready = lockModel.init();
+        // Errors surface on the first lock call; this only stops an unhandled-rejection warning.
+        ready.catch(() => undefined);
+        const collection = lockModel.collection as unknown as mongo.Collection<mongo.Document>;
+        const watch = new LockWatch(collection, async () => options.changeStreams === 'auto' && (await supportsTransactions(model.db)));
+        runtime = { lockModel, store: new LockStore(collection), watch, ready };
+        byLockModel.set(lockModel, runtime);
+      }
+      byModel.set(model, runtime);
     }
     return runtime;
   };
