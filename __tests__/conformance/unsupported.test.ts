@@ -1,0 +1,60 @@
+/**
+ * What a server does not know fails loudly with mongod's documented codes: unknown commands,
+ * pipeline stages, query operators, expression operators and update modifiers.
+ */
+import type { Db, Document, MongoClient } from 'mongodb';
+import { expectServerError, openClient, uniqueDbName, type Loose } from './support/server';
+
+const dbName = uniqueDbName('conf_unsupported');
+let client: MongoClient;
+let db: Db;
+
+beforeAll(async () => {
+  client = await openClient();
+  db = client.db(dbName);
+  await db.collection<Loose>('c').insertOne({ _id: 1, a: 1 });
+});
+
+afterAll(async () => {
+  await db.dropDatabase();
+  await client.close();
+});
+
+test('an unknown command answers ok: 0 with CommandNotFound (59)', async () => {
+  const error = await expectServerError(db.command({ mplNoSuchCommand: 1 }), 59);
+  expect(error.codeName).toBe('CommandNotFound');
+  expect(error.message).toContain("no such command: 'mplNoSuchCommand'");
+  expect(error.errorResponse.ok).toBe(0);
+  const onAdmin = await expectServerError(client.db('admin').command({ mplAnotherUnknown: 1, with: 'args' }), 59);
+  expect(onAdmin.message).toContain('mplAnotherUnknown');
+});
+
+test('an unknown aggregation stage fails with 40324', async () => {
+  const error = await expectServerError(db.collection('c').aggregate([{ $mplBogusStage: {} }]).toArray(), 40324);
+  expect(error.message).toContain('Unrecognized pipeline stage name');
+  expect(error.message).toContain('$mplBogusStage');
+});
+
+test('an unknown query operator fails with BadValue (2)', async () => {
+  const error = await expectServerError(db.collection('c').find({ a: { $mplBogus: 1 } } as Document).toArray(), 2);
+  expect(error.message).toContain('unknown operator: $mplBogus');
+  const top = await expectServerError(db.collection('c').find({ $mplTop: 1 } as Document).toArray(), 2);
+  expect(top.message).toContain('unknown top level operator: $mplTop');
+  // The same through count and delete.
+  await expectServerError(db.collection('c').countDocuments({ a: { $mplBogus: 1 } } as Document), 2);
+  await expectServerError(db.collection('c').deleteMany({ a: { $mplBogus: 1 } } as Document), 2);
+  expect(await db.collection('c').countDocuments()).toBe(1);
+});
+
+test('an unknown expression operator fails with InvalidPipelineOperator (168)', async () => {
+  const error = await expectServerError(db.collection('c').find({ $expr: { $mplExpr: [1] } } as Document).toArray(), 168);
+  expect(error.message).toContain("Unrecognized expression '$mplExpr'");
+  await expectServerError(db.collection('c').updateOne({ _id: 1 } as Document, [{ $set: { b: { $mplExpr: 1 } } }]), 168);
+  expect(await db.collection('c').findOne({ _id: 1 } as Document)).toEqual({ _id: 1, a: 1 });
+});
+
+test('an unknown update modifier fails with FailedToParse (9) and changes nothing', async () => {
+  const error = await expectServerError(db.collection('c').updateOne({ _id: 1 } as Document, { $mplModifier: { a: 2 } } as Document), 9);
+  expect(error.message).toContain('Unknown modifier: $mplModifier');
+  expect(await db.collection('c').findOne({ _id: 1 } as Document)).toEqual({ _id: 1, a: 1 });
+});
