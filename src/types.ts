@@ -75,3 +75,19 @@ export type LockableDocument<TRawDocType, TInstanceMethods = object, TVirtuals =
   TRawDocType,
   TInstanceMethods & LockMethods & TVirtuals
 >;
+
+/** The guard's query options, typed where Mongoose lets a plugin add them. */
+declare module 'mongoose' {
+  interface QueryOptions {
+    /** The owner this write acts as (mongoose-pessimistic-lock); its own locks do not stop it. */
+    lockOwner?: string;
+    /** Skip the lock check for this write (mongoose-pessimistic-lock); the write is not guarded. */
+    skipLockCheck?: boolean;
+  }
+  interface MongooseBulkWriteOptions {
+    /** The owner this bulk write acts as (mongoose-pessimistic-lock). */
+    lockOwner?: string;
+    /** Skip the lock check for this bulk write (mongoose-pessimistic-lock). */
+    skipLockCheck?: boolean;
+  }
+}

@@ -110,7 +110,7 @@ describe.each([
 test('a bad lockOwner is refused before anything is sent', async () => {
   const { _id: id } = await Txn.create({ title: 'x' });
   conn.resetCommands();
-  await expect(Txn.updateOne({ _id: id }, { $set: { title: 'y' } }).setOptions({ lockOwner: { $ne: null } })).rejects.toBeInstanceOf(InvalidLockArgumentError);
+  await expect(Txn.updateOne({ _id: id }, { $set: { title: 'y' } }).setOptions({ lockOwner: { $ne: null } as never })).rejects.toBeInstanceOf(InvalidLockArgumentError);
   expect(conn.commands).toEqual([]);
 });
 
@@ -150,3 +150,19 @@ test('with transactions, no non-holder write lands while a holder holds the lock
   }
   expect(violations).toBe(0);
 }, 60_000);
+
+test('the cost README states: a guarded single-document write is find + claim + write + commit, or find + check + write', async () => {
+  const hello = await conn.connection.getClient().db('admin').command({ hello: 1 });
+  const { _id: id } = await Txn.create({ title: 'counted' });
+  conn.resetCommands();
+  await Txn.updateOne({ _id: id }, { $set: { title: 'counted once' } });
+  if (typeof hello.setName === 'string') expect(conn.commands).toEqual(['find', 'update', 'update', 'commitTransaction']);
+  else expect(conn.commands).toEqual(['find', 'find', 'update']);
+  const { _id: other } = await NoTxn.create({ title: 'counted' });
+  conn.resetCommands();
+  await NoTxn.updateOne({ _id: other }, { $set: { title: 'counted twice' } });
+  expect(conn.commands).toEqual(['find', 'find', 'update']);
+  conn.resetCommands();
+  await NoTxn.updateOne({ _id: other }, { $set: { title: 'unchecked' } }).setOptions({ skipLockCheck: true });
+  expect(conn.commands).toEqual(['update']);
+});
