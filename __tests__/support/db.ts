@@ -1,4 +1,5 @@
 /** Test helpers: fresh Mongoose connections on the active backend, with command monitoring. */
+import * as os from 'node:os';
 import mongoose, { type Connection } from 'mongoose';
 import { testUri, uniqueDbName } from '../../test-backend/test-env';
 
@@ -13,7 +14,8 @@ export interface MonitoredConnection {
 const IGNORED = new Set(['hello', 'isMaster', 'ismaster', 'ping', 'endSessions', 'saslStart', 'saslContinue', 'buildInfo', 'getParameter']);
 
 export async function connect(dbName: string, options: mongoose.ConnectOptions = {}): Promise<MonitoredConnection> {
-  const connection = mongoose.createConnection(testUri(), { dbName, monitorCommands: true, maxPoolSize: 20, ...options });
+  // runtimeAdapters: see __tests__/conformance/support/server.ts (the driver's handshake under Jest).
+  const connection = mongoose.createConnection(testUri(), { dbName, monitorCommands: true, maxPoolSize: 20, runtimeAdapters: { os }, ...options } as mongoose.ConnectOptions);
   await connection.asPromise();
   const commands: string[] = [];
   connection.getClient().on('commandStarted', (event) => {

@@ -2,6 +2,7 @@
  * Helpers shared by the conformance suite: clients on the active backend, exact error
  * assertions, bounded waits, and capability probes for deployments the tests cannot control.
  */
+import * as os from 'node:os';
 import { execFileSync } from 'node:child_process';
 import { MongoClient, MongoServerError, type Document, type MongoClientOptions, type ObjectId } from 'mongodb';
 import { testBackendKind, testUri } from '../../../test-backend/test-env';
@@ -10,7 +11,10 @@ export { testBackendKind, testUri, uniqueDbName } from '../../../test-backend/te
 
 /** A connected client on the active backend. Every test file closes its clients in afterAll. */
 export async function openClient(options: MongoClientOptions = {}): Promise<MongoClient> {
-  const client = new MongoClient(testUri(), { serverSelectionTimeoutMS: 5000, ...options });
+  // The driver loads `os` with a dynamic import() for its handshake metadata; Jest's module
+  // sandbox refuses dynamic imports, and the driver then sends an empty `client` document, so
+  // no server would see the appName. Handing it the module directly keeps the handshake whole.
+  const client = new MongoClient(testUri(), { serverSelectionTimeoutMS: 5000, runtimeAdapters: { os }, ...options });
   await client.connect();
   return client;
 }
