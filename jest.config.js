@@ -7,6 +7,7 @@ module.exports = {
   transform: { '^.+\\.ts$': ['ts-jest', { tsconfig: 'tsconfig.json', diagnostics: { warnOnly: false } }] },
   globalSetup: '<rootDir>/test-backend/jest-global-setup.ts',
   globalTeardown: '<rootDir>/test-backend/jest-global-teardown.ts',
+  setupFiles: ['<rootDir>/test-backend/jest-setup.ts'],
   testTimeout: 30000,
   maxWorkers: 2,
 };

@@ -7,6 +7,12 @@ import { LockExpiredError, LockNotHeldError } from './errors';
 import { estimatedServerNow, type HeldLockState } from './held-lock';
 import type { LockStore } from './lock-store';
 
+/**
+ * Node 18.18+/20.4+ define Symbol.asyncDispose; some sandboxes (Jest 29's module registry) do
+ * not. Falling back to the registry symbol that polyfills use keeps the method reachable.
+ */
+export const asyncDispose: typeof Symbol.asyncDispose = Symbol.asyncDispose ?? (Symbol.for('Symbol.asyncDispose') as typeof Symbol.asyncDispose);
+
 /** Renew when this fraction of the ttl is left, so two attempts fit before expiry. */
 const RENEW_AT_FRACTION = 1 / 3;
 
@@ -60,7 +66,7 @@ export class LockHandle<TDoc> implements AsyncDisposable {
   }
 
   /** Releases unless already released or lost; never throws for a lost lock. */
-  async [Symbol.asyncDispose](): Promise<void> {
+  async [asyncDispose](): Promise<void> {
     this.stop();
     if (this.state.lost !== undefined) return;
     await this.release_().catch((error: unknown) => {

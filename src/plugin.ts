@@ -8,7 +8,7 @@ import { idCaster, validateLockCallOptions, validateOwner, type ResolvedCallOpti
 import { supportsTransactions } from './deployment';
 import { InvalidLockArgumentError, LockNotHeldError, LockTargetNotFoundError, LockedError } from './errors';
 import { attachHeldLock, heldLockState, newHeldLockState, type HeldLock, type HeldLockState } from './held-lock';
-import { LockHandle } from './lock-handle';
+import { LockHandle, asyncDispose } from './lock-handle';
 import { acquireWaiting } from './lock-waiter';
 import { resolveOptions, validateTtl, type LockPluginOptions } from './options';
 import { ownerKeyFunction } from './owner-key';
@@ -105,7 +105,7 @@ export function lockPlugin(schema: Schema, rawOptions?: LockPluginOptions): void
     try {
       return await (fn as (doc: AnyDoc, signal: AbortSignal) => unknown)(handle.document, handle.signal);
     } finally {
-      await handle[Symbol.asyncDispose]();
+      await handle[asyncDispose]();
     }
   });
 

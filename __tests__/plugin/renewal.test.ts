@@ -88,7 +88,7 @@ describe('Model.withLock', () => {
       await WorkItem.forceUnlock(id); // an administrator takes the lock away
       await new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }));
       return signal.reason as unknown;
-    });
+    }, { ttl: 2_000 }); // the renewal (at about 1.3 s) finds the lock gone, well before it would expire
     expect(reason).toBeInstanceOf(LockNotHeldError);
     expect((reason as LockNotHeldError).reason).toBe('released');
   });
