@@ -2,6 +2,24 @@
  * Public entry point of the MongoDB wire-protocol emulator used as the
  * offline test backend. `startEmulator()` gives a URI the official driver and
  * Mongoose connect to as the primary of a one-node replica set.
+ *
+ * Known fidelity gaps (documented, not silent):
+ *  - Number types do not round-trip. Requests are decoded with bson's
+ *    promoteValues, so Int32, Int64 (when exactly representable) and Double
+ *    all become JS numbers and are stored that way; on output bson encodes an
+ *    integral number as Int32 (or Int64/Double when out of range) and any other
+ *    number as Double. So a stored Double 1.0 comes back as Int32 1 and a small
+ *    Int64 comes back as Int32. Values compare and sort correctly (MongoDB
+ *    compares numbers by value across types). A `$type` query condition on a
+ *    numeric type (double/int/long/decimal, 1/16/18/19) and a `$type`
+ *    aggregation expression compared with a numeric type name fail with
+ *    NotImplemented instead of answering from a guessed type; `$type: 'number'`
+ *    is exact and allowed.
+ *  - Transactions vs. unique indexes: a non-transactional write whose unique
+ *    key is held by a running transaction's uncommitted document waits for the
+ *    transaction (as on mongod), then gets E11000 or succeeds. As a safety net
+ *    a commit that would still clash fails with WriteConflict (the transaction
+ *    is aborted) instead of overwriting the index entry.
  */
 import * as fs from 'fs';
 import * as path from 'path';

@@ -135,6 +135,25 @@ export class Index {
     }
   }
 
+  /** Moves the document at `idKey` from `before` to `after`; a no-op when the indexed fields did not change. */
+  replace(before: Document, after: Document, idKey: string): void {
+    if (before === after) return;
+    let same = true;
+    for (const f of this.fields) {
+      const top = f.includes('.') ? f.slice(0, f.indexOf('.')) : f;
+      const a = before[top];
+      const b = after[top];
+      if (a !== b && keyOf(a) !== keyOf(b)) {
+        same = false;
+        break;
+      }
+    }
+    // A partial filter may look at other fields, so only skip when it cannot change the outcome.
+    if (same && !this.partial) return;
+    this.remove(before, idKey);
+    this.add(after, idKey);
+  }
+
   /** _id keys whose field equals `value` (superset; callers re-check with the matcher). */
   lookupEqual(value: unknown): Set<string> | undefined {
     if (!this.lookup) return undefined;

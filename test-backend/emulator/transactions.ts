@@ -114,12 +114,59 @@ export class TransactionManager {
   commit(txn: Transaction): void {
     if (txn.state === 'committed') return; // commitTransaction is idempotent on retry
     if (txn.state === 'aborted') throw noSuchTransaction(txn.txnNumber);
+    // Safety net: never let a commit overwrite another document's unique index entry.
+    // Writes check this up front (non-transactional writes wait for a transaction
+    // holding a clashing key), so reaching it means a race the checks missed: the
+    // transaction fails as mongod reports lost races, with WriteConflict.
+    const clash = this.commitClash(txn);
+    if (clash) {
+      this.abort(txn, `unique index clash at commit: ${clash.message}`);
+      throw writeConflict();
+    }
     for (const op of txn.ops) {
       this.storage.locks.delete(this.storage.lockKey(op.coll, op.key));
     }
     txn.markFinished('committed');
     for (const op of txn.ops) this.storage.commit(op, { txnNumber: txn.txnNumber, lsid: txn.lsid });
     this.storage.pruneHistory();
+  }
+
+  /** The DuplicateKey error the transaction's final writes would cause against committed state, if any. */
+  private commitClash(txn: Transaction): MongoCommandError | undefined {
+    for (const op of txn.ops) {
+      const ov = txn.overlay.get(op.coll.ns);
+      const after = ov?.get(op.key);
+      if (!after) continue;
+      for (const idx of op.coll.indexes) {
+        if (!idx.spec.unique) continue;
+        const owner = idx.conflictOwner(idx.entries(after), op.key);
+        // An owner the transaction itself rewrote releases (or was checked for) the entry.
+        if (owner !== undefined && !ov?.has(owner)) return idx.duplicateKeyError(op.coll.ns, after);
+      }
+    }
+    return undefined;
+  }
+
+  /**
+   * The running transaction (other than `self`) whose uncommitted documents hold
+   * one of `after`'s unique index keys. A non-transactional write waits for it,
+   * as mongod's write blocks on the transaction's index key, then re-checks.
+   */
+  uncommittedUniqueHolder(coll: Collection, key: string, after: Document): Transaction | undefined {
+    const uniques = coll.indexes.filter((i) => i.spec.unique);
+    if (!uniques.length) return undefined;
+    for (const s of this.sessions.values()) {
+      const t = s.txn;
+      if (!t || t.state !== 'active') continue;
+      const ov = t.overlay.get(coll.ns);
+      if (!ov) continue;
+      for (const idx of uniques) {
+        const entries = idx.entries(after);
+        if (!entries.length) continue;
+        for (const [k, d] of ov) if (k !== key && d && idx.entries(d).some((e) => entries.includes(e))) return t;
+      }
+    }
+    return undefined;
   }
 
   abort(txn: Transaction, reason = 'aborted'): void {

@@ -8,7 +8,7 @@ import { ObjectId, type Document } from 'bson';
 import { Aggregator, updateOne } from 'mingo';
 import { Codes, MongoCommandError, toCommandError } from './errors';
 import { duplicateKeyError } from './indexes';
-import { bindExpression, bindFilter, compileFilter, equalityValue, View, type SystemVars } from './query';
+import { bindExpression, bindFilter, compileFilter, equalityValue, rejectNumericTypeTests, View, type SystemVars } from './query';
 import type { Collection } from './storage/collection';
 import { WaitForLock, type DocWrite, type Storage, type WriteKind } from './storage/engine';
 import type { Transaction, TransactionManager } from './transactions';
@@ -71,7 +71,14 @@ export function applyWrite(ctx: ExecCtx, w: DocWrite): void {
   }
   ctx.storage.checkUnlocked(w.coll, w.key);
   if (w.kind === 'insert' && w.coll.docs.has(w.key)) throw idDuplicate(w.coll, w.after!);
-  if (w.after) ctx.storage.checkUnique(w.coll, w.key, w.after);
+  if (w.after) {
+    ctx.storage.checkUnique(w.coll, w.key, w.after);
+    // A running transaction's uncommitted document holding one of the unique keys: wait for it, then re-check.
+    if (ctx.storage.locks.size > 0) {
+      const holder = ctx.txns.uncommittedUniqueHolder(w.coll, w.key, w.after);
+      if (holder) throw new WaitForLock(holder);
+    }
+  }
   ctx.storage.commit(w);
 }
 
@@ -138,9 +145,13 @@ export function computeUpdate(old: Document, update: UpdateSpec, opts: { filter?
     next = withIdFirst(clone(update), update._id !== undefined ? update._id : old._id);
     if (next._id === undefined) delete next._id;
   } else {
-    const docs = [clone(old)];
+    if (Array.isArray(update)) rejectNumericTypeTests(update, true);
     const modifier = Array.isArray(update) ? bindExpression(update, opts.vars) : normalizeModifier(update, opts.vars, opts.inserting);
     if (!Array.isArray(modifier) && Object.keys(modifier).length === 0) return old;
+    if (!Array.isArray(modifier)) checkArithmeticTypes(old, modifier);
+    const fast = Array.isArray(modifier) ? fastPipelineSet(old, modifier) : fastSetInc(old, modifier);
+    if (fast) return fast;
+    const docs = [clone(old)];
     try {
       updateOne(docs, opts.filter && !opts.inserting ? bindFilter(opts.filter, opts.vars) : {}, modifier as Document, { arrayFilters: opts.arrayFilters, cloneMode: 'deep' });
     } catch (e) {
@@ -150,6 +161,96 @@ export function computeUpdate(old: Document, update: UpdateSpec, opts: { filter?
     if (old._id !== undefined && !valuesEqual(next._id, old._id)) throw immutableId();
     if (next._id !== undefined) next = withIdFirst(next, next._id);
   }
+  return next;
+}
+
+function isNumeric(v: unknown): boolean {
+  if (typeof v === 'number' || typeof v === 'bigint') return true;
+  const t = (v as { _bsontype?: string } | null)?._bsontype;
+  return t === 'Long' || t === 'Int32' || t === 'Double' || t === 'Decimal128';
+}
+
+/** mongod's TypeMismatch for `$inc`/`$mul` on a non-numeric top-level field or with a non-numeric argument (mingo accepts both). */
+function checkArithmeticTypes(old: Document, modifier: Document): void {
+  for (const op of ['$inc', '$mul']) {
+    const spec = modifier[op] as unknown;
+    if (!isPlainObject(spec)) continue;
+    for (const f of Object.keys(spec)) {
+      const verb = op === '$inc' ? 'increment' : 'multiply';
+      if (!isNumeric(spec[f])) throw new MongoCommandError(Codes.TypeMismatch, `Cannot ${verb} with non-numeric argument: {${f}: ${JSON.stringify(spec[f])}}`);
+      if (!plainField(f)) continue;
+      const cur = old[f];
+      if (cur !== undefined && !isNumeric(cur)) {
+        throw new MongoCommandError(Codes.TypeMismatch, `Cannot apply ${op} to a value of non-numeric type. {_id: ${JSON.stringify(old._id)}} has the field '${f}' of non-numeric type ${cur === null ? 'null' : Array.isArray(cur) ? 'array' : typeof cur}`);
+      }
+    }
+  }
+}
+
+/** A top-level field name that is neither `_id` nor dotted, positional or an operator. */
+function plainField(f: string): boolean {
+  return f !== '_id' && f.length > 0 && !f.includes('.') && !f.startsWith('$');
+}
+
+/**
+ * Fast path for the most common modifier shapes: only `$set` and `$inc` on
+ * plain top-level fields (no dots, no positional operators, not `_id`), with
+ * `$inc` only on a missing field or a plain JS number by a plain number. The
+ * result is what mingo's updater gives for these (existing fields keep their
+ * position, new ones are appended in the modifier's order, values are deep
+ * copies); anything else returns undefined and goes through mingo.
+ */
+function fastSetInc(old: Document, modifier: Document): Document | undefined {
+  const ops = Object.keys(modifier);
+  if (!ops.length || ops.some((op) => op !== '$set' && op !== '$inc')) return undefined;
+  const set = modifier.$set as Document | undefined;
+  const inc = modifier.$inc as Document | undefined;
+  if (set !== undefined && (!isPlainObject(set) || !Object.keys(set).every(plainField))) return undefined;
+  if (inc !== undefined) {
+    if (!isPlainObject(inc)) return undefined;
+    for (const f of Object.keys(inc)) {
+      if (!plainField(f) || typeof inc[f] !== 'number' || (set && f in set)) return undefined;
+      if (old[f] !== undefined && typeof old[f] !== 'number') return undefined;
+    }
+  }
+  const next: Document = { ...old };
+  // mingo applies the operators in the modifier's key order.
+  for (const op of ops) {
+    if (op === '$set') for (const f of Object.keys(set!)) next[f] = clone(set![f]);
+    else for (const f of Object.keys(inc!)) next[f] = old[f] === undefined ? inc![f] : (old[f] as number) + (inc![f] as number);
+  }
+  return next;
+}
+
+/** A pipeline-stage value that is a constant: `{$literal: v}` (how `$$NOW` is bound) or a Date/number. */
+function constantOf(v: unknown): { ok: true; value: unknown } | { ok: false } {
+  if (typeof v === 'number' || v instanceof Date) return { ok: true, value: v };
+  if (isPlainObject(v) && Object.keys(v).length === 1 && '$literal' in v) return { ok: true, value: v.$literal };
+  return { ok: false };
+}
+
+/**
+ * Fast path for pipeline updates made only of `$set`/`$addFields` stages that
+ * assign constants to plain top-level fields (e.g. `[{$set: {at: '$$NOW'}}]`
+ * after binding). Same result as the aggregation stages; otherwise undefined.
+ */
+function fastPipelineSet(old: Document, pipeline: Document[]): Document | undefined {
+  const assignments: Array<[string, unknown]> = [];
+  for (const stage of pipeline) {
+    if (!isPlainObject(stage)) return undefined;
+    const keys = Object.keys(stage);
+    if (keys.length !== 1 || (keys[0] !== '$set' && keys[0] !== '$addFields')) return undefined;
+    const spec = stage[keys[0]] as unknown;
+    if (!isPlainObject(spec)) return undefined;
+    for (const f of Object.keys(spec)) {
+      if (!plainField(f)) return undefined;
+      const c = constantOf(spec[f]);
+      if (!c.ok || c.value === undefined) return undefined;
+      assignments.push([f, c.value]);
+    }
+  }
+  const next: Document = { ...old };
+  for (const [f, v] of assignments) next[f] = clone(v);
   return next;
 }
 
@@ -254,16 +355,24 @@ export function updateStatement(
   if (st.sort && matches.length > 1) matches = sortEntries(matches, st.sort).slice(0, st.multi ? undefined : 1);
   if (matches.length && coll) {
     if (!ctx.txn) for (const [k] of matches) ctx.storage.checkUnlocked(coll, k);
-    let nModified = 0;
     let first: { before: Document; after: Document } | undefined;
+    const writes: DocWrite[] = [];
+    const kind: WriteKind = !Array.isArray(st.u) && !isModifier(st.u) ? 'replace' : 'update';
     for (const [key, old] of matches) {
       const next = computeUpdate(old, st.u, { filter, arrayFilters: st.arrayFilters, vars: ctx.vars, inserting: false });
       first ??= { before: old, after: next };
-      if (keyOf(next) === keyOf(old)) continue;
-      const kind: WriteKind = !Array.isArray(st.u) && !isModifier(st.u) ? 'replace' : 'update';
-      applyWrite(ctx, { coll, key, before: old, after: next, kind });
-      nModified++;
+      if (next === old || keyOf(next) === keyOf(old)) continue;
+      writes.push({ coll, key, before: old, after: next, kind });
     }
+    // Wait before the first write, so a multi-update never half-applies and then re-runs.
+    if (!ctx.txn && ctx.storage.locks.size > 0) {
+      for (const w of writes) {
+        const holder = ctx.txns.uncommittedUniqueHolder(coll, w.key, w.after!);
+        if (holder) throw new WaitForLock(holder);
+      }
+    }
+    for (const w of writes) applyWrite(ctx, w);
+    const nModified = writes.length;
     return { n: matches.length, nModified, before: first?.before ?? null, after: first?.after ?? null };
   }
   if (!st.upsert) return { n: 0, nModified: 0, before: null, after: null };

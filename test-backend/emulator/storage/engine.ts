@@ -189,16 +189,23 @@ export class Storage implements ChangeSource {
       hist.push({ until: seq, doc: before });
     }
     const prev = coll.docs.get(key);
-    if (prev) for (const idx of coll.indexes) idx.remove(prev.doc, key);
+    if (prev && after) {
+      for (const idx of coll.indexes) idx.replace(prev.doc, after, key);
+    } else if (prev) {
+      for (const idx of coll.indexes) idx.remove(prev.doc, key);
+    } else if (after) {
+      for (const idx of coll.indexes) idx.add(after, key);
+    }
     if (after) {
       coll.docs.set(key, { doc: after, seq });
-      for (const idx of coll.indexes) idx.add(after, key);
       this.sink?.putDoc(coll.ns, after);
     } else {
       coll.docs.delete(key);
       if (before) this.sink?.deleteDoc(coll.ns, before._id);
     }
     const clusterTime = this.tick();
+    // Building the event (and the update's diff) is only worth it when a change stream listens.
+    if (this.changes.listenerCount('change') === 0) return;
     const id = (after ?? before)?._id;
     const ev: ChangeEvent = {
       operationType: w.kind,

@@ -1,0 +1,118 @@
+/**
+ * Emulator fidelity limits and safety nets: `$type` on numeric BSON types
+ * fails loudly (numbers do not keep their BSON type), fast-path updates give
+ * mingo's results, and non-transactional writes never clash with a running
+ * transaction's uncommitted unique keys (they wait, then see E11000).
+ */
+import { MongoClient, MongoServerError, type Collection, type Document } from 'mongodb';
+import { startEmulator, type RunningEmulator } from '../../test-backend/emulator';
+
+let emu: RunningEmulator;
+let client: MongoClient;
+
+beforeAll(async () => {
+  emu = await startEmulator();
+  client = new MongoClient(emu.uri, { serverSelectionTimeoutMS: 5_000 });
+  await client.connect();
+});
+
+afterAll(async () => {
+  await client.close();
+  await emu.stop();
+});
+
+async function serverError(p: Promise<unknown>): Promise<MongoServerError> {
+  const e = await p.then(
+    () => undefined,
+    (err: unknown) => err,
+  );
+  expect(e).toBeInstanceOf(MongoServerError);
+  return e as MongoServerError;
+}
+
+test('$type on a numeric BSON type fails with NotImplemented instead of answering wrongly', async () => {
+  const c = client.db('fid').collection<{ _id: number } & Document>('types');
+  await c.insertOne({ _id: 1, a: 1, s: 'x' });
+  for (const filter of [{ a: { $type: 'int' } }, { a: { $type: 'double' } }, { a: { $type: 18 } }, { $or: [{ a: { $type: ['long', 'string'] } }] }]) {
+    const e = await serverError(c.find(filter as Document).toArray());
+    expect(e.codeName).toBe('NotImplemented');
+    expect(e.message).toContain('$type');
+  }
+  // Non-numeric aliases and 'number' are exact and still work.
+  expect(await c.countDocuments({ s: { $type: 'string' } })).toBe(1);
+  expect(await c.countDocuments({ a: { $type: 'number' } })).toBe(1);
+  const agg = await serverError(c.aggregate([{ $project: { isInt: { $eq: [{ $type: '$a' }, 'int'] } } }]).toArray());
+  expect(agg.codeName).toBe('NotImplemented');
+});
+
+test('simple $set/$inc and constant pipeline updates give the same documents as the general path', async () => {
+  const c: Collection<{ _id: number } & Document> = client.db('fid').collection('upd');
+  await c.insertOne({ _id: 1, a: 1, nested: { x: 1 }, list: [1, 2] });
+  await c.updateOne({ _id: 1 }, { $set: { b: 'new', a: 2 }, $inc: { n: 3 } });
+  await c.updateOne({ _id: 1 }, { $inc: { n: 2.5, a: -1 } });
+  expect(await c.findOne({ _id: 1 })).toEqual({ _id: 1, a: 1, nested: { x: 1 }, list: [1, 2], b: 'new', n: 5.5 });
+  // Same modifier through the general path (a dotted field forces it): identical shape and order.
+  await c.insertOne({ _id: 2, a: 1, nested: { x: 1 }, list: [1, 2] });
+  await c.updateOne({ _id: 2 }, { $set: { b: 'new', a: 2, 'nested.x': 1 }, $inc: { n: 3 } });
+  await c.updateOne({ _id: 2 }, { $inc: { n: 2.5, a: -1 } });
+  const two = await c.findOne({ _id: 2 });
+  expect(Object.keys(two!)).toEqual(['_id', 'a', 'nested', 'list', 'b', 'n']);
+  expect(two).toEqual({ _id: 2, a: 1, nested: { x: 1 }, list: [1, 2], b: 'new', n: 5.5 });
+  // $inc on a non-number still fails as mongod does (general path).
+  const e = await serverError(c.updateOne({ _id: 1 }, { $inc: { b: 1 } }));
+  expect(e.message).toMatch(/non-numeric|numeric/i);
+  const at = new Date('2030-01-01T00:00:00Z');
+  const r = await c.updateOne({ _id: 1 }, [{ $set: { at, k: { $literal: '$notAPath' } } }]);
+  expect(r.modifiedCount).toBe(1);
+  expect(await c.findOne({ _id: 1 }, { projection: { at: 1, k: 1 } })).toEqual({ _id: 1, at, k: '$notAPath' });
+  const same = await c.updateOne({ _id: 1 }, { $set: { a: 1 } });
+  expect(same.modifiedCount).toBe(0);
+});
+
+test('a non-transactional insert waits for a transaction holding the same unique key, then fails with E11000', async () => {
+  const db = client.db('fid');
+  const c = db.collection<{ _id: number; email: string }>('uniq');
+  await c.createIndex({ email: 1 }, { unique: true });
+  const session = client.startSession();
+  try {
+    session.startTransaction();
+    await c.insertOne({ _id: 1, email: 'x@y.io' }, { session });
+    let settled = false;
+    const outside = c.insertOne({ _id: 2, email: 'x@y.io' }).then(
+      () => {
+        settled = true;
+        return undefined;
+      },
+      (err: unknown) => {
+        settled = true;
+        return err;
+      },
+    );
+    await new Promise((r) => setTimeout(r, 200));
+    expect(settled).toBe(false); // blocked behind the transaction, like mongod
+    await session.commitTransaction();
+    const err = await outside;
+    expect(err).toBeInstanceOf(MongoServerError);
+    expect((err as MongoServerError).code).toBe(11000);
+    expect(await c.find().toArray()).toEqual([{ _id: 1, email: 'x@y.io' }]);
+  } finally {
+    await session.endSession();
+  }
+});
+
+test('after an aborted transaction the waiting insert succeeds', async () => {
+  const c = client.db('fid').collection<{ _id: number; email: string }>('uniq2');
+  await c.createIndex({ email: 1 }, { unique: true });
+  const session = client.startSession();
+  try {
+    session.startTransaction();
+    await c.insertOne({ _id: 1, email: 'x@y.io' }, { session });
+    const outside = c.insertOne({ _id: 2, email: 'x@y.io' });
+    await new Promise((r) => setTimeout(r, 100));
+    await session.abortTransaction();
+    await outside;
+    expect(await c.find().toArray()).toEqual([{ _id: 2, email: 'x@y.io' }]);
+  } finally {
+    await session.endSession();
+  }
+});
