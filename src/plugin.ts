@@ -3,7 +3,7 @@
  * the write guards. The lock algorithm lives in lock-store.ts, waiting in lock-waiter.ts,
  * renewal in lock-handle.ts, and the guards in save-guard.ts and query-guard.ts.
  */
-import type { HydratedDocument, SaveOptions, Schema, mongo } from 'mongoose';
+import type { HydratedDocument, SaveOptions, mongo } from 'mongoose';
 import { idCaster, validateLockCallOptions, validateOwner, type ResolvedCallOptions } from './arguments';
 import { supportsTransactions } from './deployment';
 import { InvalidLockArgumentError, LockNotHeldError, LockTargetNotFoundError, LockedError } from './errors';
@@ -13,7 +13,7 @@ import { acquireWaiting } from './lock-waiter';
 import { resolveOptions, validateTtl, type LockPluginOptions } from './options';
 import { ownerKeyFunction } from './owner-key';
 import { guardBulkWrite, installQueryGuard } from './query-guard';
-import { runtimeFactory, type AnyModel } from './runtime';
+import { runtimeFactory, type AnyModel, type AnySchema } from './runtime';
 import { saveGuard } from './save-guard';
 
 type AnyDoc = HydratedDocument<unknown>;
@@ -27,7 +27,7 @@ function requireHeld(doc: AnyDoc): HeldLockState {
   return state;
 }
 
-export function lockPlugin(schema: Schema, rawOptions?: LockPluginOptions): void {
+export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): void {
   const options = resolveOptions(rawOptions);
   const castId = idCaster(schema);
   const ownerKey = ownerKeyFunction(options);

@@ -10,13 +10,13 @@
  * which the targets' lock records are written too (see LockStore.claimForWrite), committed in
  * post middleware; inside the caller's own transaction it joins that one.
  */
-import type { HydratedDocument, Query, Schema, mongo } from 'mongoose';
+import type { HydratedDocument, Query, mongo } from 'mongoose';
 import { validateOwner } from './arguments';
 import { supportsTransactions } from './deployment';
 import { InvalidLockOptionError } from './errors';
 import { currentLockOwner } from './owner-context';
 import type { OwnerKey } from './owner-key';
-import type { AnyModel, RuntimeOf } from './runtime';
+import type { AnyModel, AnySchema, RuntimeOf } from './runtime';
 import { assertWritable } from './write-targets';
 
 type ClientSession = mongo.ClientSession;
@@ -107,7 +107,7 @@ async function finish(owner: object, commit: boolean, result?: unknown): Promise
   await endOwnTransaction(session, commit);
 }
 
-export function installQueryGuard(schema: Schema, context: GuardContext): void {
+export function installQueryGuard(schema: AnySchema, context: GuardContext): void {
   const ops = [...SINGLE_DOCUMENT_OPS, ...MULTI_DOCUMENT_OPS];
 
   schema.pre(ops, async function guardQuery(this: Query<unknown, unknown>) {
@@ -157,7 +157,7 @@ export function guardBulkWrite(model: AnyModel, context: GuardContext): void {
   if (wrapped.has(model)) return;
   wrapped.add(model);
   const original = model.bulkWrite;
-  const guarded = async function bulkWrite(this: AnyModel, ops: mongo.AnyBulkWriteOperation[], options?: Record<string, unknown>) {
+  const guarded = async function bulkWrite(this: AnyModel, ops: Parameters<AnyModel['bulkWrite']>[0], options?: Record<string, unknown>) {
     const opts: Record<string, unknown> = { ...(options ?? {}) };
     const { owner, skip } = takeLockOptions(opts);
     const filters = skip || !Array.isArray(ops) ? [] : ops.flatMap((op) => {

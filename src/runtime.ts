@@ -4,7 +4,7 @@
  * collection on the same connection (a model and its discriminators, for one), so one stream
  * serves all of their waiters.
  */
-import type { Model, mongo } from 'mongoose';
+import type { Model, Schema, mongo } from 'mongoose';
 import { supportsTransactions } from './deployment';
 import { lockModelFor } from './lock-model';
 import { LockWatch } from './lock-waiter';
@@ -23,6 +23,13 @@ export interface ModelRuntime {
 /** Any compiled model: the plugin works on models of every document type. */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export type AnyModel = Model<any>;
+
+/**
+ * Any schema, on Mongoose 8 (9 type parameters) and 9 (11): every parameter the two share is
+ * `any`, so a typed application schema is assignable to it in both.
+ */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export type AnySchema = Schema<any, any, any, any, any, any, any, any, any>;
 
 export type RuntimeOf = (model: AnyModel) => ModelRuntime;
 
