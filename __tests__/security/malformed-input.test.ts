@@ -1,0 +1,310 @@
+/**
+ * Security and bad input (issue 5, PRODUCT.md property 7): every public function, fed malformed
+ * owners, ids, ttls and options, throws the exact typed error with its code, and command
+ * monitoring proves that no command reached the server.
+ *
+ * __tests__/plugin/bad-input.test.ts already covers Model.lock (owners, ids, ttl),
+ * Model.releaseAllFor (owners), isLocked/getLock/forceUnlock (ids), and options.test.ts most
+ * plugin options; this file covers everything else: tryLock, acquireLock, withLock, per-call
+ * options (wait, signal, autoExtend, unknown ones), doc.extendLock, runWithLockOwner,
+ * lockOwnerMiddleware, the query options lockOwner / skipLockCheck (query writes and bulkWrite),
+ * doc.deleteOne inside a bad owner context, and the plugin options the other files leave out.
+ */
+import { Schema, Types } from 'mongoose';
+import {
+  InvalidLockArgumentError,
+  InvalidLockOptionError,
+  LockError,
+  lockOwnerMiddleware,
+  lockPlugin,
+  runWithLockOwner,
+  type LockPluginOptions,
+} from '../../src';
+import { connect, testDatabase, type MonitoredConnection } from '../support/db';
+import { workItemModel, type WorkItemModel } from '../support/work-item';
+
+const db = testDatabase('security');
+let conn: MonitoredConnection;
+let WorkItem: WorkItemModel;
+let realId: Types.ObjectId;
+
+beforeAll(async () => {
+  conn = await connect(db.name);
+  WorkItem = await workItemModel(conn.connection, { ttl: 10_000 });
+  realId = (await WorkItem.create({ title: 'target' }))._id;
+});
+
+afterAll(async () => {
+  await db.drop(conn.connection);
+  await conn.close();
+});
+
+type ErrorClass = typeof InvalidLockArgumentError | typeof InvalidLockOptionError;
+interface Case {
+  call: () => unknown;
+  errorClass: ErrorClass;
+  code: 'INVALID_ARGUMENT' | 'INVALID_OPTION';
+  /** The `argument` or `option` the error names. */
+  names: string;
+}
+
+/** Runs `call` (sync or async), expecting exactly `errorClass`/`code` and not one command sent. */
+async function expectRefused({ call, errorClass, code, names }: Case): Promise<void> {
+  conn.resetCommands();
+  let error: unknown;
+  try {
+    await call();
+  } catch (e) {
+    error = e;
+  }
+  expect(error).toBeInstanceOf(errorClass);
+  expect((error as Error).constructor).toBe(errorClass);
+  expect((error as LockError).code).toBe(code);
+  expect(errorClass === InvalidLockArgumentError ? (error as InvalidLockArgumentError).argument : (error as InvalidLockOptionError).option).toBe(names);
+  expect(conn.commands).toEqual([]);
+}
+
+const badOwners: [string, unknown][] = [
+  ['a query object { $ne: null }', { $ne: null }],
+  ['a $regex operator', { $regex: '.*' }],
+  ['an array', ['session']],
+  ['a number', 42],
+  ['NaN', NaN],
+  ['null', null],
+  ['undefined', undefined],
+  ['an empty string', ''],
+  ['a huge string (513 chars)', 'x'.repeat(513)],
+  ['a huge string (1 MB)', 'x'.repeat(1_000_000)],
+  ['a boolean', false],
+  ['a Symbol', Symbol('owner')],
+  ['an ObjectId', new Types.ObjectId()],
+];
+
+const badIds: [string, unknown][] = [
+  ['a query object { $ne: null }', { $ne: null }],
+  ['a $where operator', { $where: 'true' }],
+  ['a $in operator', { $in: [new Types.ObjectId()] }],
+  ['an empty object', {}],
+  ['an array', [new Types.ObjectId()]],
+  ['null', null],
+  ['undefined', undefined],
+  ['a malformed ObjectId string', 'not-an-object-id'],
+  ['an empty string', ''],
+  ['Infinity', Infinity],
+  ['a document-like object', { _id: new Types.ObjectId() }],
+];
+
+const badTtls: [string, unknown][] = [
+  ['NaN', NaN],
+  ['negative', -1],
+  ['-Infinity', -Infinity],
+  ['Infinity', Infinity],
+  ['a numeric string', '1000'],
+  ['fractional', 10.5],
+  ['above one year', 366 * 24 * 3600_000],
+  ['an object', { $gt: 0 }],
+  ['null', null],
+];
+
+const noop = async () => 'never runs';
+
+/** The acquiring statics, each called with (id, owner, options). */
+const acquirers: [string, (id: unknown, owner: unknown, options?: unknown) => Promise<unknown>][] = [
+  ['Model.tryLock', (id, owner, options) => WorkItem.tryLock(id as Types.ObjectId, owner as string, options as never)],
+  ['Model.acquireLock', (id, owner, options) => WorkItem.acquireLock(id as Types.ObjectId, owner as string, options as never)],
+  ['Model.withLock', (id, owner, options) => WorkItem.withLock(id as Types.ObjectId, owner as string, noop, options as never)],
+];
+
+describe.each(acquirers)('%s', (_name, acquire) => {
+  test.each(badOwners)('refuses the owner %s', (_label, owner) =>
+    expectRefused({ call: () => acquire(realId, owner), errorClass: InvalidLockArgumentError, code: 'INVALID_ARGUMENT', names: 'owner' }),
+  );
+  test.each(badIds)('refuses the id %s', (_label, id) =>
+    expectRefused({ call: () => acquire(id, 'session'), errorClass: InvalidLockArgumentError, code: 'INVALID_ARGUMENT', names: 'id' }),
+  );
+  test.each(badTtls)('refuses the ttl %s', (_label, ttl) =>
+    expectRefused({ call: () => acquire(realId, 'session', { ttl }), errorClass: InvalidLockOptionError, code: 'INVALID_OPTION', names: 'ttl' }),
+  );
+  test.each<[string, unknown, string]>([
+    ['an unknown option', { tll: 1000 }, 'tll'],
+    ['an operator as option name', { $where: 'true' }, '$where'],
+    ['options that are an array', [1000], '(lock options)'],
+    ['options that are a string', 'ttl=1000', '(lock options)'],
+    ['options that are null', null, '(lock options)'],
+  ])('refuses %s', (_label, options, names) =>
+    expectRefused({ call: () => acquire(realId, 'session', options), errorClass: InvalidLockOptionError, code: 'INVALID_OPTION', names }),
+  );
+});
+
+describe('per-call options of the waiting and handle calls', () => {
+  const waiting: [string, (options: unknown) => Promise<unknown>][] = [
+    ['Model.lock', (options) => WorkItem.lock(realId, 'session', options as never)],
+    ['Model.acquireLock', (options) => WorkItem.acquireLock(realId, 'session', options as never)],
+    ['Model.withLock', (options) => WorkItem.withLock(realId, 'session', noop, options as never)],
+  ];
+  describe.each(waiting)('%s', (_name, call) => {
+    test.each<[string, unknown]>([
+      ['NaN', NaN],
+      ['negative', -1],
+      ['Infinity', Infinity],
+      ['a string', '100'],
+      ['fractional', 0.5],
+    ])('refuses wait = %s', (_label, wait) => expectRefused({ call: () => call({ wait }), errorClass: InvalidLockOptionError, code: 'INVALID_OPTION', names: 'wait' }));
+    test.each<[string, unknown]>([
+      ['a plain object', { aborted: false }],
+      ['an AbortController', new AbortController()],
+      ['a string', 'abort'],
+    ])('refuses signal = %s', (_label, signal) => expectRefused({ call: () => call({ signal }), errorClass: InvalidLockOptionError, code: 'INVALID_OPTION', names: 'signal' }));
+  });
+
+  test('Model.lock does not accept autoExtend (only the handle calls do)', () =>
+    expectRefused({ call: () => WorkItem.lock(realId, 'session', { autoExtend: true } as never), errorClass: InvalidLockOptionError, code: 'INVALID_OPTION', names: 'autoExtend' }));
+
+  test.each<[string, unknown]>([
+    ['wait', 100],
+    ['signal', new AbortController().signal],
+    ['autoExtend', false],
+  ])('Model.tryLock does not accept %s (it never waits)', (option, value) =>
+    expectRefused({ call: () => WorkItem.tryLock(realId, 'session', { [option]: value } as never), errorClass: InvalidLockOptionError, code: 'INVALID_OPTION', names: option }));
+
+  test.each<[string, unknown]>([
+    ['a string', 'yes'],
+    ['a number', 1],
+    ['null', null],
+  ])('the handle calls refuse autoExtend = %s', async (_label, autoExtend) => {
+    await expectRefused({ call: () => WorkItem.acquireLock(realId, 'session', { autoExtend } as never), errorClass: InvalidLockOptionError, code: 'INVALID_OPTION', names: 'autoExtend' });
+    await expectRefused({ call: () => WorkItem.withLock(realId, 'session', noop, { autoExtend } as never), errorClass: InvalidLockOptionError, code: 'INVALID_OPTION', names: 'autoExtend' });
+  });
+});
+
+describe('Model.withLock', () => {
+  test.each<[string, unknown]>([
+    ['undefined', undefined],
+    ['a string', 'fn'],
+    ['an object', { call: noop }],
+    ['a promise', Promise.resolve()],
+  ])('refuses fn = %s', (_label, fn) =>
+    expectRefused({ call: () => WorkItem.withLock(realId, 'session', fn as never), errorClass: InvalidLockArgumentError, code: 'INVALID_ARGUMENT', names: 'fn' }));
+});
+
+describe('doc.extendLock', () => {
+  test.each(badTtls.filter(([, ttl]) => ttl !== null))('refuses the ttl %s (and the lock keeps its expiry)', async (_label, ttl) => {
+    const doc = await WorkItem.lock(realId, 'extender');
+    const expiresAt = doc.heldLock()!.expiresAt;
+    try {
+      await expectRefused({ call: () => doc.extendLock(ttl as number), errorClass: InvalidLockOptionError, code: 'INVALID_OPTION', names: 'ttl' });
+      expect(doc.heldLock()!.expiresAt).toEqual(expiresAt);
+    } finally {
+      await doc.unlock();
+    }
+  });
+});
+
+describe('runWithLockOwner', () => {
+  test.each(badOwners)('refuses the owner %s before running fn', async (_label, owner) => {
+    let ran = false;
+    await expectRefused({
+      call: () => runWithLockOwner(owner as string, () => {
+        ran = true;
+        return WorkItem.updateOne({ _id: realId }, { $set: { title: 'x' } });
+      }),
+      errorClass: InvalidLockArgumentError,
+      code: 'INVALID_ARGUMENT',
+      names: 'owner',
+    });
+    expect(ran).toBe(false);
+  });
+  test.each<[string, unknown]>([
+    ['undefined', undefined],
+    ['a string', 'fn'],
+  ])('refuses fn = %s', (_label, fn) =>
+    expectRefused({ call: () => runWithLockOwner('session', fn as never), errorClass: InvalidLockArgumentError, code: 'INVALID_ARGUMENT', names: 'fn' }));
+});
+
+describe('lockOwnerMiddleware', () => {
+  test.each<[string, unknown]>([
+    ['a string', 'sessionID'],
+    ['an object', { $ne: null }],
+  ])('refuses owner = %s when it is created', (_label, owner) =>
+    expectRefused({ call: () => lockOwnerMiddleware({ owner: owner as never }), errorClass: InvalidLockArgumentError, code: 'INVALID_ARGUMENT', names: 'owner' }));
+
+  test.each(badOwners.filter(([, owner]) => owner !== undefined))('passes a request whose owner is %s to next(error), running nothing as it', async (_label, owner) => {
+    const middleware = lockOwnerMiddleware<{ sessionID: unknown }>({ owner: (req) => req.sessionID as string });
+    await expectRefused({
+      call: () =>
+        new Promise<void>((resolve, reject) => {
+          middleware({ sessionID: owner }, {}, (error?: unknown) => (error ? reject(error) : resolve()));
+        }),
+      errorClass: InvalidLockArgumentError,
+      code: 'INVALID_ARGUMENT',
+      names: 'owner',
+    });
+  });
+});
+
+describe('query option lockOwner and skipLockCheck', () => {
+  const writes: [string, (options: Record<string, unknown>) => Promise<unknown>][] = [
+    ['updateOne', (options) => WorkItem.updateOne({ _id: realId }, { $set: { title: 'x' } }).setOptions(options).exec()],
+    ['updateMany', (options) => WorkItem.updateMany({}, { $set: { title: 'x' } }).setOptions(options).exec()],
+    ['findOneAndUpdate', (options) => WorkItem.findOneAndUpdate({ _id: realId }, { $set: { title: 'x' } }).setOptions(options).exec()],
+    ['findOneAndReplace', (options) => WorkItem.findOneAndReplace({ _id: realId }, { title: 'x' }).setOptions(options).exec()],
+    ['replaceOne', (options) => WorkItem.replaceOne({ _id: realId }, { title: 'x' }).setOptions(options).exec()],
+    ['deleteOne', (options) => WorkItem.deleteOne({ _id: realId }).setOptions(options).exec()],
+    ['deleteMany', (options) => WorkItem.deleteMany({}).setOptions(options).exec()],
+    ['findOneAndDelete', (options) => WorkItem.findOneAndDelete({ _id: realId }).setOptions(options).exec()],
+    ['Model.bulkWrite', (options) => WorkItem.bulkWrite([{ updateOne: { filter: { _id: realId }, update: { $set: { title: 'x' } } } }], options as never)],
+  ];
+  describe.each(writes)('%s', (_name, write) => {
+    test.each(badOwners.filter(([, owner]) => owner !== undefined))('refuses lockOwner = %s', (_label, lockOwner) =>
+      expectRefused({ call: () => write({ lockOwner }), errorClass: InvalidLockArgumentError, code: 'INVALID_ARGUMENT', names: 'owner' }));
+    test.each<[string, unknown]>([
+      ['a string', 'true'],
+      ['a number', 1],
+      ['an object', { $ne: false }],
+    ])('refuses skipLockCheck = %s', (_label, skipLockCheck) =>
+      expectRefused({ call: () => write({ skipLockCheck }), errorClass: InvalidLockOptionError, code: 'INVALID_OPTION', names: 'skipLockCheck' }));
+  });
+
+  test('the target document was never written by any refused call', async () => {
+    expect((await WorkItem.findById(realId).lean())!.title).toBe('target');
+  });
+});
+
+describe('doc.deleteOne() and doc.save() inside a bad owner context', () => {
+  test('a bad owner never gets as far as a context, so nothing is deleted', async () => {
+    const doc = (await WorkItem.findById(realId))!;
+    await expectRefused({ call: () => runWithLockOwner({ $ne: null } as never, () => doc.deleteOne()), errorClass: InvalidLockArgumentError, code: 'INVALID_ARGUMENT', names: 'owner' });
+    expect(await WorkItem.exists({ _id: realId })).not.toBeNull();
+  });
+});
+
+describe('plugin options not covered by options.test.ts', () => {
+  test.each<[string, unknown, string]>([
+    ['purgeAfter NaN', { purgeAfter: NaN }, 'purgeAfter'],
+    ['purgeAfter negative', { purgeAfter: -1 }, 'purgeAfter'],
+    ['purgeAfter Infinity', { purgeAfter: Infinity }, 'purgeAfter'],
+    ['purgeAfter a string', { purgeAfter: '1000' }, 'purgeAfter'],
+    ['ttl an object', { ttl: { $gt: 0 } }, 'ttl'],
+    ['ttl -Infinity', { ttl: -Infinity }, 'ttl'],
+    ['collection an operator object', { collection: { $ne: null } }, 'collection'],
+    ['collection with a NUL byte', { collection: 'locks\0x' }, 'collection'],
+    ['collection a huge string', { collection: 'c'.repeat(1000) }, 'collection'],
+    ['ownerSecret a number', { ownerSecret: 1234567890123456 }, 'ownerSecret'],
+    ['ownerSecret an object', { ownerSecret: { key: 'x'.repeat(32) } }, 'ownerSecret'],
+    ['ownerStorage an object', { ownerStorage: { $ne: 'hash' } }, 'ownerStorage'],
+    ['changeStreams unknown', { changeStreams: 'sometimes' }, 'changeStreams'],
+    ['changeStreams a boolean', { changeStreams: true }, 'changeStreams'],
+    ['transactions a boolean', { transactions: false }, 'transactions'],
+    ['requireLock a number', { requireLock: 1 }, 'requireLock'],
+    ['an operator as option name', { $where: 'true' }, '$where'],
+    ['a per-call option at plugin level', { wait: 1000 }, 'wait'],
+    ['options that are an array', [{ ttl: 1000 }], '(options)'],
+    ['options that are a number', 30_000, '(options)'],
+  ])('%s is refused at schema.plugin time, with no command sent', (_label, options, names) =>
+    expectRefused({
+      call: () => new Schema({ title: String }).plugin(lockPlugin, options as LockPluginOptions),
+      errorClass: InvalidLockOptionError,
+      code: 'INVALID_OPTION',
+      names,
+    }));
+});
