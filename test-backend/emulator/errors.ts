@@ -25,6 +25,7 @@ export const Codes = {
   OperationNotSupportedInTransaction: 263,
   ExceededTimeLimit: 262,
   Location40324: 40324,
+  InvalidPipelineOperator: 168,
   DuplicateKey: 11000,
   NotImplemented: 238,
   InvalidIdField: 53,
@@ -74,6 +75,13 @@ export function toCommandError(err: unknown): MongoCommandError {
   if (err instanceof MongoCommandError) return err;
   const msg = err instanceof Error ? err.message : String(err);
   if (/would modify the immutable field '_id'/.test(msg)) return new MongoCommandError(Codes.ImmutableField, msg);
-  // mingo throws plain Errors for bad operators/expressions; mongod answers those with BadValue-class errors.
+  // mingo's wording for unknown operators, translated to the codes and messages mongod uses.
+  let m = /^unregistered pipeline operator (\$\w+)\.?$/.exec(msg);
+  if (m) return new MongoCommandError(Codes.Location40324, `Unrecognized pipeline stage name: '${m[1]}'`);
+  m = /^unknown query operator (\$\w+)$/.exec(msg);
+  if (m) return new MongoCommandError(Codes.BadValue, `unknown operator: ${m[1]}`);
+  m = /^accumulator '(\$\w+)' is not registered\.?$/.exec(msg);
+  if (m) return new MongoCommandError(Codes.InvalidPipelineOperator, `Unrecognized expression '${m[1]}'`);
+  // Other mingo errors for bad operators/expressions: mongod answers those with BadValue-class errors.
   return new MongoCommandError(Codes.BadValue, msg);
 }
