@@ -11,11 +11,20 @@ export interface MonitoredConnection {
   close(): Promise<void>;
 }
 
+/**
+ * Driver 7 (Mongoose 9) loads `os` with a dynamic import() for its handshake metadata, which
+ * Jest's sandbox refuses, so the handshake would carry no appName (see
+ * __tests__/conformance/support/server.ts). Driver 6 (Mongoose 8) has neither the problem nor
+ * the option.
+ */
+function driverWorkarounds(): Record<string, unknown> {
+  return Number(mongoose.version.split('.')[0]) >= 9 ? { runtimeAdapters: { os } } : {};
+}
+
 const IGNORED = new Set(['hello', 'isMaster', 'ismaster', 'ping', 'endSessions', 'saslStart', 'saslContinue', 'buildInfo', 'getParameter']);
 
 export async function connect(dbName: string, options: mongoose.ConnectOptions = {}): Promise<MonitoredConnection> {
-  // runtimeAdapters: see __tests__/conformance/support/server.ts (the driver's handshake under Jest).
-  const connection = mongoose.createConnection(testUri(), { dbName, monitorCommands: true, maxPoolSize: 20, runtimeAdapters: { os }, ...options } as mongoose.ConnectOptions);
+  const connection = mongoose.createConnection(testUri(), { dbName, monitorCommands: true, maxPoolSize: 20, ...driverWorkarounds(), ...options } as mongoose.ConnectOptions);
   await connection.asPromise();
   const commands: string[] = [];
   connection.getClient().on('commandStarted', (event) => {
