@@ -1,5 +1,5 @@
 /** The write guard on save() and saveAndUnlock(): PRODUCT.md properties 2, 5 and 6. */
-import { BSON } from 'mongodb';
+import { mongo } from 'mongoose';
 import { LockExpiredError, LockNotHeldError, LockedError } from '../../src';
 import { connect, sleep, testDatabase, type MonitoredConnection } from '../support/db';
 import { workItemModel, type WorkItemModel } from '../support/work-item';
@@ -23,7 +23,7 @@ afterAll(async () => {
 /** The stored document's exact BSON bytes. */
 async function storedBytes(model: WorkItemModel, id: unknown): Promise<Buffer> {
   const raw = await conn.connection.getClient().db(db.name).collection(model.collection.collectionName).findOne({ _id: id as never });
-  return Buffer.from(BSON.serialize(raw!));
+  return Buffer.from(mongo.BSON.serialize(raw!)); // the BSON of Mongoose's own driver
 }
 
 test('locking never changes the locked document: its bytes are identical before, during and after', async () => {
