@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Runs the plugin's tests against Mongoose 8 (the package supports ^8 || ^9; the main suite
+# runs on 9). Works in a temporary copy of the tracked files, so the checkout's node_modules
+# stay on Mongoose 9.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+cd "$root"
+git ls-files -z | xargs -0 tar -cf - | tar -xf - -C "$work"
+cd "$work"
+export MONGOMS_DISABLE_POSTINSTALL=1
+npm ci --no-audit --no-fund --loglevel=error
+npm install --no-save --no-audit --no-fund --loglevel=error 'mongoose@^8'
+echo "Plugin tests on mongoose $(node -p "require('mongoose/package.json').version")"
+npx jest __tests__/plugin __tests__/examples
