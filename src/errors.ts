@@ -5,6 +5,7 @@
  */
 
 export type LockErrorCode =
+  | 'DATABASE_ERROR'
   | 'LOCKED'
   | 'LOCK_NOT_HELD'
   | 'LOCK_EXPIRED'
@@ -14,11 +15,18 @@ export type LockErrorCode =
 
 export class LockError extends Error {
   readonly code: LockErrorCode;
+  /**
+   * Whether the same call may succeed if tried again as it is: true for a lock held by someone
+   * else (later) and for transient database faults; false when the input, the lock's state or
+   * the database's answer will not change by retrying.
+   */
+  readonly retryable: boolean;
 
-  constructor(code: LockErrorCode, message: string, options?: { cause?: unknown }) {
-    super(message, options);
+  constructor(code: LockErrorCode, message: string, options?: { cause?: unknown; retryable?: boolean }) {
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
     this.name = new.target.name;
     this.code = code;
+    this.retryable = options?.retryable ?? false;
   }
 }
 
@@ -37,6 +45,7 @@ export class LockedError extends LockError {
       'LOCKED',
       `Document ${describeId(documentId)} is locked by another owner${until}.${detail} ` +
         'Try again later, or wait for the holder to release it.',
+      { retryable: true },
     );
     this.documentId = documentId;
     this.expiresAt = expiresAt;
@@ -125,6 +134,28 @@ export class InvalidLockOptionError extends LockError {
   constructor(option: string, problem: string) {
     super('INVALID_OPTION', `Invalid lock option "${option}": ${problem}`);
     this.option = option;
+  }
+}
+
+/**
+ * The database failed during a lock operation: a network error, a timeout, a failover, or an
+ * error the server returned. `retryable` says whether trying again can help; `cause` is the
+ * driver's error. After a retryable fault the operation may or may not have been applied:
+ * retrying `lock` with the same owner is safe (it renews), and a lock that was taken expires
+ * after its ttl in any case.
+ */
+export class LockDatabaseError extends LockError {
+  /** The plugin operation that failed, e.g. 'lock' or 'unlock'. */
+  readonly operation: string;
+
+  constructor(operation: string, cause: Error, retryable: boolean) {
+    super(
+      'DATABASE_ERROR',
+      `${operation} failed in the database: ${cause.message}. ` +
+        (retryable ? 'This is transient; trying again may succeed.' : 'Trying again will not help; check the database and the connection settings.'),
+      { cause, retryable },
+    );
+    this.operation = operation;
   }
 }
 

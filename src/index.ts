@@ -5,6 +5,7 @@ export {
   LockNotHeldError,
   LockExpiredError,
   LockTargetNotFoundError,
+  LockDatabaseError,
   InvalidLockArgumentError,
   InvalidLockOptionError,
   type LockErrorCode,

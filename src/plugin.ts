@@ -8,6 +8,7 @@ import { idCaster, validateLockCallOptions, validateOwner, type ResolvedCallOpti
 import { supportsTransactions } from './deployment';
 import { InvalidLockArgumentError, LockNotHeldError, LockTargetNotFoundError, LockedError } from './errors';
 import { attachHeldLock, heldLockState, newHeldLockState, type HeldLock, type HeldLockState } from './held-lock';
+import { toLockError, typedErrors } from './failures';
 import { LockHandle, asyncDispose } from './lock-handle';
 import { acquireWaiting } from './lock-waiter';
 import { resolveOptions, validateTtl, type LockPluginOptions } from './options';
@@ -82,59 +83,70 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
     state.lost = 'released';
   }
 
-  schema.static('lock', async function lock(this: AnyModel, id: unknown, owner: unknown, callOptions?: unknown) {
-    return (await lockAndLoad(this, id, owner, validateLockCallOptions(callOptions, options.ttl))).doc;
+  schema.static('lock', function lock(this: AnyModel, id: unknown, owner: unknown, callOptions?: unknown) {
+    return typedErrors('lock', async () => (await lockAndLoad(this, id, owner, validateLockCallOptions(callOptions, options.ttl))).doc);
   });
 
-  schema.static('tryLock', async function tryLock(this: AnyModel, id: unknown, owner: unknown, callOptions?: unknown) {
-    try {
-      return (await lockAndLoad(this, id, owner, validateLockCallOptions(callOptions, options.ttl, ['ttl']))).doc;
-    } catch (error) {
-      if (error instanceof LockedError) return null;
-      throw error;
-    }
+  schema.static('tryLock', function tryLock(this: AnyModel, id: unknown, owner: unknown, callOptions?: unknown) {
+    return typedErrors('tryLock', async () => {
+      try {
+        return (await lockAndLoad(this, id, owner, validateLockCallOptions(callOptions, options.ttl, ['ttl']))).doc;
+      } catch (error) {
+        if (error instanceof LockedError) return null;
+        throw error;
+      }
+    });
   });
 
   schema.static('acquireLock', function acquireLock(this: AnyModel, id: unknown, owner: unknown, callOptions?: unknown) {
-    return openHandle(this, id, owner, callOptions);
+    return typedErrors('acquireLock', () => openHandle(this, id, owner, callOptions));
   });
 
   schema.static('withLock', async function withLock(this: AnyModel, id: unknown, owner: unknown, fn: unknown, callOptions?: unknown) {
     if (typeof fn !== 'function') throw new InvalidLockArgumentError('fn', 'expected a function (doc, signal) => result to run while the lock is held.');
-    const handle = await openHandle(this, id, owner, callOptions);
+    const handle = await typedErrors('withLock', () => openHandle(this, id, owner, callOptions));
     try {
+      // Errors thrown by fn are the caller's own and reach it unchanged.
       return await (fn as (doc: AnyDoc, signal: AbortSignal) => unknown)(handle.document, handle.signal);
     } finally {
-      await handle[asyncDispose]();
+      await typedErrors('withLock', () => handle[asyncDispose]());
     }
   });
 
-  schema.static('releaseAllFor', async function releaseAllFor(this: AnyModel, owner: unknown) {
-    const who = validateOwner(owner);
-    const { store, ready } = runtimeOf(this);
-    await ready;
-    return store.releaseAll(ownerKey(who));
+  schema.static('releaseAllFor', function releaseAllFor(this: AnyModel, owner: unknown) {
+    return typedErrors('releaseAllFor', async () => {
+      const who = validateOwner(owner);
+      const { store, ready } = runtimeOf(this);
+      await ready;
+      return store.releaseAll(ownerKey(who));
+    });
   });
 
-  schema.static('isLocked', async function isLocked(this: AnyModel, id: unknown) {
-    const documentId = castId(id);
-    const { store, ready } = runtimeOf(this);
-    await ready;
-    return (await store.findActive(documentId)) !== null;
+  schema.static('isLocked', function isLocked(this: AnyModel, id: unknown) {
+    return typedErrors('isLocked', async () => {
+      const documentId = castId(id);
+      const { store, ready } = runtimeOf(this);
+      await ready;
+      return (await store.findActive(documentId)) !== null;
+    });
   });
 
-  schema.static('getLock', async function getLock(this: AnyModel, id: unknown) {
-    const documentId = castId(id);
-    const { store, ready } = runtimeOf(this);
-    await ready;
-    return store.findActive(documentId);
+  schema.static('getLock', function getLock(this: AnyModel, id: unknown) {
+    return typedErrors('getLock', async () => {
+      const documentId = castId(id);
+      const { store, ready } = runtimeOf(this);
+      await ready;
+      return store.findActive(documentId);
+    });
   });
 
-  schema.static('forceUnlock', async function forceUnlock(this: AnyModel, id: unknown) {
-    const documentId = castId(id);
-    const { store, ready } = runtimeOf(this);
-    await ready;
-    return store.forceRelease(documentId);
+  schema.static('forceUnlock', function forceUnlock(this: AnyModel, id: unknown) {
+    return typedErrors('forceUnlock', async () => {
+      const documentId = castId(id);
+      const { store, ready } = runtimeOf(this);
+      await ready;
+      return store.forceRelease(documentId);
+    });
   });
 
   schema.static('lockModel', function lockModel(this: AnyModel) {
@@ -147,21 +159,27 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
   });
 
   schema.method('unlock', function unlock(this: AnyDoc) {
-    return unlockDocument(this);
+    return typedErrors('unlock', () => unlockDocument(this));
   });
 
-  schema.method('extendLock', async function extendLock(this: AnyDoc, ttl?: unknown) {
-    const state = requireHeld(this);
-    const duration = ttl === undefined ? state.lock.ttl : validateTtl(ttl);
-    const { store, ready } = runtimeOf(this.constructor as AnyModel);
-    await ready;
-    state.lock.expiresAt = await store.extend(state, duration);
-    return state.lock.expiresAt;
+  schema.method('extendLock', function extendLock(this: AnyDoc, ttl?: unknown) {
+    return typedErrors('extendLock', async () => {
+      const state = requireHeld(this);
+      const duration = ttl === undefined ? state.lock.ttl : validateTtl(ttl);
+      const { store, ready } = runtimeOf(this.constructor as AnyModel);
+      await ready;
+      state.lock.expiresAt = await store.extend(state, duration);
+      return state.lock.expiresAt;
+    });
   });
 
-  schema.method('saveAndUnlock', async function saveAndUnlock(this: AnyDoc, saveOptions?: SaveOptions) {
-    const state = requireHeld(this);
-    const model = this.constructor as AnyModel;
+  schema.method('saveAndUnlock', function saveAndUnlock(this: AnyDoc, saveOptions?: SaveOptions) {
+    return typedErrors('saveAndUnlock', () => saveAndUnlockDocument(this, saveOptions));
+  });
+
+  async function saveAndUnlockDocument(doc: AnyDoc, saveOptions: SaveOptions | undefined): Promise<void> {
+    const state = requireHeld(doc);
+    const model = doc.constructor as AnyModel;
     const { store, ready } = runtimeOf(model);
     await ready;
 
@@ -171,7 +189,7 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
       await store.release(state, session);
       state.verifiedIn = session;
       try {
-        await this.save({ ...saveOptions, session });
+        await doc.save({ ...saveOptions, session });
       } catch (error) {
         state.lost = undefined; // the transaction aborts, so the release is undone too
         throw error;
@@ -180,7 +198,7 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
       }
     };
 
-    const callerSession = (saveOptions?.session ?? this.$session() ?? undefined) as ClientSession | undefined;
+    const callerSession = (saveOptions?.session ?? doc.$session() ?? undefined) as ClientSession | undefined;
     if (callerSession?.inTransaction()) {
       // The caller's transaction: the caller commits, and with it the release.
       await releaseThenSave(callerSession);
@@ -194,20 +212,29 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
         if (error instanceof LockNotHeldError) state.lost = error.reason;
         throw error;
       } finally {
-        this.$session(null);
+        doc.$session(null);
       }
       state.lost = 'released';
       return;
     }
     // No transactions: the guard checks the lock, the save writes, then we release.
-    await this.save(saveOptions);
+    await doc.save(saveOptions);
     // The write was made under a verified lock; if the lock lapsed since, it is gone all the same.
     await store.release(state).catch((error: unknown) => {
       if (!(error instanceof LockNotHeldError)) throw error;
     });
     state.lost = 'released';
-  });
+  }
 
   schema.pre('save', saveGuard(runtimeOf, ownerKey, options.requireLock));
+  // A holder's save that fails in the database reports it as a typed LockError too.
+  // (Callback-style error middleware, which Mongoose 8 and 9 both recognise by its arity.)
+  const postErrorHandler = schema.post.bind(schema) as unknown as (
+    hook: 'save',
+    fn: (this: AnyDoc, error: unknown, doc: unknown, next: (error?: unknown) => void) => void,
+  ) => void;
+  postErrorHandler('save', function typeSaveErrors(error, _doc, next) {
+    next(heldLockState(this) ? toLockError('save', error) : error);
+  });
   installQueryGuard(schema, guardContext);
 }

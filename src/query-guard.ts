@@ -14,6 +14,7 @@ import type { HydratedDocument, Query, mongo } from 'mongoose';
 import { validateOwner } from './arguments';
 import { supportsTransactions } from './deployment';
 import { InvalidLockOptionError } from './errors';
+import { typedErrors } from './failures';
 import { currentLockOwner } from './owner-context';
 import type { OwnerKey } from './owner-key';
 import type { AnyModel, AnySchema, RuntimeOf } from './runtime';
@@ -126,7 +127,7 @@ export function installQueryGuard(schema: AnySchema, context: GuardContext): voi
       }
       return ((await found.exec()) as { _id: unknown }[]).map((doc) => doc._id);
     };
-    const session = await guardWrite(context, model, owner, options.session as ClientSession | undefined, targetIds);
+    const session = await typedErrors((this as unknown as { op: string }).op, () => guardWrite(context, model, owner, options.session as ClientSession | undefined, targetIds));
     if (session) {
       this.session(session);
       ownTransactions.set(this, session);
@@ -143,7 +144,7 @@ export function installQueryGuard(schema: AnySchema, context: GuardContext): voi
   schema.pre('deleteOne', { document: true, query: false }, async function guardDocumentDelete(this: HydratedDocument<unknown>) {
     const model = this.constructor as AnyModel;
     const session = (this.$session() ?? undefined) as ClientSession | undefined;
-    await guardWrite({ ...context, transactions: 'never' }, model, currentLockOwner(), session, async () => [this._id]);
+    await typedErrors('deleteOne', () => guardWrite({ ...context, transactions: 'never' }, model, currentLockOwner(), session, async () => [this._id]));
   });
 }
 
@@ -170,7 +171,7 @@ export function guardBulkWrite(model: AnyModel, context: GuardContext): void {
       const docs = await this.find({ $or: filters }, { _id: 1 }, { session, lean: true }).exec();
       return (docs as { _id: unknown }[]).map((doc) => doc._id);
     };
-    const session = await guardWrite(context, this, owner, opts.session as ClientSession | undefined, targetIds);
+    const session = await typedErrors('bulkWrite', () => guardWrite(context, this, owner, opts.session as ClientSession | undefined, targetIds));
     if (!session) return original.call(this, ops, opts);
     try {
       const result = await original.call(this, ops, { ...opts, session });

@@ -4,6 +4,7 @@
  */
 import type { HydratedDocument, mongo } from 'mongoose';
 import { LockNotHeldError } from './errors';
+import { typedErrors } from './failures';
 import { heldLockState } from './held-lock';
 import { currentLockOwner } from './owner-context';
 import type { OwnerKey } from './owner-key';
@@ -11,12 +12,16 @@ import type { AnyModel, RuntimeOf } from './runtime';
 import { assertWritable } from './write-targets';
 
 export function saveGuard(runtimeOf: RuntimeOf, ownerKey: OwnerKey, requireLock: boolean) {
-  return async function guardSave(this: HydratedDocument<unknown>): Promise<void> {
-    if (this.isNew) return;
-    const { store, ready } = runtimeOf(this.constructor as AnyModel);
+  return function guardSave(this: HydratedDocument<unknown>): Promise<void> {
+    return typedErrors('save', () => check(this));
+  };
+
+  async function check(doc: HydratedDocument<unknown>): Promise<void> {
+    if (doc.isNew) return;
+    const { store, ready } = runtimeOf(doc.constructor as AnyModel);
     await ready;
-    const session = (this.$session() ?? undefined) as mongo.ClientSession | undefined;
-    const state = heldLockState(this);
+    const session = (doc.$session() ?? undefined) as mongo.ClientSession | undefined;
+    const state = heldLockState(doc);
 
     if (state && state.lost === undefined) {
       // saveAndUnlock already verified and released the lock inside this very transaction.
@@ -27,9 +32,9 @@ export function saveGuard(runtimeOf: RuntimeOf, ownerKey: OwnerKey, requireLock:
     // Not saved through a lock: the owner context (runWithLockOwner) may still name a holder.
     const owner = currentLockOwner();
     const key = owner === undefined ? undefined : ownerKey(owner);
-    if (requireLock && (key === undefined || !(await store.isHeldBy(this._id, key, session)))) {
-      throw new LockNotHeldError(this._id, state?.lost ?? 'not_locked');
+    if (requireLock && (key === undefined || !(await store.isHeldBy(doc._id, key, session)))) {
+      throw new LockNotHeldError(doc._id, state?.lost ?? 'not_locked');
     }
-    await assertWritable(store, [this._id], key, session);
-  };
+    await assertWritable(store, [doc._id], key, session);
+  }
 }
