@@ -8,20 +8,21 @@
  *    owner gets the lock within ttl + margin;
  *  - no two owners ever hold one lock: once the other owner has it, the faulted caller's
  *    document can neither be saved nor have its lock extended;
- *  - the error the caller saw is a typed error (`LockError`) that says with a boolean
- *    `retryable` whether trying again can help.
+ *  - the error the caller saw is a typed error (`LockDatabaseError`, a `LockError`) that says
+ *    with a boolean `retryable` whether trying again can help, and keeps the driver's error as
+ *    its `cause`.
  * A final storm runs contenders through randomly injected faults with an overlap detector on a
  * clean connection.
  *
  * The fail point is server-wide, so this file runs on a private server of the active kind (see
  * startRestartableBackend) where it can; against MONGODB_URI it uses that deployment. Either way
  * every fail point is scoped to one namespace of this file's own database (`data.namespace`).
- * (Scoping by `appName` does not work under Jest: there the driver's handshake metadata comes
- * out empty, so the server never learns the client's appName.)
+ * (Not by `appName`: under Jest, driver 7's handshake carries no appName unless it is handed the
+ * `os` module, see __tests__/support/db.ts; a namespace works on every driver and backend.)
  */
-import type { Document } from 'mongodb';
+import { MongoError, type Document } from 'mongodb';
 import type { Types } from 'mongoose';
-import { LockError, LockNotHeldError, type LockableDocument } from '../../src';
+import { LockDatabaseError, LockError, LockNotHeldError, type LockableDocument } from '../../src';
 import { tempDir } from '../../test-backend/backend';
 import { startRestartableBackend, testUri } from '../../test-backend/test-env';
 import { sleep, testDatabase, type MonitoredConnection } from '../support/db';
@@ -177,12 +178,14 @@ describe.each(operations)('$name', (operation) => {
       await other.unlock();
     }, 20_000);
 
-    test(`the caller's error is a LockError with retryable: ${fault.retryable}`, () => {
+    test(`the caller's error is a LockDatabaseError with retryable: ${fault.retryable}, wrapping the driver's error`, () => {
       const error = seen.get(key);
       expect(error).toBeDefined();
       expect(error).toBeInstanceOf(LockError);
-      expect(typeof (error as LockError).code).toBe('string');
-      expect((error as { retryable?: unknown }).retryable).toBe(fault.retryable);
+      expect((error as Error).constructor).toBe(LockDatabaseError);
+      expect((error as LockDatabaseError).code).toBe('DATABASE_ERROR');
+      expect((error as LockDatabaseError).retryable).toBe(fault.retryable);
+      expect((error as Error).cause).toBeInstanceOf(MongoError);
     });
   });
 });
@@ -265,5 +268,9 @@ describe('a storm: contenders through random faults on every lock command', () =
     const untyped = errors.filter((e) => !(e instanceof LockError) || typeof (e as { retryable?: unknown }).retryable !== 'boolean');
     const kinds = [...new Set(untyped.map((e) => (e as Error).constructor?.name ?? typeof e))];
     expect({ untyped: untyped.length, kinds }).toEqual({ untyped: 0, kinds: [] });
+    // Closed connections are transient: every database error of the storm says so.
+    const database = errors.filter((e): e is LockDatabaseError => e instanceof LockDatabaseError);
+    expect(database.length).toBeGreaterThan(0);
+    expect(database.filter((e) => !e.retryable)).toEqual([]);
   });
 });
