@@ -28,10 +28,11 @@ import { renderSvg } from './svg';
 const SCALE = Number(process.env.BENCH_SCALE ?? 1);
 const n = (count: number) => Math.max(10, Math.round(count * SCALE));
 const CYCLES = n(400);
-const WARMUP = n(40);
+/** Untimed cycles first: the first rows would otherwise pay for JIT warm-up of the driver and Mongoose. */
+const WARMUP = n(200);
 const HANDOFFS = n(150);
 const HANDOFF_TIME_LIMIT_MS = 25_000;
-const WAITERS = 8;
+const WAITERS = Number(process.env.BENCH_WAITERS ?? 8);
 const RELEASE_ALL_LOCKS = Math.round(10_000 * SCALE);
 const OTHER_LOCKS = Math.round(100_000 * SCALE);
 const ACQUIRES = n(300);
