@@ -3,7 +3,7 @@
  * current holder. New documents save normally (nobody can hold a lock on what does not exist).
  */
 import type { HydratedDocument, mongo } from 'mongoose';
-import { LockNotHeldError } from './errors';
+import { LockExpiredError, LockNotHeldError } from './errors';
 import { typedErrors } from './failures';
 import { heldLockState } from './held-lock';
 import { currentLockOwner } from './owner-context';
@@ -29,11 +29,16 @@ export function saveGuard(runtimeOf: RuntimeOf, ownerKey: OwnerKey, requireLock:
       await store.verify(state, session);
       return;
     }
+    if (state) {
+      // This instance carried a lock that is gone (released, expired, taken over): it stays
+      // refused, so retrying a rejected save cannot slip through once the lock looks free.
+      throw state.lost === 'expired' ? new LockExpiredError(doc._id, state.lock.expiresAt) : new LockNotHeldError(doc._id, state.lost!);
+    }
     // Not saved through a lock: the owner context (runWithLockOwner) may still name a holder.
     const owner = currentLockOwner();
     const key = owner === undefined ? undefined : ownerKey(owner);
     if (requireLock && (key === undefined || !(await store.isHeldBy(doc._id, key, session)))) {
-      throw new LockNotHeldError(doc._id, state?.lost ?? 'not_locked');
+      throw new LockNotHeldError(doc._id, 'not_locked');
     }
     await assertWritable(store, [doc._id], key, session);
   }

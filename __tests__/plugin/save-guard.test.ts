@@ -163,3 +163,29 @@ describe('save()', () => {
     expect((await Strict.findById(id).orFail()).title).toBe('with lock');
   });
 });
+
+test('a rejected stale save stays rejected: retrying it cannot slip through once the lock looks free', async () => {
+  const { _id: id } = await WorkItem.create({ title: 'original' });
+  const stale = await WorkItem.lock(id, 'session-a', { ttl: 100 });
+  await sleep(200);
+  stale.title = 'late write';
+  await expect(stale.save()).rejects.toBeInstanceOf(LockExpiredError);
+  expect(await WorkItem.isLocked(id)).toBe(false); // nobody holds it now
+  const retry = await stale.save().catch((e: unknown) => e);
+  expect(retry).toBeInstanceOf(LockExpiredError);
+  expect((await WorkItem.findById(id).orFail()).title).toBe('original');
+});
+
+test('after unlock(), the same instance cannot save; a reloaded copy can', async () => {
+  const { _id: id } = await WorkItem.create({ title: 'original' });
+  const item = await WorkItem.lock(id, 'session-a');
+  await item.unlock();
+  item.title = 'after unlock';
+  const error = await item.save().catch((e: unknown) => e);
+  expect(error).toBeInstanceOf(LockNotHeldError);
+  expect((error as LockNotHeldError).reason).toBe('released');
+  const fresh = await WorkItem.findById(id).orFail();
+  fresh.title = 'reloaded';
+  await fresh.save();
+  expect((await WorkItem.findById(id).orFail()).title).toBe('reloaded');
+});
