@@ -11,6 +11,10 @@
  *    exponential backoff.
  * Each waiter registers for wake-ups BEFORE its acquisition attempt, so a release that lands
  * between a failed attempt and the wait is never missed.
+ * A release wakes one waiting waiter of this process (the longest waiting), not all of them:
+ * only one can win, and a herd of losing attempts would delay the winner's next commands.
+ * Waiters still mid-attempt when a change arrives are all told, so none of them sleeps
+ * through it.
  */
 import { mongo } from 'mongoose';
 import { LockedError } from './errors';
@@ -26,6 +30,8 @@ const STREAM_AWAIT_MS = 1_000;
 interface Subscription {
   /** Resolves when the lock record of this document changed (or the stream failed). */
   changed: Promise<void>;
+  /** Call when the attempt failed and the waiter is about to wait: it can now be picked alone. */
+  waiting(): void;
   /** Whether the stream was already capturing events when this subscription was made. */
   wasLive: boolean;
   /** Resolves to whether a change stream is delivering events (opening it if needed). */
@@ -38,8 +44,14 @@ function idKey(documentId: unknown): string {
 }
 
 /** Change-stream fan-out for one lock collection: one stream, many waiters. */
+interface Waiter {
+  wake(): void;
+  waiting: boolean;
+}
+
 export class LockWatch {
-  private readonly subscribers = new Map<string, Set<() => void>>();
+  /** Per document, in subscription order (Sets iterate in insertion order). */
+  private readonly subscribers = new Map<string, Set<Waiter>>();
   private count = 0;
   private stream: mongo.ChangeStream | undefined;
   private opening: Promise<boolean> | undefined;
@@ -57,9 +69,10 @@ export class LockWatch {
     const key = idKey(documentId);
     let wake!: () => void;
     const changed = new Promise<void>((resolve) => (wake = resolve));
+    const waiter: Waiter = { wake, waiting: false };
     let set = this.subscribers.get(key);
     if (!set) this.subscribers.set(key, (set = new Set()));
-    set.add(wake);
+    set.add(waiter);
     this.count++;
     clearTimeout(this.idleTimer);
     const wasLive = this.stream !== undefined;
@@ -68,9 +81,12 @@ export class LockWatch {
       changed,
       wasLive,
       live,
+      waiting: () => {
+        waiter.waiting = true;
+      },
       cancel: () => {
         const current = this.subscribers.get(key);
-        if (current?.delete(wake)) {
+        if (current?.delete(waiter)) {
           this.count--;
           if (current.size === 0) this.subscribers.delete(key);
         }
@@ -128,11 +144,21 @@ export class LockWatch {
 
   private wake(key: string): void {
     const set = this.subscribers.get(key);
-    if (set) for (const wake of set) wake();
+    if (!set) return;
+    for (const waiter of set) {
+      if (waiter.waiting) {
+        set.delete(waiter); // woken once; it subscribes again (at the back) if it loses
+        if (set.size === 0) this.subscribers.delete(key);
+        if (--this.count === 0) this.scheduleIdleClose();
+        waiter.wake();
+        return;
+      }
+    }
+    for (const waiter of set) waiter.wake(); // nobody is waiting yet: tell every attempt in flight
   }
 
   private wakeAll(): void {
-    for (const set of this.subscribers.values()) for (const wake of set) wake();
+    for (const set of this.subscribers.values()) for (const waiter of set) waiter.wake();
   }
 
   private scheduleIdleClose(): void {
@@ -194,6 +220,7 @@ export async function acquireWaiting(
         if (left <= 0) {
           throw new LockedError(documentId, error.expiresAt, ` Waited ${Math.round(waited)} ms for it.`, error.retryAfterMs);
         }
+        subscription.waiting();
         const untilExpiry = error.retryAfterMs === undefined ? Infinity : error.retryAfterMs + 1;
         const poll = live ? SAFETY_POLL_MS : Math.random() * Math.min(POLL_CAP_MS, POLL_BASE_MS * 2 ** round);
         const stopPause = new AbortController();
