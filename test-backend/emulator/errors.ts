@@ -6,6 +6,7 @@ export const Codes = {
   FailedToParse: 9,
   Unauthorized: 13,
   TypeMismatch: 14,
+  InvalidLength: 16,
   InvalidOptions: 72,
   IllegalOperation: 20,
   NamespaceNotFound: 26,

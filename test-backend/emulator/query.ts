@@ -6,6 +6,7 @@
  */
 import type { Document, Timestamp } from 'bson';
 import { Query } from 'mingo';
+import type { Index } from './indexes';
 import type { Collection } from './storage/collection';
 import type { Transaction } from './transactions';
 import { MongoCommandError, toCommandError, unsupported } from './errors';
@@ -119,7 +120,7 @@ export function compileFilter(filter: Document | undefined, vars: SystemVars): M
   const keys = Object.keys(filter);
   if (keys.length === 0) return ALWAYS;
   // `{_id: scalar}`: the _id map lookup in View.find is already exact, skip mingo.
-  if (keys.length === 1 && keys[0] === '_id' && equalityValue(filter._id).ok) return ALWAYS;
+  if (isExactIdLookup(filter)) return ALWAYS;
   // Compiling a mingo Query copies mingo's whole operator table; filters without
   // `$expr`/`$where` do not depend on the command's variables, so reuse them.
   const cacheKey = keyOf(filter);
@@ -181,9 +182,10 @@ export class View {
   }
 
   /** Visible documents matching `filter`, using indexes for plain equality conditions. */
-  find(filter: Document | undefined, matcher: Matcher, limit = 0): Array<[string, Document]> {
+  find(filter: Document | undefined, matcher: Matcher, limit = 0, stats?: { examined: number }): Array<[string, Document]> {
     const out: Array<[string, Document]> = [];
     for (const [k, d] of this.candidates(filter)) {
+      if (stats) stats.examined++;
       if (matcher.test(d)) {
         out.push([k, d]);
         if (limit && out.length >= limit) break;
@@ -192,35 +194,72 @@ export class View {
     return out;
   }
 
-  *candidates(filter: Document | undefined): Iterable<[string, Document]> {
+  *candidates(filter: Document | undefined, path: AccessPath = chooseAccessPath(this.coll, filter, !!this.txn)): Iterable<[string, Document]> {
     const c = this.coll;
     if (!c) return;
-    if (filter) {
-      const idEq = equalityValue(filter._id);
-      if (idEq.ok) {
-        const k = keyOf(idEq.value);
+    switch (path.kind) {
+      case 'eof':
+        return;
+      case 'id': {
+        const k = keyOf(path.value);
         const d = this.get(k);
         if (d) yield [k, d];
         return;
       }
-      if (!this.txn) {
-        for (const field of Object.keys(filter)) {
-          if (field.startsWith('$')) continue;
-          const eq = equalityValue(filter[field]);
-          if (!eq.ok) continue;
-          const idx = c.indexes.find((i) => i.canLookup(field));
-          const keys = idx?.lookupEqual(eq.value);
-          if (!keys) continue;
-          for (const k of [...keys]) {
-            const r = c.docs.get(k);
-            if (r) yield [k, r.doc];
-          }
-          return;
+      case 'index': {
+        const keys = path.index.lookupEqual(path.value) ?? new Set<string>();
+        for (const k of [...keys]) {
+          const r = c.docs.get(k);
+          if (r) yield [k, r.doc];
         }
+        return;
+      }
+      case 'collscan':
+        yield* this.all();
+    }
+  }
+}
+
+/**
+ * How a filter's candidate documents are found (then re-checked by the
+ * matcher, except for an exact `_id` lookup, see isExactIdLookup):
+ *  - eof: the collection does not exist, nothing is read;
+ *  - id: one lookup in the collection's `_id` map (equality on `_id`);
+ *  - index: the equality map of a single-field secondary index (outside
+ *    transactions only: the maps hold committed state, not a snapshot);
+ *  - collscan: every visible document in natural order.
+ * View.candidates executes exactly this decision and explain reports it.
+ */
+export type AccessPath =
+  | { kind: 'eof' }
+  | { kind: 'id'; value: unknown }
+  | { kind: 'index'; index: Index; field: string; value: unknown }
+  | { kind: 'collscan' };
+
+export function chooseAccessPath(coll: Collection | undefined, filter: Document | undefined, inTransaction: boolean): AccessPath {
+  if (!coll) return { kind: 'eof' };
+  if (filter) {
+    const idEq = equalityValue(filter._id);
+    if (idEq.ok) return { kind: 'id', value: idEq.value };
+    if (!inTransaction) {
+      for (const field of Object.keys(filter)) {
+        if (field.startsWith('$')) continue;
+        const eq = equalityValue(filter[field]);
+        if (!eq.ok) continue;
+        const index = coll.indexes.find((i) => i.canLookup(field));
+        if (!index || !index.lookupEqual(eq.value)) continue;
+        return { kind: 'index', index, field, value: eq.value };
       }
     }
-    yield* this.all();
   }
+  return { kind: 'collscan' };
+}
+
+/** `{_id: scalar}` and nothing else: the `_id` map lookup is exact and the matcher is skipped. */
+export function isExactIdLookup(filter: Document | undefined): boolean {
+  if (!filter) return false;
+  const keys = Object.keys(filter);
+  return keys.length === 1 && keys[0] === '_id' && equalityValue(filter._id).ok;
 }
 
 /** `{f: v}` or `{f: {$eq: v}}` with a scalar v (regexes and operator objects excluded). */

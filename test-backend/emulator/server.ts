@@ -22,11 +22,12 @@ import { Binary, Long, type Document } from 'bson';
 import type { CommandCtx, Handler, ServerState } from './context';
 import { adminCommands } from './commands/admin';
 import { crudCommands, WRITE_COMMANDS } from './commands/crud';
+import { explainCommands } from './commands/explain';
 import { handshakeCommands } from './commands/handshake';
 import { Codes, MongoCommandError, toCommandError } from './errors';
 import { decodeMessage, encodeOpMsg, encodeOpReply, FLAG_EXHAUST_ALLOWED, FLAG_MORE_TO_COME, MessageFramer, OP_QUERY, type IncomingMessage } from './wire';
 
-const handlers: Record<string, Handler> = { ...handshakeCommands, ...crudCommands, ...adminCommands };
+const handlers: Record<string, Handler> = { ...handshakeCommands, ...crudCommands, ...adminCommands, ...explainCommands };
 
 /** Fields that are generic envelope, not the command name. */
 const TXN_ALLOWED = new Set(['find', 'getMore', 'insert', 'update', 'delete', 'findAndModify', 'findandmodify', 'aggregate', 'count', 'distinct', 'commitTransaction', 'abortTransaction', 'create', 'createIndexes', 'killCursors']);

@@ -138,15 +138,14 @@ const findAndModify: Handler = async (ctx) => {
   });
 };
 
-function readView(ctx: CommandCtx, name: string): View {
+export function readView(ctx: CommandCtx, name: string): View {
   return new View(ctx.state.storage.getCollection(ctx.db, name), ctx.txn);
 }
 
-const find: Handler = (ctx) => {
-  const name = collName(ctx);
-  const c = ctx.cmd;
-  rejectOptions(ctx, ['collation', 'min', 'max', 'returnKey', 'showRecordId', 'tailable', 'awaitData', 'allowPartialResults']);
-  const filter = (c.filter ?? {}) as Document;
+export const FIND_UNSUPPORTED_OPTIONS = ['collation', 'min', 'max', 'returnKey', 'showRecordId', 'tailable', 'awaitData', 'allowPartialResults'];
+
+/** A find command's parsed window: skip, limit (made positive) and whether it is one batch. */
+export function findWindow(c: Document): { skip: number; limit: number; singleBatch: boolean; sort: Document | undefined } {
   const skip = Number(c.skip ?? 0);
   let limit = Number(c.limit ?? 0);
   let singleBatch = !!c.singleBatch;
@@ -155,14 +154,27 @@ const find: Handler = (ctx) => {
     singleBatch = true;
   }
   const sort = c.sort as Document | undefined;
-  const hasSort = !!sort && Object.keys(sort).length > 0;
+  return { skip, limit, singleBatch, sort: sort && Object.keys(sort).length > 0 ? sort : undefined };
+}
+
+/** The documents a find command `c` on `name` returns (used by find and by explain's executionStats). */
+export function findDocs(ctx: CommandCtx, name: string, c: Document, stats?: { examined: number }): Document[] {
+  const filter = (c.filter ?? {}) as Document;
+  const { skip, limit, sort } = findWindow(c);
   const matcher = compileFilter(filter, ctx.vars);
-  let docs = readView(ctx, name).find(filter, matcher, !hasSort && limit ? skip + limit : 0).map(([, d]) => d);
-  if (hasSort) docs = sortDocs(docs, sort);
+  let docs = readView(ctx, name).find(filter, matcher, !sort && limit ? skip + limit : 0, stats).map(([, d]) => d);
+  if (sort) docs = sortDocs(docs, sort);
   if (skip) docs = docs.slice(skip);
   if (limit) docs = docs.slice(0, limit);
-  docs = project(docs, c.projection as Document | undefined, ctx);
-  return ctx.state.cursors.fromArray(`${ctx.db}.${name}`, docs, c.batchSize as number | undefined, singleBatch);
+  return project(docs, c.projection as Document | undefined, ctx);
+}
+
+const find: Handler = (ctx) => {
+  const name = collName(ctx);
+  const c = ctx.cmd;
+  rejectOptions(ctx, FIND_UNSUPPORTED_OPTIONS);
+  const docs = findDocs(ctx, name, c);
+  return ctx.state.cursors.fromArray(`${ctx.db}.${name}`, docs, c.batchSize as number | undefined, findWindow(c).singleBatch);
 };
 
 const getMore: Handler = (ctx) => {
@@ -175,15 +187,20 @@ const killCursors: Handler = (ctx) => {
   return { cursorsKilled: r.killed, cursorsNotFound: r.notFound, cursorsAlive: [], cursorsUnknown: [], ok: 1 };
 };
 
+/** The count command's answer for `c` on `name` (used by count and by explain's executionStats). */
+export function countDocs(ctx: CommandCtx, name: string, c: Document, stats?: { examined: number }): number {
+  const filter = (c.query ?? {}) as Document;
+  let n = readView(ctx, name).find(filter, compileFilter(filter, ctx.vars), 0, stats).length;
+  n = Math.max(0, n - Number(c.skip ?? 0));
+  const limit = Math.abs(Number(c.limit ?? 0));
+  if (limit) n = Math.min(n, limit);
+  return n;
+}
+
 const count: Handler = (ctx) => {
   const name = collName(ctx);
   rejectOptions(ctx, ['collation']);
-  const filter = (ctx.cmd.query ?? {}) as Document;
-  let n = readView(ctx, name).find(filter, compileFilter(filter, ctx.vars)).length;
-  n = Math.max(0, n - Number(ctx.cmd.skip ?? 0));
-  const limit = Math.abs(Number(ctx.cmd.limit ?? 0));
-  if (limit) n = Math.min(n, limit);
-  return { n, ok: 1 };
+  return { n: countDocs(ctx, name, ctx.cmd), ok: 1 };
 };
 
 const distinct: Handler = (ctx) => {
@@ -202,7 +219,7 @@ const distinct: Handler = (ctx) => {
   return { values: [...seen.values()], ok: 1 };
 };
 
-const UNSUPPORTED_STAGES = new Set(['$out', '$merge', '$changeStreamSplitLargeEvent', '$currentOp', '$listSessions', '$collStats', '$indexStats', '$planCacheStats', '$search', '$geoNear']);
+export const UNSUPPORTED_STAGES = new Set(['$out', '$merge', '$changeStreamSplitLargeEvent', '$currentOp', '$listSessions', '$collStats', '$indexStats', '$planCacheStats', '$search', '$geoNear']);
 
 const aggregate: Handler = async (ctx) => {
   const c = ctx.cmd;

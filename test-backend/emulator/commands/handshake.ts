@@ -51,9 +51,12 @@ async function awaitHello(ctx: CommandCtx, legacy: boolean): Promise<Document> {
   return helloReply(ctx, legacy);
 }
 
+export const SERVER_VERSION = '7.0.14';
+export const GIT_VERSION = 'mongoose-pessimistic-lock-emulator';
+
 const buildInfo: Handler = () => ({
-  version: '7.0.14',
-  gitVersion: 'mongoose-pessimistic-lock-emulator',
+  version: SERVER_VERSION,
+  gitVersion: GIT_VERSION,
   versionArray: [7, 0, 14, 0],
   bits: 64,
   debug: false,

@@ -1,0 +1,250 @@
+/**
+ * explain: describes the plan the emulator really runs, shaped like mongod's
+ * `queryPlanner` output. The access path comes from `chooseAccessPath`, the
+ * same function View.candidates executes, so the two cannot disagree:
+ *  - `{_id: v}` alone            -> IDHACK (one `_id` map lookup, no re-check);
+ *  - `_id` equality plus more    -> IDHACK with `filter` (the whole filter is
+ *                                   re-checked on the one document found);
+ *  - equality on a field with a  -> FETCH { filter } over IXSCAN (the index map
+ *    usable single-field index      gives a superset; the whole filter is re-checked);
+ *  - anything else               -> COLLSCAN (with `filter` when non-empty);
+ *  - missing collection          -> EOF.
+ * Writes are wrapped in UPDATE / DELETE, count in COUNT, and find's in-memory
+ * sort / skip / limit / projection appear as SORT / SKIP / LIMIT / PROJECTION_DEFAULT.
+ *
+ * Verbosity 'executionStats' / 'allPlansExecution' runs the read (find, count,
+ * aggregate that is only a $match) and reports real counts; for writes it fails
+ * with NotImplemented. explain never writes.
+ */
+import type { Document } from 'bson';
+import type { CommandCtx, Handler } from '../context';
+import { Codes, MongoCommandError, unsupported } from '../errors';
+import { chooseAccessPath, compileFilter, isExactIdLookup, type AccessPath } from '../query';
+import { formatValue, isPlainObject } from '../values';
+import { countDocs, FIND_UNSUPPORTED_OPTIONS, findDocs, findWindow, readView, UNSUPPORTED_STAGES } from './crud';
+import { GIT_VERSION, SERVER_VERSION } from './handshake';
+
+const VERBOSITIES = new Set(['queryPlanner', 'executionStats', 'allPlansExecution']);
+
+interface Explained {
+  ns: string;
+  filter: Document;
+  plan: Document;
+  path: AccessPath;
+  /** Runs the read and returns how many documents it produced (count: the count); absent for writes. */
+  execute?: (stats: { examined: number }) => number;
+  /** When the plan is the first stage of a longer pipeline. */
+  laterStages?: Document[];
+}
+
+/** The leaf stage for the access path actually taken for `filter`. */
+function accessStage(path: AccessPath, filter: Document): Document {
+  const recheck = Object.keys(filter).length > 0 && !isExactIdLookup(filter);
+  const withFilter = (stage: Document): Document => (recheck ? { ...stage, filter } : stage);
+  switch (path.kind) {
+    case 'eof':
+      return { stage: 'EOF' };
+    case 'id':
+      return withFilter({ stage: 'IDHACK' });
+    case 'index': {
+      const bound = formatValue(path.value);
+      return withFilter({
+        stage: 'FETCH',
+        inputStage: {
+          stage: 'IXSCAN',
+          keyPattern: { ...path.index.spec.key },
+          indexName: path.index.name,
+          direction: 'forward',
+          indexBounds: { [path.field]: [`[${bound}, ${bound}]`] },
+        },
+      });
+    }
+    case 'collscan':
+      return withFilter({ stage: 'COLLSCAN', direction: 'forward' });
+  }
+}
+
+function filterArg(v: unknown, field: string): Document {
+  if (v === undefined || v === null) return {};
+  if (!isPlainObject(v)) throw new MongoCommandError(Codes.TypeMismatch, `BSON field '${field}' is the wrong type '${typeof v}', expected type 'object'`);
+  return v;
+}
+
+function collArg(inner: Document, name: string): string {
+  const v = inner[name];
+  if (typeof v !== 'string' || !v) throw new MongoCommandError(Codes.InvalidNamespace, `collection name has invalid type ${typeof v}`);
+  return v;
+}
+
+function rejectOptions(cmd: Document, name: string, options: string[]): void {
+  for (const o of options) if (cmd[o] !== undefined) throw unsupported(`${name} option '${o}'`);
+}
+
+function base(ctx: CommandCtx, coll: string, filter: Document): Omit<Explained, 'plan'> {
+  compileFilter(filter, ctx.vars); // the same validation (and errors) as running the command
+  const view = readView(ctx, coll);
+  return { ns: `${ctx.db}.${coll}`, filter, path: chooseAccessPath(view.coll, filter, !!view.txn) };
+}
+
+function single(inner: Document, name: string, field: string): Document {
+  const list = inner[field];
+  if (!Array.isArray(list)) throw new MongoCommandError(Codes.FailedToParse, `BSON field '${name}.${field}' is missing but a required field`);
+  if (list.length !== 1) throw new MongoCommandError(Codes.InvalidLength, `explained write batches must be of size 1, got ${list.length}`);
+  if (!isPlainObject(list[0])) throw new MongoCommandError(Codes.TypeMismatch, `${name}.${field}[0] must be an object`);
+  return list[0];
+}
+
+function explainFind(ctx: CommandCtx, inner: Document): Explained {
+  const coll = collArg(inner, 'find');
+  rejectOptions(inner, 'find', FIND_UNSUPPORTED_OPTIONS);
+  const b = base(ctx, coll, filterArg(inner.filter, 'find.filter'));
+  let plan = accessStage(b.path, b.filter);
+  const { skip, limit, sort } = findWindow(inner);
+  if (sort) plan = { stage: 'SORT', sortPattern: { ...sort }, inputStage: plan };
+  if (skip) plan = { stage: 'SKIP', skipAmount: skip, inputStage: plan };
+  if (limit) plan = { stage: 'LIMIT', limitAmount: limit, inputStage: plan };
+  const projection = inner.projection as Document | undefined;
+  if (projection && Object.keys(projection).length) plan = { stage: 'PROJECTION_DEFAULT', transformBy: { ...projection }, inputStage: plan };
+  return { ...b, plan, execute: (stats) => findDocs(ctx, coll, inner, stats).length };
+}
+
+function explainCount(ctx: CommandCtx, inner: Document): Explained {
+  const coll = collArg(inner, 'count');
+  rejectOptions(inner, 'count', ['collation']);
+  const b = base(ctx, coll, filterArg(inner.query, 'count.query'));
+  const plan: Document = { stage: 'COUNT', inputStage: accessStage(b.path, b.filter) };
+  if (inner.skip !== undefined) plan.skipAmount = Number(inner.skip);
+  if (inner.limit !== undefined) plan.limitAmount = Math.abs(Number(inner.limit));
+  return { ...b, plan, execute: (stats) => countDocs(ctx, coll, inner, stats) };
+}
+
+function sorted(plan: Document, sort: unknown): Document {
+  return isPlainObject(sort) && Object.keys(sort).length ? { stage: 'SORT', sortPattern: { ...sort }, inputStage: plan } : plan;
+}
+
+function explainUpdate(ctx: CommandCtx, inner: Document): Explained {
+  const coll = collArg(inner, 'update');
+  const st = single(inner, 'update', 'updates');
+  rejectOptions(st, 'update statement', ['collation', 'sort']);
+  if (st.u === undefined) throw new MongoCommandError(Codes.FailedToParse, "BSON field 'update.updates.u' is missing but a required field");
+  const b = base(ctx, coll, filterArg(st.q, 'update.updates.q'));
+  return { ...b, plan: { stage: 'UPDATE', inputStage: accessStage(b.path, b.filter) } };
+}
+
+function explainDelete(ctx: CommandCtx, inner: Document): Explained {
+  const coll = collArg(inner, 'delete');
+  const st = single(inner, 'delete', 'deletes');
+  rejectOptions(st, 'delete statement', ['collation']);
+  const limit = Number(st.limit ?? 0);
+  if (limit !== 0 && limit !== 1) throw new MongoCommandError(Codes.FailedToParse, 'The limit field in delete objects must be 0 or 1');
+  const b = base(ctx, coll, filterArg(st.q, 'delete.deletes.q'));
+  return { ...b, plan: { stage: 'DELETE', inputStage: accessStage(b.path, b.filter) } };
+}
+
+function explainFindAndModify(ctx: CommandCtx, inner: Document, name: string): Explained {
+  const coll = collArg(inner, name);
+  rejectOptions(inner, 'findAndModify', ['collation']);
+  if (inner.remove && inner.update !== undefined) throw new MongoCommandError(Codes.FailedToParse, 'Cannot specify both an update and remove=true');
+  if (!inner.remove && inner.update === undefined) throw new MongoCommandError(Codes.FailedToParse, 'Either an update or remove=true must be specified');
+  if (inner.remove && inner.upsert) throw new MongoCommandError(Codes.FailedToParse, 'Cannot specify both upsert=true and remove=true');
+  const b = base(ctx, coll, filterArg(inner.query, 'findAndModify.query'));
+  const input = sorted(accessStage(b.path, b.filter), inner.sort);
+  return { ...b, plan: { stage: inner.remove ? 'DELETE' : 'UPDATE', inputStage: input } };
+}
+
+function explainAggregate(ctx: CommandCtx, inner: Document): Explained {
+  const coll = inner.aggregate;
+  const pipeline = inner.pipeline;
+  if (!Array.isArray(pipeline)) throw new MongoCommandError(Codes.FailedToParse, "'pipeline' option must be specified as an array");
+  rejectOptions(inner, 'aggregate', ['collation']);
+  for (const stage of pipeline as unknown[]) {
+    const op = isPlainObject(stage) ? Object.keys(stage)[0] : undefined;
+    if (op === '$changeStream') throw unsupported('explain of a $changeStream aggregation');
+    if (op && UNSUPPORTED_STAGES.has(op)) throw unsupported(`aggregation stage ${op}`);
+  }
+  if (typeof coll !== 'string' || !coll) throw unsupported('explain of a collection-less aggregate');
+  const first = pipeline[0] as unknown;
+  const hasMatch = isPlainObject(first) && isPlainObject(first.$match);
+  const filter = hasMatch ? (first.$match as Document) : {};
+  const b = base(ctx, coll, filter);
+  const rest = (pipeline as Document[]).slice(hasMatch ? 1 : 0);
+  const explained: Explained = { ...b, plan: accessStage(b.path, b.filter) };
+  if (rest.length) explained.laterStages = rest;
+  else {
+    explained.execute = (stats) => readView(ctx, coll).find(filter, compileFilter(filter, ctx.vars), 0, stats).length;
+  }
+  return explained;
+}
+
+function describe(ctx: CommandCtx, inner: Document): Explained {
+  const name = Object.keys(inner)[0] ?? '';
+  switch (name) {
+    case 'find':
+      return explainFind(ctx, inner);
+    case 'count':
+      return explainCount(ctx, inner);
+    case 'update':
+      return explainUpdate(ctx, inner);
+    case 'delete':
+      return explainDelete(ctx, inner);
+    case 'findAndModify':
+    case 'findandmodify':
+      return explainFindAndModify(ctx, inner, name);
+    case 'aggregate':
+      return explainAggregate(ctx, inner);
+    default:
+      throw unsupported(`explain of '${name}'`);
+  }
+}
+
+function keysExamined(path: AccessPath, examined: number): number {
+  return path.kind === 'id' || path.kind === 'index' ? examined : 0;
+}
+
+const explain: Handler = (ctx) => {
+  const inner = ctx.cmd.explain;
+  if (!isPlainObject(inner)) throw new MongoCommandError(Codes.TypeMismatch, "BSON field 'explain.explain' is the wrong type, expected type 'object'");
+  const verbosity = ctx.cmd.verbosity ?? 'allPlansExecution';
+  if (typeof verbosity !== 'string' || !VERBOSITIES.has(verbosity)) {
+    throw new MongoCommandError(Codes.BadValue, "verbosity string must be one of {'queryPlanner', 'executionStats', 'allPlansExecution'}");
+  }
+  const name = Object.keys(inner)[0] ?? '';
+  const x = describe(ctx, inner);
+  const queryPlanner: Document = { namespace: x.ns, parsedQuery: x.filter, winningPlan: x.plan, rejectedPlans: [] };
+  const reply: Document = {};
+  if (x.laterStages) {
+    if (verbosity !== 'queryPlanner') throw unsupported(`explain verbosity '${verbosity}' for an aggregate with stages after its leading $match`);
+    reply.stages = [{ $cursor: { queryPlanner } }, ...x.laterStages];
+  } else {
+    reply.queryPlanner = queryPlanner;
+  }
+  if (verbosity !== 'queryPlanner') {
+    if (!x.execute) throw unsupported(`explain verbosity '${verbosity}' for '${name}' (only 'queryPlanner' is implemented for writes)`);
+    const stats = { examined: 0 };
+    const started = Date.now();
+    const produced = x.execute(stats);
+    // COUNT returns no documents; like mongod, its stage reports the number as nCounted.
+    const isCount = x.plan.stage === 'COUNT';
+    const nReturned = isCount ? 0 : produced;
+    const executionStats: Document = {
+      executionSuccess: true,
+      nReturned,
+      executionTimeMillis: Date.now() - started,
+      totalKeysExamined: keysExamined(x.path, stats.examined),
+      totalDocsExamined: stats.examined,
+      executionStages: isCount ? { ...x.plan, nReturned, nCounted: produced } : { ...x.plan, nReturned },
+    };
+    if (verbosity === 'allPlansExecution') executionStats.allPlansExecution = [];
+    reply.executionStats = executionStats;
+  }
+  const [host, port] = ctx.state.me.split(':');
+  Object.assign(reply, {
+    explainVersion: '1',
+    command: { ...inner, $db: ctx.db },
+    serverInfo: { host, port: Number(port), version: SERVER_VERSION, gitVersion: GIT_VERSION },
+    ok: 1,
+  });
+  return reply;
+};
+
+export const explainCommands: Record<string, Handler> = { explain };
