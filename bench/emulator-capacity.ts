@@ -107,6 +107,21 @@ async function drive(port: number, total: number, make: (i: number) => BSON.Docu
   return received / seconds;
 }
 
+async function pingThroughDriver(client: MongoClient, total: number): Promise<number> {
+  const db = client.db('admin');
+  let issued = 0;
+  const started = performance.now();
+  await Promise.all(
+    Array.from({ length: 64 }, async () => {
+      while (issued < total) {
+        issued++;
+        await db.command({ ping: 1 });
+      }
+    }),
+  );
+  return total / ((performance.now() - started) / 1000);
+}
+
 async function main(): Promise<void> {
   const server = await startCli();
   try {
@@ -115,12 +130,15 @@ async function main(): Promise<void> {
     for (let i = 0; i < PRELOAD; i += 10_000) {
       await locks.insertMany(Array.from({ length: 10_000 }, (_, j) => ({ _id: i + j, owner: `o${(i + j) % 97}` })));
     }
+    // The ceiling one pooled MongoClient reaches here on the cheapest command there is.
+    const driverPing = await pingThroughDriver(client, TOTAL);
     await client.close();
     const ping = await drive(server.port, TOTAL, () => ({ ping: 1, $db: 'admin' }));
     const find = await drive(server.port, TOTAL, (i) => ({ find: 'locks', filter: { _id: (i * 7919) % PRELOAD }, limit: 1, singleBatch: true, $db: 'capacity' }));
     console.log(`emulator capacity (own process, raw wire client, ${SOCKETS} sockets x ${IN_FLIGHT_PER_SOCKET} in flight, ${TOTAL} commands each):`);
     console.log(`  ping:            ${Math.round(ping)} commands/s`);
     console.log(`  find by _id:     ${Math.round(find)} commands/s (collection of ${PRELOAD} documents)`);
+    console.log(`for comparison, ping through one pooled MongoClient (concurrency 64): ${Math.round(driverPing)} commands/s — the driver's own ceiling here`);
   } finally {
     await server.stop();
   }
