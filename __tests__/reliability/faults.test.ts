@@ -25,9 +25,8 @@ import type { Types } from 'mongoose';
 import { LockDatabaseError, LockError, LockNotHeldError, type LockableDocument } from '../../src';
 import { tempDir } from '../../test-backend/backend';
 import { startRestartableBackend, testUri } from '../../test-backend/test-env';
-import { sleep, testDatabase, type MonitoredConnection } from '../support/db';
+import { connectTo, sleep, testDatabase, type MonitoredConnection } from '../support/db';
 import { workItemModel, type WorkItem, type WorkItemModel } from '../support/work-item';
-import { connectTo } from './support/connect';
 
 const TTL_MS = 1_500;
 /** Slack for the server's and this process's scheduling on a loaded machine. */

@@ -7,9 +7,8 @@ import { Types } from 'mongoose';
 import { createHash } from 'node:crypto';
 import { tempDir } from '../../test-backend/backend';
 import { startRestartableBackend } from '../../test-backend/test-env';
-import type { MonitoredConnection } from '../support/db';
+import { connectTo, type MonitoredConnection } from '../support/db';
 import { workItemModel } from '../support/work-item';
-import { connectTo } from './support/connect';
 
 const TTL_MS = 120_000;
 const dataDir = tempDir('mpl-restart-');

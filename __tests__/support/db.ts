@@ -23,8 +23,14 @@ function driverWorkarounds(): Record<string, unknown> {
 
 const IGNORED = new Set(['hello', 'isMaster', 'ismaster', 'ping', 'endSessions', 'saslStart', 'saslContinue', 'buildInfo', 'getParameter']);
 
-export async function connect(dbName: string, options: mongoose.ConnectOptions = {}): Promise<MonitoredConnection> {
-  const connection = mongoose.createConnection(testUri(), { dbName, monitorCommands: true, maxPoolSize: 20, ...driverWorkarounds(), ...options } as mongoose.ConnectOptions);
+/** A monitored connection to the test backend. */
+export function connect(dbName: string, options: mongoose.ConnectOptions = {}): Promise<MonitoredConnection> {
+  return connectTo(testUri(), dbName, options);
+}
+
+/** A monitored connection to another server (a restarted one, a private one for fault tests). */
+export async function connectTo(uri: string, dbName: string, options: mongoose.ConnectOptions = {}): Promise<MonitoredConnection> {
+  const connection = mongoose.createConnection(uri, { dbName, monitorCommands: true, maxPoolSize: 20, ...driverWorkarounds(), ...options } as mongoose.ConnectOptions);
   await connection.asPromise();
   const commands: string[] = [];
   connection.getClient().on('commandStarted', (event) => {
