@@ -2,8 +2,9 @@
  * explain reports the access path the emulator really takes (the same
  * chooseAccessPath decision View.candidates executes) and never writes.
  */
-import { MongoClient, MongoServerError, type Collection, type Document } from 'mongodb';
+import { MongoClient, type Collection, type Document } from 'mongodb';
 import { startEmulator, type RunningEmulator } from '../../test-backend/emulator';
+import { serverError } from './support/errors';
 
 let emu: RunningEmulator;
 let client: MongoClient;
@@ -32,15 +33,6 @@ afterAll(async () => {
 
 async function explainCmd(inner: Document, verbosity = 'queryPlanner'): Promise<Document> {
   return client.db('explain').command({ explain: inner, verbosity });
-}
-
-async function serverError(p: Promise<unknown>): Promise<MongoServerError> {
-  const e = await p.then(
-    () => undefined,
-    (err: unknown) => err,
-  );
-  expect(e).toBeInstanceOf(MongoServerError);
-  return e as MongoServerError;
 }
 
 test('the reply has mongod explain shape', async () => {

@@ -6,6 +6,7 @@
  */
 import { MongoClient, MongoServerError, type Collection, type Document } from 'mongodb';
 import { startEmulator, type RunningEmulator } from '../../test-backend/emulator';
+import { serverError } from './support/errors';
 
 let emu: RunningEmulator;
 let client: MongoClient;
@@ -20,15 +21,6 @@ afterAll(async () => {
   await client.close();
   await emu.stop();
 });
-
-async function serverError(p: Promise<unknown>): Promise<MongoServerError> {
-  const e = await p.then(
-    () => undefined,
-    (err: unknown) => err,
-  );
-  expect(e).toBeInstanceOf(MongoServerError);
-  return e as MongoServerError;
-}
 
 test('$type on a numeric BSON type fails with NotImplemented instead of answering wrongly', async () => {
   const c = client.db('fid').collection<{ _id: number } & Document>('types');
