@@ -3,7 +3,7 @@
  * document (never on it), so locking adds nothing to the document's data or its JSON.
  */
 import { performance } from 'node:perf_hooks';
-import type { LockLossReason } from './errors';
+import { LockExpiredError, LockNotHeldError, type LockLossReason } from './errors';
 
 /** The lock a document carries, as returned by `doc.heldLock()`. */
 export interface HeldLock {
@@ -57,4 +57,10 @@ export function heldLockState(doc: object): HeldLockState | undefined {
  */
 export function estimatedServerNow(state: HeldLockState): number {
   return state.lock.acquiredAt.getTime() + (performance.now() - state.grantedAtMonotonic);
+}
+
+/** The error for using a lock this instance already knows is gone, with the same reason every time. */
+export function lostError(state: HeldLockState): LockNotHeldError {
+  const { documentId, expiresAt } = state.lock;
+  return state.lost === 'expired' ? new LockExpiredError(documentId, expiresAt) : new LockNotHeldError(documentId, state.lost ?? 'not_locked');
 }

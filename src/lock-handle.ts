@@ -4,8 +4,10 @@
  * including through `await using` (Symbol.asyncDispose).
  */
 import { LockExpiredError, LockNotHeldError } from './errors';
-import { estimatedServerNow, type HeldLockState } from './held-lock';
+import { typedErrors } from './failures';
+import { estimatedServerNow, lostError, type HeldLockState } from './held-lock';
 import type { LockStore } from './lock-store';
+import { validateTtl } from './options';
 
 /**
  * Node 18.18+/20.4+ define Symbol.asyncDispose; some sandboxes (Jest 29's module registry) do
@@ -49,10 +51,16 @@ export class LockHandle<TDoc> implements AsyncDisposable {
     return this.state.lock.expiresAt;
   }
 
-  /** Renews now, to `ttl` (default: the acquisition's ttl) from the server's now. */
-  async extend(ttl = this.state.lock.ttl): Promise<void> {
+  /**
+   * Renews now, to `ttl` milliseconds (default: the acquisition's ttl) from the server's now.
+   * Throws InvalidLockOptionError for a ttl that is not a whole number from 1 to MAX_TTL_MS,
+   * before anything is sent; LockNotHeldError (and aborts `signal`) if the lock was lost.
+   */
+  async extend(ttl?: number): Promise<void> {
+    const duration = ttl === undefined ? this.state.lock.ttl : validateTtl(ttl);
+    if (this.state.lost !== undefined) throw lostError(this.state);
     try {
-      this.state.lock.expiresAt = await this.store.extend(this.state, ttl);
+      this.state.lock.expiresAt = await typedErrors('extendLock', () => this.store.extend(this.state, duration));
     } catch (error) {
       if (error instanceof LockNotHeldError) this.lose(error);
       throw error;

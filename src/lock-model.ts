@@ -20,6 +20,7 @@ function lockSchema(collection: string, purgeAfterMs: number): Schema<LockRecord
       acquiredAt: { type: Date, required: true },
       expiresAt: { type: Date, required: true },
       lastWriteAt: { type: Date },
+      claim: { type: String },
     },
     { collection, versionKey: false, strict: 'throw', autoCreate: true },
   );

@@ -2,19 +2,23 @@
  * The lock algorithm: every MongoDB operation on the lock collection, each written once.
  *
  * A lock is one record in the sibling collection, keyed by the locked document's `_id`:
- *   { _id, owner, token, fence, acquiredAt, expiresAt, lastWriteAt? }
+ *   { _id, owner, token, fence, acquiredAt, expiresAt, claim?, lastWriteAt? }
  * Releasing does not delete the record: it expires it and clears owner and token, so the
  * record keeps the document's fencing counter. The TTL index removes records `purgeAfter`
  * after they expired.
- * Why this is race-free:
+ * Why this is race-free on mongod (each rule is cited in docs/mongodb-compatibility.md):
  *  - `_id` is unique in every MongoDB collection, so at most one record per document exists,
  *    and every operation below addresses it through the `_id` index (no scans).
- *  - Each operation is a single-document atomic command; its filter is evaluated against the
- *    record as it is when the write is applied (MongoDB re-checks the filter after a write
- *    conflict), so "check the holder, then write" never splits across two commands.
+ *  - Each operation is one single-document atomic command. Where the decision depends on the
+ *    record (free, expired, ours), it is taken by the server inside that command: a filter on
+ *    a plain update (re-checked after a write conflict), or a `$cond` in a pipeline update of
+ *    an upsert, whose filter must be `_id` equality alone (mongod refuses `$expr` in an
+ *    upsert's filter: QueryFeatureNotAllowed, 224).
  *  - Expiry is always compared with `$$NOW`, the server's clock at the command, never with
- *    the client's clock. Every filter treats an expired record as free, so nobody waits for
+ *    the client's clock. Every decision treats an expired record as free, so nobody waits for
  *    the TTL monitor, which only reclaims storage later.
+ *  - No caller value is ever evaluated: owners, tokens and ttls enter pipelines, `$expr` and
+ *    projections only inside `$literal`.
  *  - Fencing tokens: each acquisition sets `fence` to the larger of the previous fence + 1 and
  *    the server's `$$NOW` in microseconds. While the record exists the counter only grows; once
  *    the TTL monitor purged it (at least `purgeAfter` after its last expiry), the server clock
@@ -39,8 +43,10 @@ export interface LockRecord {
   fence: number;
   acquiredAt: Date;
   expiresAt: Date;
-  /** When a guarded save last verified the lock inside a transaction. */
+  /** When a guarded write last verified or claimed the lock inside a transaction. */
   lastWriteAt?: Date;
+  /** Random value written by a guarded write's transaction, so that its write is never a no-op. */
+  claim?: string;
 }
 
 export interface Grant {
@@ -66,34 +72,54 @@ export interface Blocker {
   remainingMs?: number;
 }
 
-/** `$expr` that is true while a record is unexpired by the server's clock. */
+/**
+ * Every caller value that enters an aggregation expression (a pipeline update, `$expr`, a
+ * projection) goes in wrapped, so the server never evaluates it: `'$_id'` stays a string.
+ * (Rule: `$literal` returns its argument unparsed; manual, `$literal` (aggregation).)
+ */
+const lit = (value: unknown) => ({ $literal: value });
+
+/** `$expr` (query filter) true while a record is unexpired by the server's clock. Never used in an upsert. */
 const UNEXPIRED = { $expr: { $gt: ['$expiresAt', '$$NOW'] } } as const;
-const EXPIRED = { $expr: { $lte: ['$expiresAt', '$$NOW'] } } as const;
+/**
+ * Aggregation expression: the record is free (no record yet, released, or expired by `$$NOW`).
+ * A missing or null `expiresAt` (a record the upsert is about to insert) reads as the epoch, so
+ * the comparison is between two dates and never relies on cross-type ordering.
+ */
+const EXPIRED_EXPR = { $lte: [{ $ifNull: ['$expiresAt', lit(new Date(0))] }, '$$NOW'] };
+/** Free, or held by `ownerKey` (a renewal by the same owner). */
+function freeOrHeldBy(ownerKey: string | undefined): unknown {
+  return ownerKey === undefined ? EXPIRED_EXPR : { $or: [EXPIRED_EXPR, { $eq: ['$owner', lit(ownerKey)] }] };
+}
+/**
+ * A pipeline update that sets `fields` only when `condition` holds and otherwise sets every one
+ * of them to its current value. All expressions of one `$set` stage are evaluated against the
+ * record as it was before the stage (manual, `$addFields`), so the condition cannot see its own
+ * writes. When the condition is false the result is binary-equal to the record, which mongod
+ * treats as a no-op: no write, no oplog entry, no change event (ObjectReplaceExecutor's noop, via
+ * PipelineExecutor::applyUpdate in src/mongo/db/update/pipeline_executor.cpp). So a refused
+ * acquisition writes nothing and wakes no waiter.
+ */
+function applyIf(condition: unknown, fields: Record<string, unknown>): Document[] {
+  const set: Record<string, unknown> = {};
+  for (const [name, value] of Object.entries(fields)) set[name] = { $cond: [condition, value, `$${name}`] };
+  return [{ $set: set }];
+}
 /** Pipeline stage that ends an acquisition: expired now, no owner, fence kept. */
 const RELEASE = [{ $set: { expiresAt: '$$NOW', owner: null, token: null } }];
 /** Next fence: previous + 1, but never below the server clock in microseconds. */
 const NEXT_FENCE = { $max: [{ $add: [{ $ifNull: ['$fence', 0] }, 1] }, { $multiply: [{ $toLong: '$$NOW' }, 1000] }] };
 
-/** How often acquire retries when the holder vanished between our attempt and our read. */
+/**
+ * How often acquire retries after a duplicate-key error. Outside transactions mongod retries an
+ * `_id`-equality upsert that lost an insert race as an update itself, a bounded number of times
+ * (shouldRetryDuplicateKeyException in src/mongo/db/query/write_ops/write_ops_exec.cpp), so the
+ * error reaches us only if that bound was exhausted; we try again a little more.
+ */
 const ACQUIRE_ATTEMPTS = 3;
 
 export function newLockToken(): string {
   return randomBytes(16).toString('base64url');
-}
-
-const NO_DUPLICATE = Symbol('no duplicate key');
-
-/**
- * Which of `ids` a failed bulk upsert could not claim. Outside transactions mongod reports
- * per-operation writeErrors (with the operation's index); inside a transaction the first write
- * error aborts it and comes back as the command's error, naming the key in `keyValue`.
- */
-function duplicateKeyTarget(error: unknown, ids: unknown[]): unknown {
-  const failure = error as { code?: number; keyValue?: { _id?: unknown }; writeErrors?: { code?: number; index?: number }[] };
-  const writeError = failure.writeErrors?.find((e) => e.code === 11000);
-  if (writeError && writeError.index !== undefined) return ids[writeError.index];
-  if (failure.code === 11000) return failure.keyValue && '_id' in failure.keyValue ? failure.keyValue._id : ids[0];
-  return NO_DUPLICATE;
 }
 
 function isDuplicateKey(error: unknown): boolean {
@@ -105,37 +131,53 @@ export class LockStore {
 
   /**
    * Takes the lock for `ownerKey` if it is free, expired, or already held by the same owner
-   * (then it is renewed under a new token). One `findAndModify` with upsert:
-   *  - a record that is expired or ours matches the filter and is overwritten atomically;
-   *  - no record: the upsert inserts one (seeded with `_id` from the filter's equality);
-   *  - a record held by another owner and unexpired does not match, so the upsert tries to
-   *    insert a second record with the same `_id` and the unique `_id` index refuses it
-   *    (E11000). Because the filter is not pure `_id` equality, the server does not retry
-   *    that upsert as an update, so the duplicate-key error is exactly "someone else holds it".
-   * Two racing acquirers of a free or expired lock: the server applies one write first; the
-   * other re-evaluates the filter against the new record, no longer matches, and gets E11000.
+   * (then it is renewed under a new token). One `findAndModify`:
+   *  - filter `{ _id }` only, with `upsert: true`: the `_id` index finds the record (IDHACK), or
+   *    the upsert inserts `{ _id }` (seeded from the filter's equality) and applies the pipeline;
+   *  - a pipeline update that, in one `$cond` evaluated by the server against the record as it
+   *    is at the write, either writes our grant (free, expired or ours) or leaves the record
+   *    unchanged (someone else's unexpired lock: a no-op, nothing written);
+   *  - the reply is the record after the update, projected to a comparison (`acquired`: does it
+   *    carry our fresh token?), its expiry and `$$NOW`, so a refusal needs no second read and
+   *    never reveals the other holder's token.
+   * Why this is race-free on mongod: a single-document update is atomic; when a concurrent write
+   * conflicts with it, mongod retries the whole update against the latest version of the
+   * record, so the `$cond` is evaluated on the version it replaces. Two first acquirers that both
+   * find no record race on the unique `_id` index; the loser's duplicate-key error is retried by
+   * the server as an update because the filter is exactly an equality on `_id` (see
+   * ACQUIRE_ATTEMPTS), and that update sees the winner's grant and refuses. (`$expr` in an
+   * upsert's filter would be refused: QueryFeatureNotAllowed 224; see docs/mongodb-compatibility.md.)
    */
   async acquire(documentId: unknown, ownerKey: string, ttl: number): Promise<Grant> {
     for (let attempt = 1; ; attempt++) {
       const token = newLockToken();
+      let record: Document | null;
       try {
-        const record = await this.locks.findOneAndUpdate(
-          { _id: documentId, $or: [{ owner: ownerKey }, EXPIRED] } as Document,
-          [{ $set: { owner: ownerKey, token, fence: NEXT_FENCE, acquiredAt: '$$NOW', expiresAt: { $add: ['$$NOW', ttl] } } }],
-          { upsert: true, returnDocument: 'after', projection: { token: 1, fence: 1, acquiredAt: 1, expiresAt: 1 } },
+        record = await this.locks.findOneAndUpdate(
+          { _id: documentId } as Document,
+          applyIf(freeOrHeldBy(ownerKey), {
+            owner: lit(ownerKey),
+            token: lit(token),
+            fence: NEXT_FENCE,
+            acquiredAt: '$$NOW',
+            expiresAt: { $add: ['$$NOW', lit(ttl)] },
+          }),
+          {
+            upsert: true,
+            returnDocument: 'after',
+            projection: { _id: 0, acquired: { $eq: ['$token', lit(token)] }, fence: 1, acquiredAt: 1, expiresAt: 1, now: '$$NOW' },
+          },
         );
-        if (!record || record.token !== token) {
-          throw new Error('mongoose-pessimistic-lock: the server did not return the lock record it just wrote');
-        }
-        return { token, fence: Number(record.fence), acquiredAt: record.acquiredAt as Date, expiresAt: record.expiresAt as Date };
       } catch (error) {
-        if (!isDuplicateKey(error)) throw error;
-        // Held by someone else, or it was at the instant of our write. Read its expiry for the error.
-        const holder = await this.findActive(documentId);
-        if (holder) throw new LockedError(documentId, holder.expiresAt, '', holder.remainingMs);
-        // Released or expired in the meantime: try again, a bounded number of times.
-        if (attempt >= ACQUIRE_ATTEMPTS) throw new LockedError(documentId, undefined, ' It changed hands several times during this call.');
+        if (!isDuplicateKey(error) || attempt >= ACQUIRE_ATTEMPTS) throw error;
+        continue;
       }
+      if (!record) throw new Error('mongoose-pessimistic-lock: the server returned no lock record for an upsert');
+      const expiresAt = record.expiresAt as Date;
+      if (record.acquired === true) {
+        return { token, fence: Number(record.fence), acquiredAt: record.acquiredAt as Date, expiresAt };
+      }
+      throw new LockedError(documentId, expiresAt, '', expiresAt.getTime() - (record.now as Date).getTime());
     }
   }
 
@@ -159,7 +201,7 @@ export class LockStore {
     const { documentId, token } = state.lock;
     const record = await this.locks.findOneAndUpdate(
       { _id: documentId, token, ...UNEXPIRED } as Document,
-      [{ $set: { expiresAt: { $add: ['$$NOW', ttl] } } }],
+      [{ $set: { expiresAt: { $add: ['$$NOW', lit(ttl)] } } }],
       { returnDocument: 'after', projection: { expiresAt: 1 } },
     );
     if (record) return record.expiresAt as Date;
@@ -176,9 +218,11 @@ export class LockStore {
   async verify(state: HeldLockState, session?: ClientSession): Promise<void> {
     const { documentId, token } = state.lock;
     if (session?.inTransaction()) {
+      // A fresh random `claim` makes this a real write whatever the clock says (an update that
+      // changes nothing is a no-op on mongod and would not conflict with a takeover).
       const result = await this.locks.updateOne(
         { _id: documentId, token, ...UNEXPIRED } as Document,
-        [{ $set: { lastWriteAt: '$$NOW' } }],
+        [{ $set: { lastWriteAt: '$$NOW', claim: lit(newLockToken()) } }],
         { session },
       );
       if (result.matchedCount === 1) return;
@@ -217,27 +261,50 @@ export class LockStore {
   }
 
   /**
-   * Inside a transaction: writes the lock record of every target that is free, expired or
-   * held by `ownerKey` (creating an already-expired record where none exists), in one
-   * unordered bulk write. A target held by someone else does not match its filter, so its
-   * upsert fails on the unique `_id` index; that target is returned. Because every target's
-   * record is now written by the transaction, an acquisition racing with it conflicts or
-   * waits for the commit.
+   * Inside a transaction: writes the lock record of every target that is free, expired or held
+   * by `ownerKey`, so that an acquisition racing with the transaction conflicts with it
+   * (WriteConflict) or waits for its commit. Returns the first target held by someone else.
+   * Each target gets an upsert with filter `{ _id }` (no `$expr`: mongod refuses it in an
+   * upsert) and a pipeline that writes a fresh random `claim` only when the record is free or
+   * ours; a record held by someone else is left unchanged (a no-op, no write). Which targets
+   * were claimed is then read back in the same transaction (it sees its own writes): any record
+   * without our claim is held by someone else. One `findAndModify` for one target; one `update`
+   * plus one `find` for several.
+   * Where no record existed the upsert inserts one, already expired, carrying fence 0.
    */
   async claimForWrite(ids: unknown[], ownerKey: string | undefined, session: ClientSession): Promise<Blocker | null> {
-    const holderMatch = ownerKey === undefined ? EXPIRED : { $or: [{ owner: ownerKey }, EXPIRED] };
-    const touch = [{ $set: { lastWriteAt: '$$NOW', expiresAt: { $ifNull: ['$expiresAt', '$$NOW'] }, fence: { $ifNull: ['$fence', 0] } } }];
+    const claim = newLockToken();
+    const update = applyIf(freeOrHeldBy(ownerKey), {
+      claim: lit(claim),
+      lastWriteAt: '$$NOW',
+      expiresAt: { $ifNull: ['$expiresAt', '$$NOW'] },
+      fence: { $ifNull: ['$fence', 0] },
+    });
     try {
+      if (ids.length === 1) {
+        const record = await this.locks.findOneAndUpdate({ _id: ids[0] } as Document, update, {
+          upsert: true,
+          returnDocument: 'after',
+          projection: { claimed: { $eq: ['$claim', lit(claim)] }, expiresAt: 1, now: '$$NOW' },
+          session,
+        });
+        return record && record.claimed === true ? null : blockerFrom(ids[0], record);
+      }
       await this.locks.bulkWrite(
-        ids.map((id) => ({ updateOne: { filter: { _id: id, ...holderMatch } as Document, update: touch, upsert: true } })),
-        { ordered: false, session },
+        ids.map((id) => ({ updateOne: { filter: { _id: id } as Document, update, upsert: true } })),
+        { ordered: true, session },
       );
-      return null;
+      const held = await this.locks.findOne({ _id: { $in: ids }, claim: { $ne: claim } } as Document, {
+        projection: { expiresAt: 1, now: '$$NOW' },
+        session,
+      });
+      return held ? blockerFrom(held._id, held) : null;
     } catch (error) {
-      const blocked = duplicateKeyTarget(error, ids);
-      if (blocked === NO_DUPLICATE) throw error;
-      // A write error aborts the transaction, so the holder's expiry is read outside it.
-      return (await this.findActive(blocked)) ?? { documentId: blocked };
+      // Inside a transaction mongod does not retry an upsert that lost an insert race: another
+      // writer created the same record at the same instant. The transaction is aborted.
+      if (!isDuplicateKey(error)) throw error;
+      const raced = (error as { keyValue?: { _id?: unknown } }).keyValue?._id ?? ids[0];
+      return { documentId: raced };
     }
   }
 
@@ -276,4 +343,11 @@ export class LockStore {
     state.lost = error.reason;
     return error;
   }
+}
+
+/** What stops a write, from a lock record read with `now: '$$NOW'` (or nothing known). */
+function blockerFrom(documentId: unknown, record: Document | null): Blocker {
+  if (!record || !(record.expiresAt instanceof Date)) return { documentId };
+  const expiresAt = record.expiresAt;
+  return { documentId, expiresAt, remainingMs: expiresAt.getTime() - (record.now as Date).getTime() };
 }

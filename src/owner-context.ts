@@ -6,7 +6,8 @@
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { validateOwner } from './arguments';
-import { InvalidLockArgumentError } from './errors';
+import { InvalidLockArgumentError, InvalidLockOptionError } from './errors';
+import { describeValue } from './options';
 
 const storage = new AsyncLocalStorage<string>();
 
@@ -37,6 +38,12 @@ export interface LockOwnerMiddlewareOptions<Req> {
  * anonymous, so locked documents refuse them.
  */
 export function lockOwnerMiddleware<Req = RequestWithSession>(options: LockOwnerMiddlewareOptions<Req> = {}) {
+  if (options === null || typeof options !== 'object' || Array.isArray(options)) {
+    throw new InvalidLockOptionError('(middleware options)', `expected an object such as { owner: (req) => req.sessionID }, got ${describeValue(options)}.`);
+  }
+  for (const key of Object.keys(options)) {
+    if (key !== 'owner') throw new InvalidLockOptionError(key, 'unknown option here. Known options: owner.');
+  }
   const pick = options.owner ?? ((req: Req) => (req as RequestWithSession).sessionID);
   if (typeof pick !== 'function') throw new InvalidLockArgumentError('owner', 'expected a function (req) => string.');
   return (req: Req, _res: unknown, next: (error?: unknown) => void): void => {

@@ -6,12 +6,12 @@
 import type { HydratedDocument, SaveOptions, mongo } from 'mongoose';
 import { idCaster, validateLockCallOptions, validateOwner, type ResolvedCallOptions } from './arguments';
 import { supportsTransactions } from './deployment';
-import { InvalidLockArgumentError, LockNotHeldError, LockTargetNotFoundError, LockedError } from './errors';
-import { attachHeldLock, heldLockState, newHeldLockState, type HeldLock, type HeldLockState } from './held-lock';
+import { InvalidLockArgumentError, InvalidLockOptionError, LockNotHeldError, LockTargetNotFoundError, LockedError } from './errors';
+import { attachHeldLock, heldLockState, lostError, newHeldLockState, type HeldLock, type HeldLockState } from './held-lock';
 import { toLockError, typedErrors } from './failures';
 import { LockHandle, asyncDispose } from './lock-handle';
 import { acquireWaiting } from './lock-waiter';
-import { resolveOptions, validateTtl, type LockPluginOptions } from './options';
+import { describeValue, resolveOptions, validateTtl, type LockPluginOptions } from './options';
 import { ownerKeyFunction } from './owner-key';
 import { guardBulkWrite, installQueryGuard } from './query-guard';
 import { runtimeFactory, type AnyModel, type AnySchema } from './runtime';
@@ -24,7 +24,7 @@ type ClientSession = mongo.ClientSession;
 function requireHeld(doc: AnyDoc): HeldLockState {
   const state = heldLockState(doc);
   if (!state) throw new LockNotHeldError(doc._id, 'not_locked');
-  if (state.lost !== undefined) throw new LockNotHeldError(doc._id, state.lost);
+  if (state.lost !== undefined) throw lostError(state);
   return state;
 }
 
@@ -178,6 +178,9 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
   });
 
   async function saveAndUnlockDocument(doc: AnyDoc, saveOptions: SaveOptions | undefined): Promise<void> {
+    if (saveOptions !== undefined && (saveOptions === null || typeof saveOptions !== 'object' || Array.isArray(saveOptions))) {
+      throw new InvalidLockOptionError('(save options)', `expected Mongoose save options (an object) or nothing, got ${describeValue(saveOptions)}.`);
+    }
     const state = requireHeld(doc);
     const model = doc.constructor as AnyModel;
     const { store, ready } = runtimeOf(model);

@@ -3,9 +3,9 @@
  * current holder. New documents save normally (nobody can hold a lock on what does not exist).
  */
 import type { HydratedDocument, mongo } from 'mongoose';
-import { LockExpiredError, LockNotHeldError } from './errors';
+import { LockNotHeldError } from './errors';
 import { typedErrors } from './failures';
-import { heldLockState } from './held-lock';
+import { heldLockState, lostError } from './held-lock';
 import { currentLockOwner } from './owner-context';
 import type { OwnerKey } from './owner-key';
 import type { AnyModel, RuntimeOf } from './runtime';
@@ -32,7 +32,7 @@ export function saveGuard(runtimeOf: RuntimeOf, ownerKey: OwnerKey, requireLock:
     if (state) {
       // This instance carried a lock that is gone (released, expired, taken over): it stays
       // refused, so retrying a rejected save cannot slip through once the lock looks free.
-      throw state.lost === 'expired' ? new LockExpiredError(doc._id, state.lock.expiresAt) : new LockNotHeldError(doc._id, state.lost!);
+      throw lostError(state);
     }
     // Not saved through a lock: the owner context (runWithLockOwner) may still name a holder.
     const owner = currentLockOwner();

@@ -156,7 +156,7 @@ test('the cost README states: a guarded single-document write is find + claim + 
   const { _id: id } = await Txn.create({ title: 'counted' });
   conn.resetCommands();
   await Txn.updateOne({ _id: id }, { $set: { title: 'counted once' } });
-  if (typeof hello.setName === 'string') expect(conn.commands).toEqual(['find', 'update', 'update', 'commitTransaction']);
+  if (typeof hello.setName === 'string') expect(conn.commands).toEqual(['find', 'findAndModify', 'update', 'commitTransaction']);
   else expect(conn.commands).toEqual(['find', 'find', 'update']);
   const { _id: other } = await NoTxn.create({ title: 'counted' });
   conn.resetCommands();

@@ -1,0 +1,161 @@
+/**
+ * No value a caller passes is ever evaluated by the server (PRODUCT.md property 11). Owners,
+ * tokens and ttls enter pipeline updates, `$expr` and projections only inside `$literal`
+ * (manual: `$literal` "returns a value without parsing"), so an owner such as `'$owner'` or
+ * `'$_id'` is a string like any other, in both owner storages. Two kinds of proof:
+ *  - behaviour: `$`-prefixed owners lock, exclude and release exactly like ordinary ones;
+ *  - shape: every command the plugin sends is walked, and every string starting with `$`
+ *    outside `$literal` must be one of the plugin's own field paths or system variables.
+ * Plus LockHandle.extend / doc.extendLock with bad values: a typed error, nothing sent, the
+ * lock untouched and the handle's signal not aborted.
+ */
+import { createHash } from 'node:crypto';
+import type { Document } from 'mongodb';
+import { InvalidLockOptionError, LockedError, MAX_TTL_MS } from '../../src';
+import { connect, testDatabase, type MonitoredConnection } from '../support/db';
+import { workItemModel, type WorkItemModel } from '../support/work-item';
+
+const db = testDatabase('noeval');
+let conn: MonitoredConnection;
+const sent: Document[] = [];
+
+/** The plugin's own field paths and the system variables it uses: nothing else may start with `$`. */
+const ALLOWED_DOLLAR_STRINGS = new Set(['$$NOW', '$owner', '$token', '$fence', '$acquiredAt', '$expiresAt', '$claim', '$lastWriteAt']);
+
+/** Strings starting with `$` found outside `$literal` in pipelines, `$expr` and projections of one command. */
+function evaluatedStrings(command: Document): string[] {
+  const found: string[] = [];
+  const walk = (value: unknown): void => {
+    if (typeof value === 'string') {
+      if (value.startsWith('$')) found.push(value);
+      return;
+    }
+    if (Array.isArray(value)) return value.forEach(walk);
+    if (value === null || typeof value !== 'object' || (value as { _bsontype?: string })._bsontype) return;
+    for (const [key, inner] of Object.entries(value)) {
+      if (key === '$literal') continue;
+      walk(inner);
+    }
+  };
+  // Only the parts the server evaluates as expressions: pipeline updates, $expr, projections.
+  const evaluated: unknown[] = [];
+  if (Array.isArray(command.update)) evaluated.push(command.update);
+  if (Array.isArray(command.updates)) for (const u of command.updates as Document[]) if (Array.isArray(u.u)) evaluated.push(u.u);
+  for (const p of [command.fields, command.projection]) if (p) evaluated.push(p);
+  const exprs = (filter: unknown): void => {
+    if (filter === null || typeof filter !== 'object') return;
+    for (const [key, inner] of Object.entries(filter as Document)) {
+      if (key === '$expr') evaluated.push(inner);
+      else exprs(inner);
+    }
+  };
+  for (const f of [command.query, command.filter, ...((command.updates as Document[] | undefined) ?? []).map((u) => u.q)]) exprs(f);
+  evaluated.forEach(walk);
+  return found;
+}
+
+beforeAll(async () => {
+  conn = await connect(db.name);
+  conn.connection.getClient().on('commandStarted', (event) => {
+    if (['findAndModify', 'update', 'find'].includes(event.commandName)) sent.push(event.command);
+  });
+});
+
+afterAll(async () => {
+  await db.drop(conn.connection);
+  await conn.close();
+});
+
+const dollarOwners = ['$_id', '$owner', '$token', '$expiresAt', '$$NOW', '$$ROOT', '$$REMOVE', '$fence', '$literal', '$', '$$CURRENT.owner'];
+
+describe.each(['hash', 'plain'] as const)('ownerStorage %s: $-prefixed owners are plain strings', (ownerStorage) => {
+  let WorkItem: WorkItemModel;
+  beforeAll(async () => {
+    WorkItem = await workItemModel(conn.connection, { ownerStorage, ttl: 5_000 });
+  });
+
+  test.each(dollarOwners)('owner %j locks, is stored as given (or hashed), excludes others and is released by name', async (owner) => {
+    const { _id: id } = await WorkItem.create({ title: 'target' });
+    sent.length = 0;
+    await WorkItem.lock(id, owner);
+    const record = await conn.connection.getClient().db(db.name).collection(WorkItem.lockModel().collection.collectionName).findOne({ _id: id });
+    expect(record!.owner).toBe(ownerStorage === 'plain' ? owner : createHash('sha256').update(owner).digest('base64url'));
+    expect(typeof record!.token).toBe('string');
+    expect(record!.expiresAt).toBeInstanceOf(Date);
+    expect(record!.expiresAt.getTime() - record!.acquiredAt.getTime()).toBe(5_000);
+
+    // Another owner is refused, whatever the holder's name would mean as an expression.
+    await expect(WorkItem.lock(id, 'ordinary-owner')).rejects.toBeInstanceOf(LockedError);
+    // And an owner that names a field ('$owner' would compare the record with itself) cannot take over.
+    if (owner !== '$owner') await expect(WorkItem.lock(id, '$owner')).rejects.toBeInstanceOf(LockedError);
+
+    expect(await WorkItem.releaseAllFor(owner)).toBe(1);
+    expect(await WorkItem.isLocked(id)).toBe(false);
+    expect(sent.length).toBeGreaterThan(0);
+    for (const command of sent) for (const s of evaluatedStrings(command)) expect(ALLOWED_DOLLAR_STRINGS).toContain(s);
+  });
+
+  test('a guarded write acting as a $-prefixed owner is refused on someone else\'s lock', async () => {
+    const { _id: id } = await WorkItem.create({ title: 'held' });
+    const holder = await WorkItem.lock(id, 'alice');
+    for (const owner of dollarOwners) {
+      await expect(WorkItem.updateOne({ _id: id }, { $set: { title: 'intruder' } }).setOptions({ lockOwner: owner })).rejects.toBeInstanceOf(LockedError);
+    }
+    expect((await WorkItem.findById(id).orFail()).title).toBe('held');
+    await holder.unlock();
+  });
+});
+
+test('the walker notices an unwrapped caller value (the check can fail)', () => {
+  expect(evaluatedStrings({ findAndModify: 'x', update: [{ $set: { owner: '$_id' } }] })).toEqual(['$_id']);
+  expect(evaluatedStrings({ find: 'x', filter: { $expr: { $eq: ['$owner', '$$ROOT'] } } })).toEqual(['$owner', '$$ROOT']);
+  expect(evaluatedStrings({ findAndModify: 'x', update: [{ $set: { owner: { $literal: '$_id' } } }] })).toEqual([]);
+});
+
+const badExtensions: [string, unknown][] = [
+  ['a $-prefixed string', '$fence'],
+  ['a numeric string', '60000'],
+  ['a negative ttl', -60_000],
+  ['zero', 0],
+  ['a fraction', 1.5],
+  ['NaN', NaN],
+  ['Infinity', Infinity],
+  ['more than MAX_TTL_MS', MAX_TTL_MS + 1],
+  ['null', null],
+  ['an object', { $literal: 5 }],
+];
+
+describe('extending with bad values', () => {
+  let WorkItem: WorkItemModel;
+  beforeAll(async () => {
+    WorkItem = await workItemModel(conn.connection, { ttl: 60_000 });
+  });
+
+  test.each(badExtensions)('LockHandle.extend(%s) throws InvalidLockOptionError, sends nothing, keeps the lock and the signal', async (_label, value) => {
+    const { _id: id } = await WorkItem.create({ title: 'handle' });
+    const handle = await WorkItem.acquireLock(id, 'worker', { autoExtend: false });
+    const before = handle.expiresAt.getTime();
+    conn.resetCommands();
+    const error = await handle.extend(value as number).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(InvalidLockOptionError);
+    expect((error as InvalidLockOptionError).option).toBe('ttl');
+    expect(conn.commands).toEqual([]);
+    expect(handle.signal.aborted).toBe(false);
+    expect(handle.expiresAt.getTime()).toBe(before);
+    const info = await WorkItem.getLock(id);
+    expect(info!.expiresAt.getTime()).toBe(before);
+    await expect(WorkItem.lock(id, 'someone-else')).rejects.toBeInstanceOf(LockedError);
+    await handle.release();
+  });
+
+  test.each(badExtensions)('doc.extendLock(%s) throws InvalidLockOptionError and sends nothing', async (_label, value) => {
+    const { _id: id } = await WorkItem.create({ title: 'doc' });
+    const item = await WorkItem.lock(id, 'editor');
+    const before = item.heldLock()!.expiresAt.getTime();
+    conn.resetCommands();
+    await expect(item.extendLock(value as number)).rejects.toBeInstanceOf(InvalidLockOptionError);
+    expect(conn.commands).toEqual([]);
+    expect((await WorkItem.getLock(id))!.expiresAt.getTime()).toBe(before);
+    await item.unlock();
+  });
+});
