@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the plugin's tests against Mongoose 8 (the package supports ^8 || ^9; the main suite
 # runs on 9). Works in a temporary copy of the tracked files, so the checkout's node_modules
-# stay on Mongoose 9.
+# stay on Mongoose 9. Arguments are Jest paths (default: the plugin and example tests);
+# MONGO_TOPOLOGY and the other backend variables pass through.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 work="$(mktemp -d)"
@@ -13,4 +14,5 @@ export MONGOMS_DISABLE_POSTINSTALL=1
 npm ci --no-audit --no-fund --loglevel=error
 npm install --no-save --no-audit --no-fund --loglevel=error 'mongoose@^8'
 echo "Plugin tests on mongoose $(node -p "require('mongoose/package.json').version")"
-npx jest __tests__/plugin __tests__/examples
+if [ "$#" -eq 0 ]; then set -- __tests__/plugin __tests__/examples; fi
+npx jest "$@"
