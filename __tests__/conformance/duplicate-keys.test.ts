@@ -2,6 +2,22 @@
  * Unique indexes: the shape of duplicate-key errors on every write path, the concurrent-upsert
  * race (which filters the server retries itself and which reach the client as E11000), and how
  * an upsert seeds the inserted document from the filter.
+ *
+ * Sources ((*): location or wording recalled, not re-read for this audit):
+ *  - errmsg "E11000 duplicate key error collection: <ns> index: <name> dup key: { <field>: <value> }":
+ *    buildDupKeyErrorStatus, src/mongo/db/storage/index_entry_comparison.cpp; keyPattern/keyValue are
+ *    the extra info of DuplicateKeyErrorInfo (same file); a missing field is indexed as null (manual,
+ *    "Unique Indexes", Missing Document Field in a Unique Single-Field Index) (*).
+ *  - Ordered/unordered insertMany: CRUD spec (mongodb/specifications source/crud/crud.md, "ordered"):
+ *    an ordered bulk stops at the first error, an unordered one attempts every write.
+ *  - ImmutableField 66 for a changed _id: error_codes.yml (ImmutableField: 66);
+ *    src/mongo/db/update/update_driver.cpp checks _id immutability after applying an update (*).
+ *  - Concurrent upserts: shouldRetryDuplicateKeyException in
+ *    src/mongo/db/query/write_ops/write_ops_exec.cpp (server retries only an equality-only filter on
+ *    the violated unique index's fields; SERVER-47212 for findAndModify), see
+ *    shared/MONGOD-SEMANTICS.md "Upserts and unique indexes".
+ *  - Upsert seeding: UpdateDriver::populateDocumentWithQueryFields (update_driver.cpp) (*) extracts the
+ *    equality conditions of the filter (including those of $and) into the new document.
  */
 import { ObjectId, type Collection, type Db, type MongoClient, MongoBulkWriteError, MongoServerError } from 'mongodb';
 import mongoose from 'mongoose';

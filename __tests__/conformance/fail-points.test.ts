@@ -3,6 +3,13 @@
  * errorLabels, closeConnection, blockConnection/blockTimeMS, modes { times }, { skip },
  * 'alwaysOn' and 'off', and the appName filter. Every fail point here names the appName of a
  * client owned by this file, so test files running in parallel are never affected.
+ *
+ * Sources ((*): location or wording recalled, not re-read for this audit): the failCommand fail point as the driver specifications use it (mongodb/specifications
+ * source/transactions/tests/README.md and source/retryable-writes/tests/README.md: data.failCommands,
+ * errorCode, errorLabels, closeConnection, blockConnection/blockTimeMS, appName, modes times/skip/
+ * alwaysOn/off); server implementation src/mongo/db/commands/fail_point_cmd.cpp and
+ * CommandHelpers::evaluateFailCommandFailPoint (src/mongo/db/commands.cpp) (*). The driver retrying a
+ * RetryableWriteError once with the same lsid/txnNumber: retryable-writes spec.
  */
 import { MongoNetworkError, type CommandStartedEvent, type Db, type Document, type MongoClient } from 'mongodb';
 import { adminCommand, deploymentFacts, describeError, describeIf, expectServerError, openClient, settle, uniqueDbName, type Loose } from './support/server';
