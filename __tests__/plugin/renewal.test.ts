@@ -56,7 +56,7 @@ describe('Model.withLock', () => {
       'worker',
       async (doc, signal) => {
         for (let i = 0; i < 4; i++) {
-          await sleep(700); // 2.8 s in all, almost three ttls
+          await sleep(1_200); // 4.8 s in all, almost two and a half ttls
           await expect(WorkItem.lock(id, 'intruder')).rejects.toBeInstanceOf(LockedError);
         }
         expect(signal.aborted).toBe(false);
@@ -64,7 +64,8 @@ describe('Model.withLock', () => {
         await doc.save();
         return 'result';
       },
-      { ttl: 1_000 },
+      // Renewal comes a third of the ttl before expiry: 2 s leaves a loaded machine 660 ms of slack.
+      { ttl: 2_000 },
     );
     expect(result).toBe('result');
     expect(await WorkItem.isLocked(id)).toBe(false);
