@@ -1,5 +1,9 @@
 /** Starts the test backend once for the whole Jest run and hands its URI and topology to the workers. */
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { startBackend, type Backend, type Topology } from './backend';
+import { DIR_ENV } from './lock-commands';
 
 declare global {
   var __MPL_TEST_BACKEND__: Backend | undefined;
@@ -23,6 +27,9 @@ async function askTopology(uri: string): Promise<Topology> {
 }
 
 export default async function globalSetup(): Promise<void> {
+  // Every process of the run (Jest workers, the workers they spawn) records the shapes of the
+  // commands it sends to lock collections here; the global teardown checks them.
+  process.env[DIR_ENV] = mkdtempSync(join(tmpdir(), 'mpl-lock-commands-'));
   const notes: string[] = [];
   const backend = await startBackend(notes);
   globalThis.__MPL_TEST_BACKEND__ = backend;

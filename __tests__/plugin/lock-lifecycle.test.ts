@@ -228,4 +228,19 @@ describe('the sibling lock collection', () => {
     await item.unlock();
     expect(conn.commands).toEqual(['update']);
   });
+
+  test('a refused lock is one command (the refusal and its expiry come from the same reply), releaseAllFor one', async () => {
+    const id = await newItem();
+    const other = await newItem();
+    const holder = await WorkItem.lock(id, 'counted-holder');
+    await WorkItem.lock(other, 'counted-holder');
+    conn.resetCommands();
+    const refused = await WorkItem.lock(id, 'counted-contender').catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(LockedError);
+    expect((refused as LockedError).expiresAt?.getTime()).toBe(holder.heldLock()!.expiresAt.getTime());
+    expect(conn.commands).toEqual(['findAndModify']);
+    conn.resetCommands();
+    expect(await WorkItem.releaseAllFor('counted-holder')).toBe(2);
+    expect(conn.commands).toEqual(['update']);
+  });
 });
