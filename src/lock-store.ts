@@ -111,6 +111,13 @@ const RELEASE = [{ $set: { expiresAt: '$$NOW', owner: null, token: null } }];
 const NEXT_FENCE = { $max: [{ $add: [{ $ifNull: ['$fence', 0] }, 1] }, { $multiply: [{ $toLong: '$$NOW' }, 1000] }] };
 
 /**
+ * Every read of the lock collection goes to the primary, whatever read preference the
+ * application's connection has: a secondary may lag, and a lagging read would call a lock free
+ * that is held (or held that was released). Writes always go to the primary.
+ */
+const PRIMARY = { readPreference: 'primary' } as const;
+
+/**
  * How often acquire retries after a duplicate-key error. Outside transactions mongod retries an
  * `_id`-equality upsert that lost an insert race as an update itself, a bounded number of times
  * (shouldRetryDuplicateKeyException in src/mongo/db/query/write_ops/write_ops_exec.cpp), so the
@@ -174,10 +181,16 @@ export class LockStore {
       }
       if (!record) throw new Error('mongoose-pessimistic-lock: the server returned no lock record for an upsert');
       const expiresAt = record.expiresAt as Date;
-      if (record.acquired === true) {
+      // A findAndModify that the driver retried (retryable writes, after a network error) is
+      // answered from the stored result WITHOUT the projection (parseOplogEntryForFindAndModify
+      // in src/mongo/db/query/write_ops/write_ops_retryability.cpp; SERVER-31242): the full
+      // record, no `acquired`, no `now`. Then the token itself says whether it is ours.
+      const projected = 'acquired' in record;
+      if (projected ? record.acquired === true : record.token === token) {
         return { token, fence: Number(record.fence), acquiredAt: record.acquiredAt as Date, expiresAt };
       }
-      throw new LockedError(documentId, expiresAt, '', expiresAt.getTime() - (record.now as Date).getTime());
+      const remaining = projected ? expiresAt.getTime() - (record.now as Date).getTime() : undefined;
+      throw new LockedError(documentId, expiresAt, '', remaining);
     }
   }
 
@@ -231,6 +244,7 @@ export class LockStore {
     const record = await this.locks.findOne({ _id: documentId } as Document, {
       projection: { token: 1, expiresAt: 1, now: '$$NOW' },
       session,
+      ...PRIMARY,
     });
     if (record && record.token === token && (record.expiresAt as Date) > (record.now as Date)) return;
     throw this.lossFrom(state, record);
@@ -241,6 +255,7 @@ export class LockStore {
     const record = await this.locks.findOne({ _id: documentId, ...UNEXPIRED } as Document, {
       projection: { acquiredAt: 1, expiresAt: 1, now: '$$NOW' },
       session,
+      ...PRIMARY,
     });
     if (!record) return null;
     const expiresAt = record.expiresAt as Date;
@@ -254,7 +269,7 @@ export class LockStore {
   async findBlocking(ids: unknown[], ownerKey: string | undefined, session?: ClientSession): Promise<Blocker | null> {
     const filter: Document = { _id: { $in: ids }, ...UNEXPIRED };
     if (ownerKey !== undefined) filter.owner = { $ne: ownerKey };
-    const record = await this.locks.findOne(filter, { projection: { expiresAt: 1, now: '$$NOW' }, session });
+    const record = await this.locks.findOne(filter, { projection: { expiresAt: 1, now: '$$NOW' }, session, ...PRIMARY });
     if (!record) return null;
     const expiresAt = record.expiresAt as Date;
     return { documentId: record._id, expiresAt, remainingMs: expiresAt.getTime() - (record.now as Date).getTime() };
@@ -297,6 +312,7 @@ export class LockStore {
       const held = await this.locks.findOne({ _id: { $in: ids }, claim: { $ne: claim } } as Document, {
         projection: { expiresAt: 1, now: '$$NOW' },
         session,
+        ...PRIMARY,
       });
       return held ? blockerFrom(held._id, held) : null;
     } catch (error) {
@@ -310,7 +326,7 @@ export class LockStore {
 
   /** Whether `ownerKey` holds an unexpired lock on the document. */
   async isHeldBy(documentId: unknown, ownerKey: string, session?: ClientSession): Promise<boolean> {
-    const record = await this.locks.findOne({ _id: documentId, owner: ownerKey, ...UNEXPIRED } as Document, { projection: { _id: 1 }, session });
+    const record = await this.locks.findOne({ _id: documentId, owner: ownerKey, ...UNEXPIRED } as Document, { projection: { _id: 1 }, session, ...PRIMARY });
     return record !== null;
   }
 
@@ -328,7 +344,7 @@ export class LockStore {
 
   /** Reads the lock record and works out why an acquisition is no longer current. */
   private async explainLoss(state: HeldLockState, session?: ClientSession): Promise<LockNotHeldError> {
-    const record = await this.locks.findOne({ _id: state.lock.documentId } as Document, { projection: { token: 1 }, session });
+    const record = await this.locks.findOne({ _id: state.lock.documentId } as Document, { projection: { token: 1 }, session, ...PRIMARY });
     return this.lossFrom(state, record);
   }
 

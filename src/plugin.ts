@@ -55,7 +55,9 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
     const state = newHeldLockState(held);
     let doc: AnyDoc | null;
     try {
-      doc = (await model.findById(documentId)) as AnyDoc | null;
+      // From the primary whatever the connection's read preference: the holder must edit the
+      // latest version of the document, not a secondary's possibly older copy.
+      doc = (await model.findById(documentId).read('primary')) as AnyDoc | null;
     } catch (error) {
       await store.release(state).catch(() => undefined);
       throw error;
