@@ -142,6 +142,8 @@ export function installQueryGuard(schema: AnySchema, context: GuardContext): voi
   });
 
   schema.pre('deleteOne', { document: true, query: false }, async function guardDocumentDelete(this: HydratedDocument<unknown>) {
+    // An embedded document (reached by a global registration) is removed through its parent's save.
+    if ((this as { $isSubdocument?: unknown }).$isSubdocument === true) return;
     const model = this.constructor as AnyModel;
     const session = (this.$session() ?? undefined) as ClientSession | undefined;
     await typedErrors('deleteOne', () => guardWrite({ ...context, transactions: 'never' }, model, currentLockOwner(), session, async () => [this._id]));

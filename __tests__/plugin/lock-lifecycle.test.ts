@@ -154,7 +154,7 @@ describe('releaseAllFor, isLocked, getLock, forceUnlock', () => {
     const item = await WorkItem.lock(id, 'session-a');
     const info = await WorkItem.getLock(id);
     expect(info).not.toBeNull();
-    expect(Object.keys(info!).sort()).toEqual(['acquiredAt', 'documentId', 'expiresAt', 'remainingMs']);
+    expect(Object.keys(info!).sort()).toEqual(['acquiredAt', 'documentId', 'expiresAt', 'label', 'remainingMs']);
     expect(info!.remainingMs).toBeGreaterThan(0);
     expect(info!.remainingMs).toBeLessThanOrEqual(5_000);
     expect(info!.expiresAt.getTime()).toBe(item.heldLock()!.expiresAt.getTime());

@@ -1,5 +1,6 @@
 /** extendLock, acquireLock handles (await using) and withLock with auto-extension. */
-import { LockExpiredError, LockHandle, LockNotHeldError, LockedError } from '../../src';
+import { LockExpiredError, LockNotHeldError, LockedError } from '../../src';
+import { LockHandle } from '../../src/lock-handle';
 import { connect, sleep, testDatabase, type MonitoredConnection } from '../support/db';
 import { workItemModel, type WorkItemModel } from '../support/work-item';
 
