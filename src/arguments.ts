@@ -37,6 +37,20 @@ export function validateLabel(label: unknown): string {
   return label;
 }
 
+/**
+ * Whether `value` is a label `lock(id, owner, { label })` accepts: for applications that take
+ * display names from users (a sign-in form) and want to refuse the ones the plugin would refuse,
+ * with their own message, before any lock call.
+ */
+export function isValidLockLabel(value: unknown): value is string {
+  try {
+    validateLabel(value);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 export function validateOwner(owner: unknown): string {
   if (typeof owner !== 'string') {
     throw new InvalidLockArgumentError('owner', `expected a non-empty string such as a session id, got ${describeValue(owner)}.`);
@@ -44,6 +58,11 @@ export function validateOwner(owner: unknown): string {
   if (owner.length === 0) throw new InvalidLockArgumentError('owner', 'expected a non-empty string such as a session id, got an empty string.');
   if (owner.length > MAX_OWNER_LENGTH) {
     throw new InvalidLockArgumentError('owner', `expected at most ${MAX_OWNER_LENGTH} characters, got ${owner.length}.`);
+  }
+  // UTF-8 (the hash's input and BSON's string encoding) turns every lone surrogate into U+FFFD,
+  // so owners differing only there would be one owner: refuse them instead.
+  if (LONE_SURROGATE.test(owner)) {
+    throw new InvalidLockArgumentError('owner', 'contains a lone UTF-16 surrogate (not valid Unicode); use a well-formed string such as a session id.');
   }
   return owner;
 }
@@ -143,7 +162,10 @@ export function validateLockCallOptions(options: unknown, defaultTtl: number, al
   for (const key of Object.keys(options)) {
     if (!(allowed as string[]).includes(key)) throw new InvalidLockOptionError(key, `unknown option here. Known options: ${allowed.join(', ')}.`);
   }
-  const { ttl, wait, signal, autoExtend, label, resume } = options as Record<string, unknown>;
+  // Own properties only: the keys were checked with Object.keys, so an inherited `wait` (say,
+  // from Object.create({ wait })) must not slip past the allow-list.
+  const own = (key: string): unknown => (Object.prototype.hasOwnProperty.call(options, key) ? (options as Record<string, unknown>)[key] : undefined);
+  const [ttl, wait, signal, autoExtend, label, resume] = ['ttl', 'wait', 'signal', 'autoExtend', 'label', 'resume'].map(own);
   if (ttl !== undefined) resolved.ttl = validateTtl(ttl);
   if (wait !== undefined) {
     if (typeof wait !== 'number' || !Number.isInteger(wait) || wait < 0 || wait > MAX_TTL_MS) {

@@ -9,6 +9,9 @@ import type { LockRecord } from './lock-store';
 /** Prefix of the sibling models' names, so they never collide with an application's models. */
 export const LOCK_MODEL_PREFIX = 'mongoose-pessimistic-lock:';
 
+/** Name of the TTL index on `expiresAt` that reclaims released and expired lock records. */
+export const TTL_INDEX_NAME = 'expiresAt_ttl';
+
 /**
  * Schema option that marks a lock schema, so `lockPlugin` never applies to it when registered
  * globally (`mongoose.plugin(lockPlugin)` reaches every schema compiled, this one included).
@@ -44,7 +47,7 @@ function lockSchema(collection: string, purgeAfterMs: number): Schema<LockRecord
     { collection, versionKey: false, strict: 'throw', autoCreate: true },
   );
   // Reclaims the storage of released and expired locks; correctness never waits for it.
-  schema.index({ expiresAt: 1 }, { expireAfterSeconds: Math.ceil(purgeAfterMs / 1000), name: 'expiresAt_ttl' });
+  schema.index({ expiresAt: 1 }, { expireAfterSeconds: Math.ceil(purgeAfterMs / 1000), name: TTL_INDEX_NAME });
   // Serves releaseAllFor(owner) (equality on owner) and listLocks({ owner }) (equality on owner,
   // then range and sort on _id, so a page is read in index order without a sort stage).
   schema.index({ owner: 1, _id: 1 }, { name: 'owner_1__id_1' });

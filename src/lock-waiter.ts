@@ -218,7 +218,7 @@ export async function acquireWaiting(
         const waited = performance.now() - started;
         const left = waitMs - waited;
         if (left <= 0) {
-          throw new LockedError(documentId, error.expiresAt, ` Waited ${Math.round(waited)} ms for it.`, error.retryAfterMs);
+          throw new LockedError(documentId, error.expiresAt, ` Waited ${Math.round(waited)} ms for it.`, error.retryAfterMs, error.label);
         }
         subscription.waiting();
         const untilExpiry = error.retryAfterMs === undefined ? Infinity : error.retryAfterMs + 1;

@@ -18,7 +18,7 @@ import { pluginApplication } from './plugin-registration';
 import { guardBulkWrite, installQueryGuard } from './query-guard';
 import { runtimeFactory, type AnyModel, type AnySchema } from './runtime';
 import { saveGuard } from './save-guard';
-import { canonicalId, cursorAfter, validateListOptions, validateStatusIds, validateUnlockOptions } from './status-arguments';
+import { cursorAfter, fromStoredId, storedIdKey, validateListOptions, validateStatusIds, validateUnlockOptions } from './status-arguments';
 import { issueTicket, readTicket } from './ticket';
 
 type AnyDoc = HydratedDocument<unknown>;
@@ -195,10 +195,11 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
       const { store, ready } = runtimeOf(this);
       await ready;
       const records = await store.statusOf(documentIds, key);
-      // Match records to the ids asked for by their canonical form (ObjectIds are not ===).
-      const byId = new Map(records.map((record) => [canonicalId(record._id), record]));
+      // Match records to the ids asked for by their stored BSON form (ObjectIds are not ===, and
+      // a Buffer id comes back as a Binary).
+      const byId = new Map(records.map((record) => [storedIdKey(record._id), record]));
       return documentIds.map((documentId) => {
-        const record = byId.get(canonicalId(documentId));
+        const record = byId.get(storedIdKey(documentId));
         return record ? { ...lockInfoFrom(documentId, record), mine: record.mine === true } : null;
       });
     });
@@ -212,7 +213,7 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
       const { store, ready } = runtimeOf(this);
       await ready;
       const { records, more } = await store.list(key, limit, start);
-      const locks = records.map((record) => lockInfoFrom(record._id, record));
+      const locks = records.map((record) => lockInfoFrom(castId(fromStoredId(record._id)), record));
       const last = locks[locks.length - 1];
       return { locks, next: more && last ? cursorAfter(last.documentId) : null };
     });
@@ -221,7 +222,7 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
   /** Reads a listing cursor back into an `_id` of this schema's type (refusing anything else). */
   function castCursorId(cursor: { id: unknown }): unknown {
     try {
-      return castId(cursor.id);
+      return castId(fromStoredId(cursor.id));
     } catch {
       throw new InvalidLockOptionError('after', 'this is not a cursor from listLocks() for this model: pass `next` from the previous page unchanged.');
     }

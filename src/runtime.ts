@@ -6,6 +6,7 @@
  */
 import type { Model, Schema, mongo } from 'mongoose';
 import { supportsTransactions } from './deployment';
+import { lockCollectionSetup } from './lock-collection-setup';
 import { lockModelFor } from './lock-model';
 import { LockWatch } from './lock-waiter';
 import { LockStore, type LockRecord } from './lock-store';
@@ -16,8 +17,8 @@ export interface ModelRuntime {
   store: LockStore;
   /** Wakes waiters when locks of this collection change (one change stream, shared). */
   watch: LockWatch;
-  /** Resolves once the lock collection and its indexes exist (Mongoose caches this). */
-  ready: Promise<unknown>;
+  /** Resolves once the lock collection and its indexes are set up, or setting them up failed (never rejects). */
+  readonly ready: Promise<unknown>;
 }
 
 /** Any compiled model: the plugin works on models of every document type. */
@@ -43,12 +44,20 @@ export function runtimeFactory(options: ResolvedLockOptions): RuntimeOf {
       const lockModel = lockModelFor(model.db, name, options.purgeAfter);
       runtime = byLockModel.get(lockModel);
       if (!runtime) {
-        const ready = lockModel.init();
-        // Errors surface on the first lock call; this only stops an unhandled-rejection warning.
-        ready.catch(() => undefined);
+        const setup = lockCollectionSetup(lockModel, Math.ceil(options.purgeAfter / 1000));
+        void setup.ready(); // start now, as Mongoose would; lock calls wait for it below
         const collection = lockModel.collection as unknown as mongo.Collection<mongo.Document>;
         const watch = new LockWatch(collection, async () => options.changeStreams === 'auto' && (await supportsTransactions(model.db)));
-        runtime = { lockModel, store: new LockStore(collection), watch, ready };
+        runtime = {
+          lockModel,
+          store: new LockStore(collection),
+          watch,
+          // A getter: each lock call waits for the setup attempt in progress, or starts a new one
+          // after a failed attempt (see lock-collection-setup.ts); it never rejects.
+          get ready() {
+            return setup.ready();
+          },
+        };
         byLockModel.set(lockModel, runtime);
       }
       byModel.set(model, runtime);

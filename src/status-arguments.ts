@@ -85,7 +85,28 @@ export function validateUnlockOptions(rawOptions: unknown): { ticket: unknown } 
  * not `===` (two ObjectId instances) and to encode cursors.
  */
 export function canonicalId(id: unknown): string {
-  return mongo.BSON.EJSON.stringify({ id } as mongo.Document, { relaxed: false });
+  // EJSON writes a Buffer (and Mongoose's Buffer subclass) as an object of its bytes; as BSON it
+  // is a Binary, so encode it as one.
+  const value = Buffer.isBuffer(id) ? new mongo.Binary(Buffer.from(id), (id as { _subtype?: number })._subtype ?? mongo.Binary.SUBTYPE_DEFAULT) : id;
+  return mongo.BSON.EJSON.stringify({ id: value } as mongo.Document, { relaxed: false });
+}
+
+/**
+ * A stored `_id` as the application passed it: the driver reads a Buffer `_id` back as a BSON
+ * Binary (subtype 0, generic), which the schema's caster does not take; everything else comes
+ * back as it went in.
+ */
+export function fromStoredId(id: unknown): unknown {
+  return id instanceof mongo.Binary && id.sub_type === mongo.Binary.SUBTYPE_DEFAULT ? Buffer.from(id.value()) : id;
+}
+
+/**
+ * Key that is equal for two ids exactly when MongoDB stores them as the same BSON value (a
+ * Buffer and a generic Binary with the same bytes, two ObjectId instances), to match records
+ * to the ids asked for.
+ */
+export function storedIdKey(id: unknown): string {
+  return Buffer.from(mongo.BSON.serialize({ id } as mongo.Document)).toString('base64');
 }
 
 /** The cursor that continues a listing after `documentId`. Opaque to callers; it holds only that `_id`. */

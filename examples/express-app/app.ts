@@ -19,6 +19,7 @@ import { Schema, Types, type Connection } from 'mongoose';
 import {
   InvalidLockArgumentError,
   LockError,
+  isValidLockLabel,
   LockNotHeldError,
   LockedError,
   lockErrorBody,
@@ -109,9 +110,9 @@ export function createApp({ WorkItem, sessionSecret, lockTtlMs = 5 * 60_000 }: A
 
   app.post('/login', (req, res) => {
     const name = field(req, 'name').trim();
-    // The name becomes the lock label; the plugin refuses control characters and overlong labels,
-    // so check the same here for a friendly message.
-    if (name.length === 0 || name.length > 100 || /\p{Cc}/u.test(name)) return res.status(400).type('html').send(loginPage('Please enter a name of 1 to 100 printable characters.'));
+    // The name becomes the lock label: refuse at sign-in exactly what the plugin would refuse as a
+    // label (length, control characters, line separators, bidirectional overrides), with a friendly message.
+    if (!isValidLockLabel(name)) return res.status(400).type('html').send(loginPage('Please enter a name of 1 to 100 printable characters.'));
     req.session.regenerate((error) => {
       if (error) return res.status(500).type('html').send(errorPage(undefined, 500, 'Could not start a session.'));
       req.session.user = name;
