@@ -29,7 +29,8 @@
  */
 import { randomBytes } from 'node:crypto';
 import { calculateObjectSize, Timestamp, type Document } from 'bson';
-import { Aggregator } from 'mingo';
+import type { Aggregator } from 'mingo';
+import { makeAggregator } from './mingo-context';
 import { MongoCommandError } from './errors';
 import type { ChangeEvent, ChangeSource, ChangeStreamsHook, CursorSource, OpenChangeStreamArgs } from './hooks';
 import { clone, isPlainObject } from './values';
@@ -384,7 +385,7 @@ export class ChangeStreamCursor implements CursorSource {
   ) {
     this.position = spec.position;
     this.invalidateDue = spec.invalidateDue;
-    this.pipeline = spec.stages.length ? new Aggregator(spec.stages, {}) : undefined;
+    this.pipeline = spec.stages.length ? makeAggregator(spec.stages) : undefined;
     this.pbrt = this.highWaterMark();
   }
 

@@ -89,6 +89,8 @@ export function toCommandError(err: unknown): MongoCommandError {
   if (m) return new MongoCommandError(Codes.BadValue, `unknown operator: ${m[1]}`);
   m = /^accumulator '(\$\w+)' is not registered\.?$/.exec(msg);
   if (m) return new MongoCommandError(Codes.InvalidPipelineOperator, `Unrecognized expression '${m[1]}'`);
+  m = /^Use of undefined variable: (\S+)$/.exec(msg);
+  if (m) return new MongoCommandError(17276, `Use of undefined variable: ${m[1]}`);
   // Other mingo errors for bad operators/expressions: mongod answers those with BadValue-class errors.
   return new MongoCommandError(Codes.BadValue, msg);
 }

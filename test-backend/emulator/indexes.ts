@@ -5,7 +5,8 @@
  * collection's primary Map itself and is not stored here.
  */
 import type { Document } from 'bson';
-import { Query } from 'mingo';
+import type { Query } from 'mingo';
+import { makeQuery } from './mingo-context';
 import { Codes, MongoCommandError } from './errors';
 import { formatValue, getPath, keyOf } from './values';
 
@@ -72,7 +73,7 @@ export class Index {
     this.spec = spec;
     this.fields = Object.keys(spec.key);
     this.lookup = this.fields.length === 1 && !this.fields[0].includes('.') ? new Map() : undefined;
-    this.partial = spec.partialFilterExpression ? new Query(spec.partialFilterExpression) : undefined;
+    this.partial = spec.partialFilterExpression ? makeQuery(spec.partialFilterExpression) : undefined;
   }
 
   get name(): string {

@@ -25,12 +25,16 @@ import { crudCommands, WRITE_COMMANDS } from './commands/crud';
 import { explainCommands } from './commands/explain';
 import { handshakeCommands } from './commands/handshake';
 import { Codes, MongoCommandError, toCommandError } from './errors';
+import { evaluateLet } from './let';
 import { decodeMessage, encodeOpMsg, encodeOpReply, FLAG_EXHAUST_ALLOWED, FLAG_MORE_TO_COME, MessageFramer, OP_QUERY, type IncomingMessage } from './wire';
 
 const handlers: Record<string, Handler> = { ...handshakeCommands, ...crudCommands, ...adminCommands, ...explainCommands };
 
 /** Fields that are generic envelope, not the command name. */
 const TXN_ALLOWED = new Set(['find', 'getMore', 'insert', 'update', 'delete', 'findAndModify', 'findandmodify', 'aggregate', 'count', 'distinct', 'commitTransaction', 'abortTransaction', 'create', 'createIndexes', 'killCursors']);
+
+/** Commands that take a `let` document (see let.ts). */
+const LET_COMMANDS = new Set(['find', 'aggregate', 'update', 'delete', 'findAndModify', 'findandmodify']);
 
 const ZERO_SIG = { hash: new Binary(Buffer.alloc(20)), keyId: Long.ZERO };
 
@@ -174,6 +178,7 @@ export async function dispatch(state: ServerState, msg: IncomingMessage, conn: C
       if (!TXN_ALLOWED.has(name)) throw new MongoCommandError(Codes.OperationNotSupportedInTransaction, `Cannot run '${name}' in a multi-document transaction.`);
       ctx.txn = state.txns.forCommand(cmd, name);
     }
+    if (cmd.let !== undefined && LET_COMMANDS.has(name)) ctx.vars.let = evaluateLet(cmd.let, ctx.vars);
     ctx.exec = { storage: state.storage, txns: state.txns, txn: ctx.txn, vars: ctx.vars, db };
     const retryable = !inTransaction && WRITE_COMMANDS.has(name) && cmd.lsid !== undefined && cmd.txnNumber !== undefined;
     if (retryable) {

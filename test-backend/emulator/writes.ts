@@ -5,15 +5,16 @@
  * or to the running transaction.
  */
 import { ObjectId, type Document } from 'bson';
-import { Aggregator, updateOne } from 'mingo';
-import { Codes, MongoCommandError, toCommandError } from './errors';
+import { runUpdateOne } from './mingo-context';
+import { compareValues } from './bson-order';
+import { Codes, MongoCommandError, toCommandError, unsupported } from './errors';
 import { duplicateKeyError } from './indexes';
 import { checkUpsertPredicate } from './rules/upsert';
 import { bindExpression, bindFilter, compileFilter, equalityValue, rejectNumericTypeTests, View, type SystemVars } from './query';
 import type { Collection } from './storage/collection';
 import { WaitForLock, type DocWrite, type Storage, type WriteKind } from './storage/engine';
 import type { Transaction, TransactionManager } from './transactions';
-import { clone, isPlainObject, keyOf, valuesEqual } from './values';
+import { clone, getPath, isPlainObject, keyOf, valuesEqual } from './values';
 
 export interface ExecCtx {
   storage: Storage;
@@ -154,7 +155,7 @@ export function computeUpdate(old: Document, update: UpdateSpec, opts: { filter?
     if (fast) return fast;
     const docs = [clone(old)];
     try {
-      updateOne(docs, opts.filter && !opts.inserting ? bindFilter(opts.filter, opts.vars) : {}, modifier as Document, { arrayFilters: opts.arrayFilters, cloneMode: 'deep' });
+      runUpdateOne(docs, opts.filter && !opts.inserting ? bindFilter(opts.filter, opts.vars) : {}, modifier, { arrayFilters: opts.arrayFilters }, { variables: opts.vars.let });
     } catch (e) {
       throw toCommandError(e);
     }
@@ -418,11 +419,37 @@ export function sortEntries(entries: Array<[string, Document]>, sort: Document):
   return sortDocs(entries.map(([, d]) => d), sort).map((d) => [byDoc.get(d)!, d]);
 }
 
+/**
+ * find / findAndModify / update `sort`: documents in the order of their sort keys, compared in BSON
+ * order (bson-order.ts). A missing field sorts as null ("The comparison treats a non-existent field
+ * as if it were null", manual "Comparison/Sort Order"); an array field sorts by its smallest element
+ * ascending and its largest descending (same page, "Arrays"). An empty array's place is not pinned
+ * down here from a source, so sorting on one is refused.
+ */
 export function sortDocs(docs: Document[], sort: Document): Document[] {
   if (!sort || !Object.keys(sort).length) return docs;
-  try {
-    return new Aggregator([{ $sort: sort }]).run(docs) as Document[];
-  } catch (e) {
-    throw toCommandError(e);
-  }
+  const specs = Object.entries(sort).map(([path, dir]) => {
+    if (isPlainObject(dir)) throw unsupported(`sort by ${JSON.stringify(dir)} (text score / $meta)`);
+    const n = Number(dir);
+    if (n !== 1 && n !== -1) throw new MongoCommandError(Codes.BadValue, `$sort key ordering must be 1 (for ascending) or -1 (for descending)`);
+    return { path, dir: n };
+  });
+  const keyed = docs.map((doc, i) => ({
+    doc,
+    i,
+    keys: specs.map(({ path, dir }) => {
+      const v = getPath(doc, path);
+      if (!Array.isArray(v)) return v === undefined ? null : v;
+      if (!v.length) throw unsupported(`sorting on '${path}' where a document holds an empty array`);
+      return v.reduce((best, x) => (compareValues(x, best) * dir < 0 ? x : best));
+    }),
+  }));
+  keyed.sort((a, b) => {
+    for (let k = 0; k < specs.length; k++) {
+      const c = compareValues(a.keys[k], b.keys[k]) * specs[k].dir;
+      if (c) return c;
+    }
+    return a.i - b.i;
+  });
+  return keyed.map((x) => x.doc);
 }

@@ -1,6 +1,6 @@
 /** Namespace and index commands: create, drop, dropDatabase, listCollections, listDatabases, createIndexes, listIndexes, dropIndexes. */
 import type { Document } from 'bson';
-import { Query } from 'mingo';
+import { makeQuery } from '../mingo-context';
 import type { CommandCtx, Handler } from '../context';
 import { Codes, MongoCommandError, toCommandError, unsupported } from '../errors';
 import { keyOf } from '../values';
@@ -51,7 +51,7 @@ const listCollections: Handler = (ctx) => {
   );
   if (ctx.cmd.filter && Object.keys(ctx.cmd.filter as Document).length) {
     try {
-      const q = new Query(ctx.cmd.filter as Document);
+      const q = makeQuery(ctx.cmd.filter as Document);
       infos = infos.filter((d) => q.test(d));
     } catch (e) {
       throw toCommandError(e);

@@ -1,6 +1,6 @@
 /** insert, update, delete, findAndModify, find, getMore, killCursors, count, distinct, aggregate. */
 import type { Document, Long } from 'bson';
-import { Aggregator, Query } from 'mingo';
+import { makeAggregator, makeQuery } from '../mingo-context';
 import type { CommandCtx, Handler } from '../context';
 import { Codes, MongoCommandError, toCommandError, unsupported } from '../errors';
 import { bindExpression, bindPipeline, compileFilter, View } from '../query';
@@ -100,7 +100,7 @@ const del: Handler = async (ctx) => {
 function project(docs: Document[], projection: Document | undefined, ctx: CommandCtx): Document[] {
   if (!projection || !Object.keys(projection).length) return docs;
   try {
-    return new Query({}).find(docs, bindExpression(projection, ctx.vars)).all() as Document[];
+    return makeQuery({}, { variables: ctx.vars.let }).find(docs, bindExpression(projection, ctx.vars)).all() as Document[];
   } catch (e) {
     throw toCommandError(e);
   }
@@ -263,7 +263,8 @@ const aggregate: Handler = async (ctx) => {
   let out: Document[];
   try {
     out = stages.length
-      ? (new Aggregator(stages, {
+      ? (makeAggregator(stages, {
+          variables: ctx.vars.let,
           collectionResolver: (name: string) => [...readView(ctx, name).all()].map(([, d]) => d),
         }).run(docs) as Document[])
       : docs;
