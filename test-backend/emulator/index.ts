@@ -93,6 +93,7 @@ export async function startEmulator(opts: EmulatorOptions = {}): Promise<Running
     processId: new ObjectId(),
     electionId: new ObjectId('7fffffff0000000000000001'),
     startedAt: new Date(),
+    persistent: !!opts.dbpath,
     onParamsChanged: () => {
       txns.transactionLifetimeLimitSeconds = params.transactionLifetimeLimitSeconds;
       ttlRef.monitor?.reschedule();
@@ -105,6 +106,7 @@ export async function startEmulator(opts: EmulatorOptions = {}): Promise<Running
   if (createChangeStreams) state.changeStreams = createChangeStreams(storage);
 
   const server = new EmulatorServer(state);
+  state.connectionCount = () => server.connectionCount;
   const port = await server.listen(opts.port ?? 0, host);
   state.me = `${host}:${port}`;
   const ttl = new TtlMonitor(state);

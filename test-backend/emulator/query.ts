@@ -134,6 +134,11 @@ export interface Matcher {
   test(doc: Document): boolean;
 }
 
+/** The matcher narrowed by a hint's restriction (hint.ts), if any. */
+export function withRestriction(m: Matcher, r: ((doc: Document) => boolean) | undefined): Matcher {
+  return r ? { test: (d) => m.test(d) && r(d) } : m;
+}
+
 const ALWAYS: Matcher = { test: () => true };
 
 export function compileFilter(filter: Document | undefined, vars: SystemVars): Matcher {

@@ -31,7 +31,15 @@ import { decodeMessage, encodeOpMsg, encodeOpReply, FLAG_EXHAUST_ALLOWED, FLAG_M
 const handlers: Record<string, Handler> = { ...handshakeCommands, ...crudCommands, ...adminCommands, ...explainCommands };
 
 /** Fields that are generic envelope, not the command name. */
-const TXN_ALLOWED = new Set(['find', 'getMore', 'insert', 'update', 'delete', 'findAndModify', 'findandmodify', 'aggregate', 'count', 'distinct', 'commitTransaction', 'abortTransaction', 'create', 'createIndexes', 'killCursors']);
+/**
+ * Commands allowed in a multi-document transaction (each command's allowedInTransactions();
+ * CommandHelpers::canUseTransactions in src/mongo/db/commands.cpp answers the others with
+ * OperationNotSupportedInTransaction "Cannot run '<name>' in a multi-document transaction.").
+ * `count` is not allowed (transactions spec test count.json expects OperationNotSupportedInTransaction).
+ */
+const TXN_ALLOWED = new Set(['find', 'getMore', 'insert', 'update', 'delete', 'findAndModify', 'findandmodify', 'aggregate', 'distinct', 'commitTransaction', 'abortTransaction', 'create', 'createIndexes', 'killCursors']);
+/** Commands that may carry a writeConcern inside a transaction (isTransactionCommand()). */
+const TXN_COMMANDS = new Set(['commitTransaction', 'abortTransaction']);
 
 /** Commands that take a `let` document (see let.ts). */
 const LET_COMMANDS = new Set(['find', 'aggregate', 'update', 'delete', 'findAndModify', 'findandmodify']);
@@ -176,6 +184,7 @@ export async function dispatch(state: ServerState, msg: IncomingMessage, conn: C
     }
     if (inTransaction) {
       if (!TXN_ALLOWED.has(name)) throw new MongoCommandError(Codes.OperationNotSupportedInTransaction, `Cannot run '${name}' in a multi-document transaction.`);
+      checkTransactionStatement(cmd, name);
       ctx.txn = state.txns.forCommand(cmd, name);
     }
     if (cmd.let !== undefined && LET_COMMANDS.has(name)) ctx.vars.let = evaluateLet(cmd.let, ctx.vars);
@@ -198,6 +207,21 @@ export async function dispatch(state: ServerState, msg: IncomingMessage, conn: C
   }
 }
 
+/**
+ * validateSessionOptions / validateWriteConcernForTransaction
+ * (src/mongo/db/transaction/transaction_validation.cpp).
+ */
+function checkTransactionStatement(cmd: Document, name: string): void {
+  if (cmd.startTransaction) {
+    if (name === 'killCursors') throw new MongoCommandError(Codes.OperationNotSupportedInTransaction, 'Cannot run killCursors as the first operation in a multi-document transaction.');
+    if (name === 'commitTransaction') throw new MongoCommandError(Codes.OperationNotSupportedInTransaction, 'Cannot start a transaction with a commit');
+    if (name === 'abortTransaction') throw new MongoCommandError(Codes.OperationNotSupportedInTransaction, 'Cannot start a transaction with an abort');
+  }
+  if (cmd.writeConcern !== undefined && !TXN_COMMANDS.has(name)) {
+    throw new MongoCommandError(Codes.InvalidOptions, 'writeConcern is not allowed within a multi-statement transaction');
+  }
+}
+
 export class EmulatorServer {
   private readonly server: net.Server;
   private readonly connections = new Set<Connection>();
@@ -208,6 +232,10 @@ export class EmulatorServer {
       this.connections.add(conn);
       socket.on('close', () => this.connections.delete(conn));
     });
+  }
+
+  get connectionCount(): number {
+    return this.connections.size;
   }
 
   listen(port: number, host: string): Promise<number> {

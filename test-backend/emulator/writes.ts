@@ -10,7 +10,9 @@ import { compareValues } from './bson-order';
 import { Codes, MongoCommandError, toCommandError, unsupported } from './errors';
 import { duplicateKeyError } from './indexes';
 import { checkUpsertPredicate } from './rules/upsert';
-import { bindExpression, bindFilter, compileFilter, equalityValue, rejectNumericTypeTests, View, type SystemVars } from './query';
+import { ensureColl, getColl } from './namespaces';
+import { bindExpression, bindFilter, compileFilter, equalityValue, rejectNumericTypeTests, View, withRestriction, type SystemVars } from './query';
+import { resolveHint } from './hint';
 import type { Collection } from './storage/collection';
 import { WaitForLock, type DocWrite, type Storage, type WriteKind } from './storage/engine';
 import type { Transaction, TransactionManager } from './transactions';
@@ -343,15 +345,15 @@ export function updateStatement(
   ctx: ExecCtx,
   db: string,
   collName: string,
-  st: { q?: Document; u: UpdateSpec; multi?: boolean; upsert?: boolean; arrayFilters?: Document[]; sort?: Document },
+  st: { q?: Document; u: UpdateSpec; multi?: boolean; upsert?: boolean; arrayFilters?: Document[]; sort?: Document; hint?: unknown },
 ): UpdateOutcome {
   const filter = st.q ?? {};
   validateUpdate(st.u);
   validateArrayFilters(st.u, st.arrayFilters);
   checkUpsertPredicate(filter, !!st.upsert);
   if (st.multi && !Array.isArray(st.u) && !isModifier(st.u)) throw new MongoCommandError(Codes.FailedToParse, 'multi update is not supported for replacement-style update');
-  let coll = ctx.storage.getCollection(db, collName);
-  const matcher = compileFilter(filter, ctx.vars);
+  let coll = getColl(ctx, db, collName);
+  const matcher = withRestriction(compileFilter(filter, ctx.vars), resolveHint(coll, st.hint));
   waitForLockedCandidates(ctx, coll, filter);
   const view = new View(coll, ctx.txn);
   let matches = view.find(filter, matcher, st.multi || st.sort ? 0 : 1);
@@ -379,7 +381,7 @@ export function updateStatement(
     return { n: matches.length, nModified, before: first?.before ?? null, after: first?.after ?? null };
   }
   if (!st.upsert) return { n: 0, nModified: 0, before: null, after: null };
-  coll ??= ctx.storage.ensureCollection(db, collName);
+  coll ??= ensureColl(ctx, db, collName);
   const seed = upsertSeed(filter);
   let doc = computeUpdate(seed, st.u, { vars: ctx.vars, arrayFilters: st.arrayFilters, inserting: true });
   if (!Array.isArray(st.u) && !isModifier(st.u) && seed._id !== undefined) doc = withIdFirst(doc, doc._id ?? seed._id);
@@ -399,11 +401,11 @@ export function updateStatement(
   return { n: 1, nModified: 0, upsertedId: doc._id, before: null, after: doc };
 }
 
-export function deleteStatement(ctx: ExecCtx, db: string, collName: string, st: { q?: Document; limit?: number; sort?: Document }): { n: number; deleted: Document | null } {
-  const coll = ctx.storage.getCollection(db, collName);
+export function deleteStatement(ctx: ExecCtx, db: string, collName: string, st: { q?: Document; limit?: number; sort?: Document; hint?: unknown }): { n: number; deleted: Document | null } {
+  const coll = getColl(ctx, db, collName);
   if (!coll) return { n: 0, deleted: null };
   const filter = st.q ?? {};
-  const matcher = compileFilter(filter, ctx.vars);
+  const matcher = withRestriction(compileFilter(filter, ctx.vars), resolveHint(coll, st.hint));
   waitForLockedCandidates(ctx, coll, filter);
   const one = st.limit === 1;
   let matches = new View(coll, ctx.txn).find(filter, matcher, one && !st.sort ? 1 : 0);
