@@ -194,8 +194,18 @@ export async function dispatch(state: ServerState, msg: IncomingMessage, conn: C
       const prior = state.txns.retryResult(cmd);
       if (prior) return withClusterTime(state, { ...prior, retriedStmtIds: undefined });
     }
+    // onPrimaryTransactionalWrite (write-failpoints.ts): close the connection before the write, or after it.
+    const writeFp = retryable && ctx.state.topology === 'replset' ? state.failPoints?.writes?.onRetryableWrite() : undefined;
+    if (writeFp?.kind === 'closeWithoutWrite') {
+      conn.close();
+      return undefined;
+    }
     const reply = await handler(ctx);
     if (retryable) state.txns.recordRetry(cmd, reply);
+    if (writeFp?.kind === 'closeAfterWrite') {
+      conn.close();
+      return undefined;
+    }
     return withClusterTime(state, afterFailPoint(reply));
   } catch (e) {
     const err = toCommandError(e);

@@ -184,7 +184,8 @@ const find: Handler = (ctx) => {
 
 const getMore: Handler = (ctx) => {
   const coll = ctx.cmd.collection as string;
-  return ctx.state.cursors.getMore(ctx.cmd.getMore as Long, `${ctx.db}.${coll}`, ctx.cmd.batchSize as number | undefined, ctx.cmd.maxTimeMS as number | undefined);
+  const fp = ctx.state.failPoints?.writes;
+  return ctx.state.cursors.getMore(ctx.cmd.getMore as Long, `${ctx.db}.${coll}`, ctx.cmd.batchSize as number | undefined, ctx.cmd.maxTimeMS as number | undefined, fp && ((cs) => fp.afterGetMoreCheckout(cs)));
 };
 
 const killCursors: Handler = (ctx) => {
