@@ -11,6 +11,7 @@
 import type { Document } from 'bson';
 import type { Aggregator, Context as ContextType, Query } from 'mingo';
 import { compareValues } from './bson-order';
+import { QUERY_OVERRIDES } from './query-operators';
 
 type Options = NonNullable<ConstructorParameters<typeof Query>[1]>;
 /* eslint-disable @typescript-eslint/no-require-imports */
@@ -57,7 +58,7 @@ const CONTEXT = Context.init({
   expression: { ...OPS.expression, ...COMPARISONS } as never,
   pipeline: OPS.pipeline as never,
   projection: OPS.projection as never,
-  query: OPS.query as never,
+  query: { ...OPS.query, ...QUERY_OVERRIDES } as never,
   window: OPS.window as never,
 });
 

@@ -192,7 +192,8 @@ export async function dispatch(state: ServerState, msg: IncomingMessage, conn: C
     const retryable = !inTransaction && WRITE_COMMANDS.has(name) && cmd.lsid !== undefined && cmd.txnNumber !== undefined;
     if (retryable) {
       const prior = state.txns.retryResult(cmd);
-      if (prior) return withClusterTime(state, { ...prior, retriedStmtIds: undefined });
+      // A fail point's writeConcernError applies to the retried command's reply too.
+      if (prior) return withClusterTime(state, afterFailPoint({ ...prior, retriedStmtIds: undefined }));
     }
     // onPrimaryTransactionalWrite (write-failpoints.ts): close the connection before the write, or after it.
     const writeFp = retryable && ctx.state.topology === 'replset' ? state.failPoints?.writes?.onRetryableWrite() : undefined;

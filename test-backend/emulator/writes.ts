@@ -11,6 +11,7 @@ import { Codes, MongoCommandError, toCommandError, unsupported } from './errors'
 import { duplicateKeyError } from './indexes';
 import { checkUpsertPredicate } from './rules/upsert';
 import { ensureColl, getColl } from './namespaces';
+import { prepareModifier } from './update-rules';
 import { bindExpression, bindFilter, compileFilter, equalityValue, rejectNumericTypeTests, View, withRestriction, type SystemVars } from './query';
 import { resolveHint } from './hint';
 import type { Collection } from './storage/collection';
@@ -150,7 +151,7 @@ export function computeUpdate(old: Document, update: UpdateSpec, opts: { filter?
     if (next._id === undefined) delete next._id;
   } else {
     if (Array.isArray(update)) rejectNumericTypeTests(update, true);
-    const modifier = Array.isArray(update) ? bindExpression(update, opts.vars) : normalizeModifier(update, opts.vars, opts.inserting);
+    const modifier = Array.isArray(update) ? bindExpression(update, opts.vars) : prepareModifier(old, normalizeModifier(update, opts.vars, opts.inserting), opts.filter, opts.inserting);
     if (!Array.isArray(modifier) && Object.keys(modifier).length === 0) return old;
     if (!Array.isArray(modifier)) checkArithmeticTypes(old, modifier);
     const fast = Array.isArray(modifier) ? fastPipelineSet(old, modifier) : fastSetInc(old, modifier);

@@ -5,6 +5,7 @@ import type { CommandCtx, Handler } from '../context';
 import { Codes, MongoCommandError, toCommandError, unsupported } from '../errors';
 import { bindExpression, bindPipeline, compileFilter, View, withRestriction } from '../query';
 import { resolveHint } from '../hint';
+import { applyProjection, projectionIsSimple } from '../projection';
 import { deleteStatement, insertOne, sortDocs, updateStatement, waitingForLocks, type UpdateSpec } from '../writes';
 import { isPlainObject, keyOf } from '../values';
 import { ensureColl, getColl } from '../namespaces';
@@ -100,8 +101,9 @@ const del: Handler = async (ctx) => {
   return withErrors({ n, ok: 1 }, writeErrors);
 };
 
-function project(docs: Document[], projection: Document | undefined, ctx: CommandCtx): Document[] {
+function project(docs: Document[], projection: Document | undefined, ctx: CommandCtx, filter?: Document): Document[] {
   if (!projection || !Object.keys(projection).length) return docs;
+  if (projectionIsSimple(projection)) return applyProjection(docs, projection, filter);
   try {
     return makeQuery({}, { variables: ctx.vars.let }).find(docs, bindExpression(projection, ctx.vars)).all() as Document[];
   } catch (e) {
@@ -137,7 +139,7 @@ const findAndModify: Handler = async (ctx) => {
       if (r.upsertedId !== undefined) leo.upserted = r.upsertedId;
       value = c.new ? (r.after ?? null) : r.upsertedId !== undefined ? null : (r.before ?? null);
     }
-    if (value && c.fields) value = project([value], c.fields as Document, ctx)[0];
+    if (value && c.fields) value = project([value], c.fields as Document, ctx, c.query as Document | undefined)[0];
     return { lastErrorObject: leo, value, ok: 1 };
   });
 };
@@ -171,7 +173,7 @@ export function findDocs(ctx: CommandCtx, name: string, c: Document, stats?: { e
   if (sort) docs = sortDocs(docs, sort);
   if (skip) docs = docs.slice(skip);
   if (limit) docs = docs.slice(0, limit);
-  return project(docs, c.projection as Document | undefined, ctx);
+  return project(docs, c.projection as Document | undefined, ctx, filter);
 }
 
 const find: Handler = (ctx) => {

@@ -250,6 +250,8 @@ export class UnifiedRun implements MatchContext {
 
   private async collectionOp(coll: Collection<Document>, name: string, a: Document, opts: (x?: Document) => Document): Promise<unknown> {
     const { filter, update, document, documents, replacement, pipeline, fieldName, requests, keys, ...rest } = a;
+    // The unified format spells returnDocument 'Before' / 'After'; the Node driver takes lower case.
+    if (typeof rest.returnDocument === 'string') rest.returnDocument = rest.returnDocument.toLowerCase();
     switch (name) {
       case 'insertOne':
         return coll.insertOne(document as Document, opts(rest));

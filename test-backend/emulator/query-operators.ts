@@ -1,0 +1,146 @@
+/**
+ * Query operators where mingo's answer differs from mongod's, replaced in the emulator's mingo
+ * operator table (mingo-context.ts):
+ *
+ *  - `$type` with BSON types mingo does not recognise on the driver's value classes (objectId 7,
+ *    binData 5, timestamp 17, regex 11, minKey -1, maxKey 127, ...). Manual, "$type": matches when the
+ *    field's value is of the type, or, for an array field, when the array itself ('array') or any
+ *    element is of the type. Numeric type names are refused earlier (query.ts), because the emulator
+ *    does not keep numbers' BSON types.
+ *  - `$all` on a field that is not an array: manual, "$all": "{ tags: { $all: [ 'ssl', 'security' ] } }
+ *    is equivalent to { $and: [ { tags: 'ssl' }, { tags: 'security' } ] }", so a scalar field equal to
+ *    every listed value matches; an empty list matches nothing.
+ *  - `$bitsAllSet`, `$bitsAnySet`, `$bitsAllClear`, `$bitsAnyClear` on BinData fields: manual,
+ *    "Bitwise Query Operators": BinData is tested as a little-endian bit array (position 0 is the
+ *    least significant bit of the first byte); positions past the end are clear. Values that are
+ *    neither integral numbers nor BinData never match (mingo matched strings and missing fields).
+ */
+import type { Binary, Document } from 'bson';
+import { compareValues } from './bson-order';
+import { isPlainObject } from './values';
+
+/* eslint-disable @typescript-eslint/no-require-imports */
+const { resolve } = require('mingo/util') as { resolve: (obj: unknown, selector: string, opts?: { unwrapArray?: boolean }) => unknown };
+const mingoQuery = require('mingo/operators/query') as Record<string, QueryOp>;
+/* eslint-enable @typescript-eslint/no-require-imports */
+
+type QueryOp = (selector: string, value: unknown, options: unknown) => (obj: unknown) => boolean;
+
+const TYPE_CODES: Record<string, number> = {
+  double: 1, string: 2, object: 3, array: 4, binData: 5, undefined: 6, objectId: 7, bool: 8, date: 9, null: 10,
+  regex: 11, dbPointer: 12, javascript: 13, symbol: 14, int: 16, timestamp: 17, long: 18, decimal: 19, minKey: -1, maxKey: 127,
+};
+
+function typeCode(v: unknown): number {
+  if (v === null) return 10;
+  if (v === undefined) return 6;
+  if (typeof v === 'string') return 2;
+  if (typeof v === 'boolean') return 8;
+  if (typeof v === 'number') return Number.isInteger(v) && Math.abs(v) < 2 ** 31 ? 16 : 1;
+  if (typeof v === 'bigint') return 18;
+  if (Array.isArray(v)) return 4;
+  if (v instanceof Date) return 9;
+  if (v instanceof RegExp) return 11;
+  if (ArrayBuffer.isView(v)) return 5;
+  switch ((v as { _bsontype?: string })._bsontype) {
+    case 'ObjectId': return 7;
+    case 'Binary': return 5;
+    case 'Timestamp': return 17;
+    case 'Long': return 18;
+    case 'Int32': return 16;
+    case 'Double': return 1;
+    case 'Decimal128': return 19;
+    case 'BSONRegExp': return 11;
+    case 'MinKey': return -1;
+    case 'MaxKey': return 127;
+    case 'Code': return 13;
+    case 'BSONSymbol': return 14;
+    case 'DBRef': return 3;
+    case undefined: return 3;
+    default: return 0;
+  }
+}
+
+function matchesType(v: unknown, wanted: unknown[]): boolean {
+  const code = typeCode(v);
+  return wanted.some((w) => {
+    if (w === 'number') return code === 1 || code === 16 || code === 18 || code === 19;
+    const c = typeof w === 'string' ? TYPE_CODES[w] : Number(w);
+    return c === code;
+  });
+}
+
+const $type: QueryOp = (selector, value, options) => {
+  const wanted = Array.isArray(value) ? value : [value];
+  if (wanted.some((w) => typeof w === 'string' && w !== 'number' && !(w in TYPE_CODES))) return mingoQuery.$type(selector, value, options);
+  return (obj) => {
+    const v = resolve(obj, selector, { unwrapArray: true });
+    if (v === undefined) return false;
+    if (Array.isArray(v)) return matchesType(v, wanted) || v.some((el) => matchesType(el, wanted));
+    return matchesType(v, wanted);
+  };
+};
+
+const $all: QueryOp = (selector, value, options) => {
+  const original = mingoQuery.$all(selector, value, options);
+  const list = Array.isArray(value) ? value : [];
+  return (obj) => {
+    const v = resolve(obj, selector, { unwrapArray: true });
+    if (Array.isArray(v) || v === undefined) return original(obj);
+    if (!list.length) return false;
+    return list.every((e) => {
+      if (e instanceof RegExp) return typeof v === 'string' && e.test(v);
+      if (isPlainObject(e) && '$elemMatch' in e) return false;
+      return compareValues(e, v) === 0 && (typeCode(e) === typeCode(v) || (typeof e === 'number' && typeof v === 'number'));
+    });
+  };
+};
+
+function bytesOf(v: unknown): Uint8Array | undefined {
+  if (ArrayBuffer.isView(v)) return new Uint8Array(v.buffer, v.byteOffset, v.byteLength);
+  if ((v as { _bsontype?: string } | null)?._bsontype === 'Binary') return (v as Binary).buffer.subarray(0, (v as Binary).position);
+  return undefined;
+}
+
+function positionsOf(mask: unknown): number[] | undefined {
+  if (Array.isArray(mask)) return mask.map(Number);
+  const bytes = bytesOf(mask);
+  const out: number[] = [];
+  if (bytes) {
+    bytes.forEach((b, i) => {
+      for (let bit = 0; bit < 8; bit++) if (b & (1 << bit)) out.push(i * 8 + bit);
+    });
+    return out;
+  }
+  if (typeof mask === 'number' && Number.isInteger(mask) && mask >= 0) {
+    for (let bit = 0; bit < 53; bit++) if (Math.floor(mask / 2 ** bit) % 2 === 1) out.push(bit);
+    return out;
+  }
+  return undefined;
+}
+
+function bitsOp(name: string, test: (set: boolean[]) => boolean): QueryOp {
+  return (selector, value, options) => {
+    const original = mingoQuery[name](selector, value, options);
+    const positions = positionsOf(value);
+    return (obj) => {
+      const v = resolve(obj, selector, { unwrapArray: true });
+      const bytes = bytesOf(v);
+      // Only integral numbers and BinData can match a bitwise operator ("Bitwise Query Operators").
+      if (!bytes) return (typeof v === 'number' && Number.isInteger(v)) || ['Int32', 'Long'].includes((v as { _bsontype?: string } | null)?._bsontype ?? '') ? original(obj) : false;
+      if (!positions) return original(obj);
+      return test(positions.map((p) => p >> 3 < bytes.length && (bytes[p >> 3] & (1 << (p & 7))) !== 0));
+    };
+  };
+}
+
+export const QUERY_OVERRIDES: Record<string, QueryOp> = {
+  $type,
+  $all,
+  $bitsAllSet: bitsOp('$bitsAllSet', (s) => s.every(Boolean)),
+  $bitsAnySet: bitsOp('$bitsAnySet', (s) => s.some(Boolean)),
+  $bitsAllClear: bitsOp('$bitsAllClear', (s) => s.every((x) => !x)),
+  $bitsAnyClear: bitsOp('$bitsAnyClear', (s) => s.some((x) => !x)),
+};
+
+export type { Document };
