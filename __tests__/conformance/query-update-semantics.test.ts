@@ -142,3 +142,37 @@ describe('updates', () => {
     expect(await coll.findOne({ _id: 1 })).toEqual({ _id: 1, $price: 5 });
   });
 });
+
+describe('document size limit (16 MiB, BSONObjMaxUserSize)', () => {
+  // src/mongo/db/ops/insert.cpp fixDocumentForInsert: BadValue "object to insert too large. size in
+  // bytes: <n>, max size: 16777216". src/mongo/db/exec/update_stage.cpp: an update whose result
+  // exceeds the limit fails with BSONObjectTooLarge (10334) "Resulting document after update is
+  // larger than 16777216" (older servers: code 17419, same message).
+  const big = 'x'.repeat(16 * 1024 * 1024);
+
+  test('an insert over 16 MiB fails with BadValue and stores nothing', async () => {
+    const coll = db.collection<Loose>('big');
+    const error = await expectServerError(coll.insertOne({ _id: 'big', s: big }), 2);
+    expect(error.message).toMatch(/^object to insert too large\. size in bytes: \d+, max size: 16777216$/);
+    expect(await coll.countDocuments()).toBe(0);
+  }, 60_000);
+
+  test('an update growing a document over 16 MiB fails and changes nothing', async () => {
+    const coll = db.collection<Loose>('big_update');
+    await coll.insertOne({ _id: 1, s: 'x'.repeat(9 * 1024 * 1024) });
+    const error = await expectServerErrorOf(coll.updateOne({ _id: 1 }, { $set: { t: 'y'.repeat(8 * 1024 * 1024) } }), [10334, 17419]);
+    expect(error.message).toContain('Resulting document after update is larger than 16777216');
+    expect(((await coll.findOne({ _id: 1 }, { projection: { t: 1 } })) as Loose).t).toBeUndefined();
+  }, 60_000);
+});
+
+async function expectServerErrorOf(promise: Promise<unknown>, codes: number[]): Promise<Error & { code?: number }> {
+  try {
+    await promise;
+  } catch (error) {
+    const code = (error as { code?: number }).code;
+    if (code === undefined || !codes.includes(code)) throw new Error(`expected code ${codes.join(' or ')}, got ${String(code)}: ${(error as Error).message}`);
+    return error as Error & { code?: number };
+  }
+  throw new Error(`expected code ${codes.join(' or ')}, but the operation succeeded`);
+}

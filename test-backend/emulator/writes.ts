@@ -4,7 +4,7 @@
  * unique checks, and routing each document write either to the committed path
  * or to the running transaction.
  */
-import { ObjectId, type Document } from 'bson';
+import { calculateObjectSize, ObjectId, type Document } from 'bson';
 import { runUpdateOne } from './mingo-context';
 import { compareValues } from './bson-order';
 import { Codes, MongoCommandError, toCommandError, unsupported } from './errors';
@@ -57,8 +57,31 @@ function withIdFirst(doc: Document, id: unknown): Document {
   return out;
 }
 
+/** BSONObjMaxUserSize (src/mongo/bson/bsonobj.h): 16 MiB. */
+export const MAX_USER_DOC_SIZE = 16 * 1024 * 1024;
+
+/**
+ * fixDocumentForInsert (src/mongo/db/ops/insert.cpp): "object to insert too large. size in bytes:
+ * <n>, max size: 16777216", BadValue; a server jstest on document size limits asserts that a
+ * document of exactly the maximum size already fails (file path not pinned down).
+ */
+function checkInsertSize(doc: Document): void {
+  const size = calculateObjectSize(doc);
+  if (size > MAX_USER_DOC_SIZE) throw new MongoCommandError(Codes.BadValue, `object to insert too large. size in bytes: ${size}, max size: ${MAX_USER_DOC_SIZE}`);
+}
+
+/**
+ * The update stage (src/mongo/db/exec/update_stage.cpp) refuses a result over the limit:
+ * BSONObjectTooLarge (10334) "Resulting document after update is larger than 16777216" (older
+ * servers used code 17419 for the same message).
+ */
+function checkUpdatedSize(doc: Document): void {
+  if (calculateObjectSize(doc) > MAX_USER_DOC_SIZE) throw new MongoCommandError(10334, `Resulting document after update is larger than ${MAX_USER_DOC_SIZE}`, {}, 'BSONObjectTooLarge');
+}
+
 export function prepareInsert(doc: Document): Document {
   if (!isPlainObject(doc)) throw new MongoCommandError(Codes.TypeMismatch, 'document to insert must be an object');
+  checkInsertSize(doc);
   if (Array.isArray(doc._id)) throw new MongoCommandError(Codes.InvalidIdField, "The '_id' value cannot be of type array");
   if (doc._id instanceof RegExp) throw new MongoCommandError(Codes.InvalidIdField, "The '_id' value cannot be of type regex");
   return withIdFirst(doc, doc._id === undefined ? new ObjectId() : doc._id);
@@ -368,6 +391,7 @@ export function updateStatement(
       const next = computeUpdate(old, st.u, { filter, arrayFilters: st.arrayFilters, vars: ctx.vars, inserting: false });
       first ??= { before: old, after: next };
       if (next === old || keyOf(next) === keyOf(old)) continue;
+      checkUpdatedSize(next);
       writes.push({ coll, key, before: old, after: next, kind });
     }
     // Wait before the first write, so a multi-update never half-applies and then re-runs.
