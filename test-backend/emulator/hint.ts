@@ -32,6 +32,18 @@ export function resolveHint(coll: Collection | undefined, hint: unknown): HintRe
   return undefined;
 }
 
+/**
+ * The order documents come out of a hinted index scan: the index's key order (an index scan returns
+ * documents in index order; the _id index in _id order). undefined for $natural or no hint.
+ */
+export function hintOrder(coll: Collection | undefined, hint: unknown): Document | undefined {
+  if (hint === undefined || hint === null || !coll) return undefined;
+  if (isPlainObject(hint) && '$natural' in hint) return undefined;
+  if (typeof hint === 'string' ? hint === '_id_' : isPlainObject(hint) && keyOf(hint) === keyOf({ _id: 1 })) return { _id: 1 };
+  const index = coll.indexes.find((i) => (typeof hint === 'string' ? i.name === hint : keyOf(i.spec.key) === keyOf(hint)));
+  return index ? { ...index.spec.key } : undefined;
+}
+
 export function restrict<T>(entries: T[], docOf: (e: T) => Document, r: HintRestriction): T[] {
   return r ? entries.filter((e) => r(docOf(e))) : entries;
 }

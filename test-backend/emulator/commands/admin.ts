@@ -125,7 +125,18 @@ const dropIndexes: Handler = (ctx) => {
   return { nIndexesWas, ok: 1 };
 };
 
+/** Commands mongod has that the emulator does not implement: NotImplemented, not CommandNotFound. */
+const notImplemented = (what: string): Handler => () => {
+  throw unsupported(what);
+};
+
 export const adminCommands: Record<string, Handler> = {
+  collMod: notImplemented('the collMod command'),
+  renameCollection: notImplemented('the renameCollection command'),
+  bulkWrite: notImplemented('the bulkWrite command (client-level bulk write, 8.0+)'),
+  mapReduce: notImplemented('the mapReduce command'),
+  compact: notImplemented('the compact command'),
+  validate: notImplemented('the validate command'),
   create,
   drop,
   dropDatabase,

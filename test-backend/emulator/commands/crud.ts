@@ -4,7 +4,7 @@ import { makeAggregator, makeQuery } from '../mingo-context';
 import type { CommandCtx, Handler } from '../context';
 import { Codes, MongoCommandError, toCommandError, unsupported } from '../errors';
 import { bindExpression, bindPipeline, compileFilter, View, withRestriction } from '../query';
-import { resolveHint } from '../hint';
+import { hintOrder, resolveHint } from '../hint';
 import { applyProjection, projectionIsSimple } from '../projection';
 import { deleteStatement, insertOne, sortDocs, updateStatement, waitingForLocks, type UpdateSpec } from '../writes';
 import { isPlainObject, keyOf } from '../values';
@@ -169,8 +169,9 @@ export function findDocs(ctx: CommandCtx, name: string, c: Document, stats?: { e
   const { skip, limit, sort } = findWindow(c);
   const view = readView(ctx, name);
   const matcher = withRestriction(compileFilter(filter, ctx.vars), resolveHint(view.coll, c.hint));
-  let docs = view.find(filter, matcher, !sort && limit ? skip + limit : 0, stats).map(([, d]) => d);
-  if (sort) docs = sortDocs(docs, sort);
+  const order = sort ?? hintOrder(view.coll, c.hint);
+  let docs = view.find(filter, matcher, !order && limit ? skip + limit : 0, stats).map(([, d]) => d);
+  if (order) docs = sortDocs(docs, order);
   if (skip) docs = docs.slice(skip);
   if (limit) docs = docs.slice(0, limit);
   return project(docs, c.projection as Document | undefined, ctx, filter);
@@ -271,6 +272,8 @@ const aggregate: Handler = async (ctx) => {
   } else {
     docs = [...view.all()].map(([, d]) => d).filter((d) => !hinted || hinted(d));
   }
+  const scanOrder = hintOrder(view.coll, c.hint);
+  if (scanOrder) docs = sortDocs(docs, scanOrder);
   let out: Document[];
   try {
     out = stages.length

@@ -8,6 +8,7 @@
  *
  * Mongoose's test/mocha-fixtures.js starts mongodb-memory-server unless MONGOOSE_TEST_URI is set;
  * here it is set to the emulator, so every test that talks to a server talks to the emulator.
+ * REPLICA_SET=rs0 tells the transaction and change-stream files that a replica set is there.
  * Each test file runs in its own mocha process (bounded in time), so one hanging file cannot stop
  * the run.
  */
@@ -60,14 +61,14 @@ interface MochaReport {
   pending: MochaTest[];
 }
 
-function runFile(root: string, file: string, uri: string, timeoutS: number): Promise<{ report?: MochaReport; error?: string }> {
+function runFile(root: string, file: string, uri: string, replSet: string, timeoutS: number): Promise<{ report?: MochaReport; error?: string }> {
   const outDir = mkdtempSync(join(tmpdir(), 'mpl-mongoose-'));
   const out = join(outDir, 'report.json');
   const mocha = join(root, 'node_modules', 'mocha', 'bin', 'mocha.js');
   return new Promise((resolve) => {
     const child = spawn(process.execPath, [mocha, '--exit', '--reporter', 'json', '--reporter-option', `output=${out}`, '--timeout', '20000', file], {
       cwd: root,
-      env: { ...process.env, MONGOOSE_TEST_URI: uri, MONGOOSE_REPLSET_URI: '', START_REPLICA_SET: '', CI: '' },
+      env: { ...process.env, MONGOOSE_TEST_URI: uri, MONGOOSE_REPLSET_URI: '', START_REPLICA_SET: '', REPLICA_SET: replSet, CI: '' },
       stdio: ['ignore', 'ignore', 'pipe'],
     });
     let stderr = '';
@@ -99,7 +100,7 @@ async function main(): Promise<void> {
   try {
     for (const file of files) {
       const rel = relative(args.root, file);
-      const { report, error } = await runFile(args.root, file, uri, args.timeoutS);
+      const { report, error } = await runFile(args.root, file, uri, 'rs0', args.timeoutS);
       if (!report) {
         totals.broken++;
         process.stdout.write(`BROKEN ${rel}: ${error}\n`);
