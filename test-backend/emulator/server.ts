@@ -24,7 +24,7 @@ import { adminCommands } from './commands/admin';
 import { crudCommands, WRITE_COMMANDS } from './commands/crud';
 import { explainCommands } from './commands/explain';
 import { handshakeCommands } from './commands/handshake';
-import { Codes, MongoCommandError, toCommandError } from './errors';
+import { Codes, MongoCommandError, toCommandError, unsupported } from './errors';
 import { evaluateLet } from './let';
 import { decodeMessage, encodeOpMsg, encodeOpReply, FLAG_EXHAUST_ALLOWED, FLAG_MORE_TO_COME, MessageFramer, OP_QUERY, type IncomingMessage } from './wire';
 
@@ -187,6 +187,11 @@ export async function dispatch(state: ServerState, msg: IncomingMessage, conn: C
       checkTransactionStatement(cmd, name);
       ctx.txn = state.txns.forCommand(cmd, name);
     }
+    // Snapshot reads outside transactions (readConcern snapshot, atClusterTime; 5.0+) read at a
+    // point in time the emulator does not keep for plain reads: refused rather than answered from
+    // the latest data.
+    const rc = cmd.readConcern as Document | undefined;
+    if (!inTransaction && rc && (rc.level === 'snapshot' || rc.atClusterTime !== undefined)) throw unsupported('readConcern snapshot outside a transaction (snapshot reads)');
     if (cmd.let !== undefined && LET_COMMANDS.has(name)) ctx.vars.let = evaluateLet(cmd.let, ctx.vars);
     ctx.exec = { storage: state.storage, txns: state.txns, txn: ctx.txn, vars: ctx.vars, db };
     const retryable = !inTransaction && WRITE_COMMANDS.has(name) && cmd.lsid !== undefined && cmd.txnNumber !== undefined;
