@@ -112,6 +112,17 @@ describe('updates', () => {
     expect(await coll.findOne({ _id: 1 })).toEqual({ _id: 1, items: [{ k: 'x' }, { k: 'y', a: 1, b: 2 }] });
   });
 
+  // Manual, "$[<identifier>]": several fields of the elements one array filter selects can be set in
+  // one update; only a path inside another conflicts (ConflictingUpdateOperators, 40).
+  test("'children.$[c].name' and 'children.$[c].updatedAt' in one update; a path inside another conflicts (40)", async () => {
+    const coll = db.collection<Loose>('u_af_two');
+    await coll.insertOne({ _id: 1, children: [{ k: 'a' }, { k: 'b' }] });
+    await coll.updateOne({ _id: 1 }, { $set: { 'children.$[c].name': 'B', 'children.$[c].n': 2 } } as Document, { arrayFilters: [{ 'c.k': 'b' }] });
+    expect(await coll.findOne({ _id: 1 })).toEqual({ _id: 1, children: [{ k: 'a' }, { k: 'b', name: 'B', n: 2 }] });
+    const error = await expectServerError(coll.updateOne({ _id: 1 }, { $set: { children: [], 'children.0': {} } } as Document), 40);
+    expect(error.codeName).toBe('ConflictingUpdateOperators');
+  });
+
   test('$pull with an $or condition removes the matching elements', async () => {
     const coll = db.collection<Loose>('u_pull');
     await coll.insertOne({ _id: 1, items: [{ a: 1 }, { b: 2 }, { a: 3 }] });

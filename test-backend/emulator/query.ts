@@ -7,7 +7,7 @@
 import type { Document, Timestamp } from 'bson';
 import type { Query } from 'mingo';
 import { makeQuery } from './mingo-context';
-import { rejectUnsupportedQueryFeatures } from './unsupported-features';
+import { rejectProtoKeys, rejectUnsupportedQueryFeatures } from './unsupported-features';
 import type { Index } from './indexes';
 import type { Collection } from './storage/collection';
 import type { Transaction } from './transactions';
@@ -158,6 +158,7 @@ export function compileFilter(filter: Document | undefined, vars: SystemVars): M
   }
   rejectNumericTypeTests(filter);
   rejectUnsupportedQueryFeatures(filter);
+  rejectProtoKeys(filter);
   let q: Query;
   try {
     q = makeQuery(bindFilter(filter, vars), { variables: vars.let });

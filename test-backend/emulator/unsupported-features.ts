@@ -44,3 +44,20 @@ export function rejectUnsupportedQueryFeatures(filter: unknown): void {
     if (isPlainObject(v) || Array.isArray(v)) rejectUnsupportedQueryFeatures(v);
   }
 }
+
+/**
+ * Field names `__proto__` (as a key or a path segment) are valid on mongod but JavaScript objects,
+ * mingo included, treat them as the prototype: the value would silently vanish. Refused instead.
+ */
+export function rejectProtoKeys(v: unknown): void {
+  if (Array.isArray(v)) {
+    for (const x of v) rejectProtoKeys(x);
+    return;
+  }
+  if (!isPlainObject(v)) return;
+  for (const k of Object.keys(v)) {
+    if (k === '__proto__' || k.split('.').includes('__proto__')) throw unsupported("a field named '__proto__'");
+    const x = (v as Document)[k];
+    if (x !== null && typeof x === 'object') rejectProtoKeys(x);
+  }
+}

@@ -12,6 +12,7 @@ import { duplicateKeyError } from './indexes';
 import { checkUpsertPredicate } from './rules/upsert';
 import { ensureColl, getColl } from './namespaces';
 import { prepareModifier } from './update-rules';
+import { rejectProtoKeys } from './unsupported-features';
 import { bindExpression, bindFilter, compileFilter, equalityValue, rejectNumericTypeTests, View, withRestriction, type SystemVars } from './query';
 import { resolveHint } from './hint';
 import type { Collection } from './storage/collection';
@@ -82,6 +83,7 @@ function checkUpdatedSize(doc: Document): void {
 export function prepareInsert(doc: Document): Document {
   if (!isPlainObject(doc)) throw new MongoCommandError(Codes.TypeMismatch, 'document to insert must be an object');
   checkInsertSize(doc);
+  rejectProtoKeys(doc);
   if (Array.isArray(doc._id)) throw new MongoCommandError(Codes.InvalidIdField, "The '_id' value cannot be of type array");
   if (doc._id instanceof RegExp) throw new MongoCommandError(Codes.InvalidIdField, "The '_id' value cannot be of type regex");
   return withIdFirst(doc, doc._id === undefined ? new ObjectId() : doc._id);
@@ -167,6 +169,7 @@ function normalizeModifier(u: Document, vars: SystemVars, inserting: boolean): D
  */
 export function computeUpdate(old: Document, update: UpdateSpec, opts: { filter?: Document; arrayFilters?: Document[]; vars: SystemVars; inserting: boolean }): Document {
   validateUpdate(update);
+  rejectProtoKeys(update);
   let next: Document;
   if (!Array.isArray(update) && !isModifier(update)) {
     if (update._id !== undefined && old._id !== undefined && !valuesEqual(update._id, old._id)) throw immutableId();
@@ -180,16 +183,53 @@ export function computeUpdate(old: Document, update: UpdateSpec, opts: { filter?
     const fast = Array.isArray(modifier) ? fastPipelineSet(old, modifier) : fastSetInc(old, modifier);
     if (fast) return fast;
     const docs = [clone(old)];
+    const boundFilter = opts.filter && !opts.inserting ? bindFilter(opts.filter, opts.vars) : {};
     try {
-      runUpdateOne(docs, opts.filter && !opts.inserting ? bindFilter(opts.filter, opts.vars) : {}, modifier, { arrayFilters: opts.arrayFilters }, { variables: opts.vars.let });
+      runUpdateOne(docs, boundFilter, modifier, { arrayFilters: opts.arrayFilters }, { variables: opts.vars.let });
     } catch (e) {
-      throw toCommandError(e);
+      if (Array.isArray(modifier) || !/would create a conflict/.test((e as Error).message)) throw toCommandError(e);
+      applyPathByPath(docs, boundFilter, modifier, opts);
     }
     next = docs[0];
     if (old._id !== undefined && !valuesEqual(next._id, old._id)) throw immutableId();
     if (next._id !== undefined) next = withIdFirst(next, next._id);
   }
   return next;
+}
+
+/**
+ * mingo's updater reports a conflict for any two paths through the same array with positional or
+ * filtered operators ('arr.$[c].a' and 'arr.$[c].b'); mongod only for paths of which one is a
+ * prefix of the other (ConflictingUpdateOperators 40, "Updating the path '<p>' would create a
+ * conflict at '<q>'" — wording recalled, UpdateObjectNode / update_driver.cpp). Genuine conflicts
+ * fail that way; two paths through the same array with different positional tokens at one level are
+ * refused (NotImplemented: whether they meet is decided per element on mongod); the others are
+ * applied one path at a time, which gives mongod's result since no path is inside another.
+ */
+function applyPathByPath(docs: Document[], filter: Document, modifier: Document, opts: { arrayFilters?: Document[]; vars: SystemVars }): void {
+  const entries: Array<[string, string, unknown]> = [];
+  for (const [op, spec] of Object.entries(modifier)) for (const [path, v] of Object.entries(spec as Document)) entries.push([op, path, v]);
+  for (const [, a] of entries) {
+    for (const [, b] of entries) {
+      if (a === b) continue;
+      if (b.startsWith(`${a}.`)) throw new MongoCommandError(Codes.ConflictingUpdateOperators, `Updating the path '${b}' would create a conflict at '${a}'`);
+      const pa = a.split('.');
+      const pb = b.split('.');
+      for (let i = 0; i < Math.min(pa.length, pb.length); i++) {
+        if (pa[i] === pb[i]) continue;
+        if (pa[i].startsWith('$') || pb[i].startsWith('$')) throw unsupported(`the update paths '${a}' and '${b}' (different positional operators over one array)`);
+        break;
+      }
+    }
+  }
+  for (const [op, path, v] of entries) {
+    const used = (opts.arrayFilters ?? []).filter((f) => Object.keys(f).some((k) => path.includes(`$[${k.split('.')[0]}]`)));
+    try {
+      runUpdateOne(docs, filter, { [op]: { [path]: v } }, { arrayFilters: used }, { variables: opts.vars.let });
+    } catch (e) {
+      throw toCommandError(e);
+    }
+  }
 }
 
 function isNumeric(v: unknown): boolean {
