@@ -5,7 +5,7 @@
  * or to the running transaction.
  */
 import { calculateObjectSize, ObjectId, type Document } from 'bson';
-import { runUpdateOne } from './mingo-context';
+import { makeAggregator, runUpdateOne } from './mingo-context';
 import { compareValues } from './bson-order';
 import { Codes, MongoCommandError, toCommandError, unsupported } from './errors';
 import { duplicateKeyError } from './indexes';
@@ -182,12 +182,13 @@ export function computeUpdate(old: Document, update: UpdateSpec, opts: { filter?
     if (!Array.isArray(modifier)) checkArithmeticTypes(old, modifier);
     const fast = Array.isArray(modifier) ? fastPipelineSet(old, modifier) : fastSetInc(old, modifier);
     if (fast) return fast;
+    if (Array.isArray(modifier)) return runPipelineUpdate(old, modifier, opts.vars);
     const docs = [clone(old)];
     const boundFilter = opts.filter && !opts.inserting ? bindFilter(opts.filter, opts.vars) : {};
     try {
       runUpdateOne(docs, boundFilter, modifier, { arrayFilters: opts.arrayFilters }, { variables: opts.vars.let });
     } catch (e) {
-      if (Array.isArray(modifier) || !/would create a conflict/.test((e as Error).message)) throw toCommandError(e);
+      if (!/would create a conflict/.test((e as Error).message)) throw toCommandError(e);
       applyPathByPath(docs, boundFilter, modifier, opts);
     }
     next = docs[0];
@@ -195,6 +196,24 @@ export function computeUpdate(old: Document, update: UpdateSpec, opts: { filter?
     if (next._id !== undefined) next = withIdFirst(next, next._id);
   }
   return next;
+}
+
+/**
+ * A pipeline update is the pipeline's stages run on the document (manual, "Updates with Aggregation
+ * Pipeline"). A result without `_id` keeps the original `_id` (transactions/CRUD spec test
+ * updateOne-pipeline.json: `[{ $replaceRoot: { newRoot: '$t' } }, ...]` leaves `_id: 1`); a
+ * different `_id` is ImmutableField.
+ */
+function runPipelineUpdate(old: Document, stages: Document[], vars: SystemVars): Document {
+  let next: Document;
+  try {
+    next = (makeAggregator(stages, { variables: vars.let }).run([clone(old)]) as Document[])[0] ?? {};
+  } catch (e) {
+    throw toCommandError(e);
+  }
+  if (next._id === undefined) return old._id === undefined ? next : withIdFirst(next, old._id);
+  if (old._id !== undefined && !valuesEqual(next._id, old._id)) throw immutableId();
+  return withIdFirst(next, next._id);
 }
 
 /**
