@@ -334,29 +334,6 @@ describe('change streams (through the driver)', () => {
     await emulator?.stop();
   });
 
-  // Issue 9 item 4 (concurrency model, documented in change-streams.ts and FIDELITY.md): a stream
-  // opened without a resume point starts after the latest cluster time its client had seen, so a
-  // write made meanwhile through another client (unseen by this one) is reported, and a write this
-  // client saw acknowledged is not. This is what Mongoose's model.watch.test.js "watch() before
-  // connecting (gh-5964)" relies on.
-  test('a stream starts after the cluster time its client had seen: an unseen concurrent write is reported', async () => {
-    const other = new MongoClient(emulator.uri, { serverSelectionTimeoutMS: 5000 });
-    await other.connect();
-    try {
-      const coll = fresh();
-      await coll.insertOne({ _id: 'seen' });
-      await other.db('cs').collection<Doc>(coll.collectionName).insertOne({ _id: 'unseen' });
-      const stream = coll.watch([], { maxAwaitTimeMS: 100 });
-      const events = await take(stream, 1);
-      expect(events.map((e) => e.documentKey)).toEqual([{ _id: 'unseen' }]);
-      await coll.insertOne({ _id: 'later' });
-      expect((await take(stream, 1)).map((e) => e.documentKey)).toEqual([{ _id: 'later' }]);
-      await stream.close();
-    } finally {
-      await other.close();
-    }
-  });
-
   /** Reads `count` events, each within the stream's maxAwaitTimeMS rounds, failing after 5 s. */
   async function take(stream: ChangeStream<Doc>, count: number): Promise<Document[]> {
     const out: Document[] = [];

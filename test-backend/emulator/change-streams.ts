@@ -345,20 +345,7 @@ export class ChangeStreams implements ChangeStreamsHook {
     const spec: StreamSpec = { scope, fullDocument, fullDocumentBeforeChange, position: this.history.latest, invalidateDue: false, stages };
 
     const which = resumeOptions[0];
-    if (which === undefined) {
-      // Concurrency model (issue 9 item 4, not a sourced mongod rule): commands from different
-      // connections are independent, so a stream opened without a resume point starts just after
-      // the latest cluster time its client had seen when it sent the aggregate ($clusterTime).
-      // A write the client had not yet seen acknowledged (sent "in the same tick" on another
-      // connection) is therefore reported, as Mongoose's own tests observe on mongod; a write
-      // whose reply the client had received (so its cluster time is gossiped back) is not.
-      const known = (args.command.$clusterTime as Document | undefined)?.clusterTime as Timestamp | undefined;
-      if (known?._bsontype === 'Timestamp' && compareTimestamps(known, this.source.currentClusterTime()) < 0) {
-        const after = new Timestamp({ t: known.t, i: known.i + 1 });
-        const lost = this.history.lostUpTo;
-        if (!lost || compareTimestamps(lost, after) < 0) spec.position = this.history.positionBefore(after);
-      }
-    } else if (which === 'startAtOperationTime') {
+    if (which === 'startAtOperationTime') {
       const at = options.startAtOperationTime as unknown;
       if ((at as { _bsontype?: string } | null)?._bsontype !== 'Timestamp') fail(Code.TypeMismatch, "BSON field '$changeStream.startAtOperationTime' must be a Timestamp");
       const time = at as Timestamp;

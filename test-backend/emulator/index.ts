@@ -45,10 +45,12 @@
  *    onPrimaryTransactionalWrite acts per command, not per document write;
  *    on a standalone `$$CLUSTER_TIME` is refused when the command binds its
  *    variables, also where mongod would evaluate it on no document.
- *  - Concurrency model: commands on one connection run in order; a change
- *    stream without a resume point starts after the cluster time its client
- *    had seen ($clusterTime), so a concurrent write from another connection
- *    is reported (see change-streams.ts).
+ *  - Concurrency: commands run in arrival order (one connection's in order,
+ *    different connections' interleaved by arrival). A change stream opened
+ *    in the same tick as a write on another connection misses that write if
+ *    the write arrived first; Mongoose's own tests see it on mongod. Modelling
+ *    it from the client's $clusterTime was tried and reported writes mongod
+ *    does not (other clients' earlier drops), so it was withdrawn: open gap.
  *  - Transactions vs. unique indexes: a non-transactional write whose unique
  *    key is held by a running transaction's uncommitted document waits for the
  *    transaction (as on mongod), then gets E11000 or succeeds. As a safety net

@@ -82,7 +82,7 @@ async function runFile(file: string, args: Args): Promise<Outcome[]> {
         if (e instanceof SkipTest) out.push({ name, status: 'skip', why: e.message });
         else out.push({ name, status: 'fail', why: e instanceof MatchError ? e.message : describeError(e) });
       } finally {
-        await internal.db('admin').command({ configureFailPoint: 'failCommand', mode: 'off' }).catch(() => undefined);
+        for (const name of run.failPointsSet) await internal.db('admin').command({ configureFailPoint: name, mode: 'off' }).catch(() => undefined);
         await withTimeout(run.close(), 10_000, 'closing entities').catch(() => undefined);
       }
     }

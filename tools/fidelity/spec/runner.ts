@@ -393,7 +393,7 @@ export class UnifiedRun implements MatchContext {
       case 'targetedFailPoint': {
         const c = name === 'failPoint' ? this.get(a.client as string, 'client').client : this.internal;
         await c.db('admin').command(a.failPoint as Document);
-        this.failPointsSet = true;
+        this.failPointsSet.add(String((a.failPoint as Document).configureFailPoint));
         return undefined;
       }
       case 'createEntities':
@@ -451,7 +451,8 @@ export class UnifiedRun implements MatchContext {
     }
   }
 
-  failPointsSet = false;
+  /** Names of the fail points this test configured (disabled after the test, as the unified format requires). */
+  readonly failPointsSet = new Set<string>(['failCommand']);
 
   checkEvents(expectations: Document[]): void {
     for (const exp of expectations) {
