@@ -68,6 +68,20 @@ describe('query operators', () => {
     expect(ids(await db.collection<Loose>('q').find({ scores: { $elemMatch: { $gte: 4, $lt: 6 } } }).toArray())).toEqual([1]);
   });
 
+  // Manual, "Comparison/Sort Order": BinData compares by length, then subtype, then bytes; the
+  // query operators compare within the operand's type bracket.
+  test('$gt / $lt on BinData compare by length first, then bytes', async () => {
+    const coll = db.collection<Loose>('q_bin_range');
+    await coll.insertMany([
+      { _id: 'long', b: new Binary(Buffer.from('über')) },
+      { _id: 'x', b: new Binary(Buffer.from('x')) },
+      { _id: 'y', b: new Binary(Buffer.from('y')) },
+      { _id: 'str', b: 'zzz' },
+    ]);
+    expect(ids(await coll.find({ b: { $gt: new Binary(Buffer.from('x')) } }).sort({ _id: 1 }).toArray())).toEqual(['long', 'y']);
+    expect(ids(await coll.find({ b: { $lt: new Binary(Buffer.from('xx')) } }).sort({ _id: 1 }).toArray())).toEqual(['x', 'y']);
+  });
+
   test('$bitsAllSet / $bitsAnyClear on BinData', async () => {
     expect(ids(await db.collection<Loose>('q').find({ bin: { $bitsAllSet: [0, 1] } }).toArray())).toEqual([1]);
     expect(ids(await db.collection<Loose>('q').find({ bin: { $bitsAllSet: [2] } }).toArray())).toEqual([]);

@@ -16,7 +16,7 @@
  *    neither integral numbers nor BinData never match (mingo matched strings and missing fields).
  */
 import type { Binary, Document } from 'bson';
-import { compareValues } from './bson-order';
+import { canonicalRank, compareValues } from './bson-order';
 import { isPlainObject } from './values';
 
 /* eslint-disable @typescript-eslint/no-require-imports */
@@ -134,7 +134,30 @@ function bitsOp(name: string, test: (set: boolean[]) => boolean): QueryOp {
   };
 }
 
+/**
+ * `$lt`/`$lte`/`$gt`/`$gte` with a BinData, ObjectId or Timestamp operand: the query language compares
+ * only values of the operand's type bracket (manual, "Comparison Query Operators" / "Type
+ * Bracketing"), in BSON order (BinData by length, subtype, bytes). mingo did not order BinData.
+ */
+function rangeOp(name: string, test: (c: number) => boolean): QueryOp {
+  return (selector, value, options) => {
+    const original = mingoQuery[name](selector, value, options);
+    const t = (value as { _bsontype?: string } | null)?._bsontype;
+    if (t !== 'Binary' && t !== 'ObjectId' && t !== 'Timestamp' && !ArrayBuffer.isView(value)) return original;
+    const rank = canonicalRank(value);
+    return (obj) => {
+      const v = resolve(obj, selector, { unwrapArray: true });
+      const candidates = Array.isArray(v) ? v : [v];
+      return candidates.some((x) => canonicalRank(x) === rank && test(compareValues(x, value)));
+    };
+  };
+}
+
 export const QUERY_OVERRIDES: Record<string, QueryOp> = {
+  $lt: rangeOp('$lt', (c) => c < 0),
+  $lte: rangeOp('$lte', (c) => c <= 0),
+  $gt: rangeOp('$gt', (c) => c > 0),
+  $gte: rangeOp('$gte', (c) => c >= 0),
   $type,
   $all,
   $bitsAllSet: bitsOp('$bitsAllSet', (s) => s.every(Boolean)),

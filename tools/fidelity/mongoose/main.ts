@@ -8,7 +8,9 @@
  *
  * Mongoose's test/mocha-fixtures.js starts mongodb-memory-server unless MONGOOSE_TEST_URI is set;
  * here it is set to the emulator, so every test that talks to a server talks to the emulator.
- * REPLICA_SET=rs0 tells the transaction and change-stream files that a replica set is there.
+ * Two passes, as Mongoose's own CI runs: every file against a standalone (its default
+ * MongoMemoryServer), then the files that look for REPLICA_SET (transactions, change streams...)
+ * against a one-node replica set with REPLICA_SET=rs0. Each pass prints its own totals.
  * Each test file runs in its own mocha process (bounded in time), so one hanging file cannot stop
  * the run.
  */
@@ -89,18 +91,17 @@ function runFile(root: string, file: string, uri: string, replSet: string, timeo
   });
 }
 
-async function main(): Promise<void> {
-  const args = parseArgs(process.argv.slice(2));
-  const files = testFiles(join(args.root, 'test')).filter((f) => !args.filter || f.includes(args.filter));
-  const emu = await startEmulator({ port: 0, setParameters: { ttlMonitorSleepSecs: 1 } });
-  const uri = emu.uri.replace('/?', '/mongoose_test?');
+async function runPass(args: Args, files: string[], topology: 'standalone' | 'replset'): Promise<{ passes: number; failures: number; pending: number; broken: number }> {
+  const emu = await startEmulator({ port: 0, topology, setParameters: { ttlMonitorSleepSecs: 1 } });
+  const uri = topology === 'replset' ? emu.uri.replace('/?', '/mongoose_test?') : `${emu.uri}mongoose_test`;
   const totals = { passes: 0, failures: 0, pending: 0, broken: 0 };
   const failures: string[] = [];
   const started = Date.now();
+  process.stdout.write(`\n== ${topology} pass (${files.length} files) ==\n`);
   try {
     for (const file of files) {
       const rel = relative(args.root, file);
-      const { report, error } = await runFile(args.root, file, uri, 'rs0', args.timeoutS);
+      const { report, error } = await runFile(args.root, file, uri, topology === 'replset' ? 'rs0' : '', args.timeoutS);
       if (!report) {
         totals.broken++;
         process.stdout.write(`BROKEN ${rel}: ${error}\n`);
@@ -116,11 +117,20 @@ async function main(): Promise<void> {
   } finally {
     await emu.stop();
   }
-  process.stdout.write('\nFailures:\n');
+  process.stdout.write(`\nFailures (${topology}):\n`);
   for (const f of failures) process.stdout.write(`  ${f}\n`);
   const ran = totals.passes + totals.failures;
-  process.stdout.write(`\nTOTAL: ${totals.passes} passed, ${totals.failures} failed, ${totals.pending} pending, ${totals.broken} files without a report; ${ran ? ((100 * totals.passes) / ran).toFixed(1) : '0'}% of the tests that ran pass (${files.length} files, ${((Date.now() - started) / 1000).toFixed(0)} s)\n`);
-  process.exitCode = totals.failures || totals.broken ? 1 : 0;
+  process.stdout.write(`\nTOTAL ${topology}: ${totals.passes} passed, ${totals.failures} failed, ${totals.pending} pending, ${totals.broken} files without a report; ${ran ? ((100 * totals.passes) / ran).toFixed(1) : '0'}% of the tests that ran pass (${files.length} files, ${((Date.now() - started) / 1000).toFixed(0)} s)\n`);
+  return totals;
+}
+
+async function main(): Promise<void> {
+  const args = parseArgs(process.argv.slice(2));
+  const files = testFiles(join(args.root, 'test')).filter((f) => !args.filter || f.includes(args.filter));
+  const needReplSet = files.filter((f) => readFileSync(f, 'utf8').includes('REPLICA_SET'));
+  const a = await runPass(args, files, 'standalone');
+  const b = needReplSet.length ? await runPass(args, needReplSet, 'replset') : { failures: 0, broken: 0 };
+  process.exitCode = a.failures || a.broken || b.failures || b.broken ? 1 : 0;
 }
 
 main().catch((e) => {
