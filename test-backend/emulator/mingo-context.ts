@@ -82,3 +82,24 @@ export function makeAggregator(stages: Document[], o: EvalOptions & { collection
 export function runUpdateOne(docs: Document[], filter: Document, modifier: Document | Document[], config: { arrayFilters?: Document[] }, o?: EvalOptions): void {
   baseUpdateOne(docs, filter, modifier, { arrayFilters: config.arrayFilters, cloneMode: 'deep' }, options(o));
 }
+
+/* eslint-disable @typescript-eslint/no-require-imports */
+// ComputeOptions is not in mingo's package exports; reach its file through the package's main path.
+const { ComputeOptions } = require(require('node:path').join(require('node:path').dirname(require.resolve('mingo')), 'core', '_internal.js')) as {
+  ComputeOptions: { init(o: Options): { update(locals: Document): unknown } };
+};
+/* eslint-enable @typescript-eslint/no-require-imports */
+
+/**
+ * Compute options are costly to build (mingo copies the whole operator table into each), so the
+ * ones without `let` variables are built once and reused; evaluation is synchronous, so setting
+ * the root per call is safe.
+ */
+let sharedOptions: { update(locals: Document): unknown } | undefined;
+
+/** Evaluates one aggregation expression against `doc` with the emulator's operator table (no Aggregator built). */
+export function evaluate(doc: Document, expr: unknown, o?: EvalOptions): unknown {
+  const copts = o?.variables ? ComputeOptions.init(options(o)) : (sharedOptions ??= ComputeOptions.init(options()));
+  copts.update({ root: doc });
+  return evalExpr(doc, expr, copts as unknown as Options);
+}

@@ -5,7 +5,7 @@
  * or to the running transaction.
  */
 import { calculateObjectSize, ObjectId, type Document } from 'bson';
-import { makeAggregator, runUpdateOne } from './mingo-context';
+import { evaluate, makeAggregator, runUpdateOne } from './mingo-context';
 import { compareValues } from './bson-order';
 import { Codes, MongoCommandError, toCommandError, unsupported } from './errors';
 import { duplicateKeyError } from './indexes';
@@ -199,12 +199,46 @@ export function computeUpdate(old: Document, update: UpdateSpec, opts: { filter?
 }
 
 /**
+ * The common pipeline update shape, `$set`/`$addFields` stages assigning expressions to plain
+ * top-level fields, evaluated without building a mingo Aggregator (which costs more than the whole
+ * rest of the command): each stage's expressions see the stage's input document, then the fields are
+ * assigned in order; an expression that evaluates to missing ('$$REMOVE', a missing field) removes
+ * the field, as $addFields does. Anything else returns undefined and runs as an aggregation.
+ */
+function setStagesOnly(old: Document, stages: Document[], vars: SystemVars): Document | undefined {
+  for (const stage of stages) {
+    const keys = isPlainObject(stage) ? Object.keys(stage) : [];
+    if (keys.length !== 1 || (keys[0] !== '$set' && keys[0] !== '$addFields')) return undefined;
+    const spec = stage[keys[0]] as unknown;
+    if (!isPlainObject(spec) || !Object.keys(spec).every(plainField)) return undefined;
+  }
+  let cur = clone(old);
+  try {
+    for (const stage of stages) {
+      const spec = stage[Object.keys(stage)[0]] as Document;
+      const values = Object.keys(spec).map((f) => [f, evaluate(cur, spec[f], { variables: vars.let })] as const);
+      const next: Document = { ...cur };
+      for (const [f, v] of values) {
+        if (v === undefined) delete next[f];
+        else next[f] = v;
+      }
+      cur = next;
+    }
+  } catch (e) {
+    throw toCommandError(e);
+  }
+  return cur;
+}
+
+/**
  * A pipeline update is the pipeline's stages run on the document (manual, "Updates with Aggregation
  * Pipeline"). A result without `_id` keeps the original `_id` (transactions/CRUD spec test
  * updateOne-pipeline.json: `[{ $replaceRoot: { newRoot: '$t' } }, ...]` leaves `_id: 1`); a
  * different `_id` is ImmutableField.
  */
 function runPipelineUpdate(old: Document, stages: Document[], vars: SystemVars): Document {
+  const quick = setStagesOnly(old, stages, vars);
+  if (quick) return quick;
   let next: Document;
   try {
     next = (makeAggregator(stages, { variables: vars.let }).run([clone(old)]) as Document[])[0] ?? {};
@@ -311,7 +345,10 @@ function fastSetInc(old: Document, modifier: Document): Document | undefined {
 
 /** A pipeline-stage value that is a constant: `{$literal: v}` (how `$$NOW` is bound) or a Date/number. */
 function constantOf(v: unknown): { ok: true; value: unknown } | { ok: false } {
-  if (typeof v === 'number' || v instanceof Date) return { ok: true, value: v };
+  if (typeof v === 'number' || typeof v === 'boolean' || v === null || v instanceof Date) return { ok: true, value: v };
+  // A string is a literal unless it is a field path or variable ('$...').
+  if (typeof v === 'string') return v.startsWith('$') ? { ok: false } : { ok: true, value: v };
+  if ((v as { _bsontype?: string } | undefined)?._bsontype) return { ok: true, value: v };
   if (isPlainObject(v) && Object.keys(v).length === 1 && '$literal' in v) return { ok: true, value: v.$literal };
   return { ok: false };
 }
