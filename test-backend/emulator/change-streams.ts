@@ -364,7 +364,9 @@ export class ChangeStreams implements ChangeStreamsHook {
         fail(Code.InvalidResumeToken, "Attempting to resume a change stream using 'resumeAfter' is not allowed from an invalidate notification.");
       }
       spec.position = token.position;
-      if (token.kind !== 'invalidate') {
+      // Only an event token can sit on an invalidating event the stream returned; a high-water mark's
+      // position was consumed before the stream existed (e.g. the collection's earlier drop).
+      if (token.kind === 'event') {
         const at = this.history.at(token.position);
         spec.invalidateDue = at !== undefined && classify(scope, at.ev).invalidates;
       }

@@ -68,8 +68,11 @@ const update: Handler = async (ctx) => {
   let n = 0;
   let nModified = 0;
   const upserted: Document[] = [];
+  // 'sort' in an update statement exists from 8.0; the 7.0 IDL parser rejects unknown fields for the
+  // whole command ("BSON field '<path>' is an unknown field.", 40415).
+  if (updates.some((st) => isPlainObject(st) && st.sort !== undefined)) throw new MongoCommandError(40415, "BSON field 'update.updates.sort' is an unknown field.");
   const writeErrors = await runStatements(ctx, updates, (st, index) => {
-    rejectStatementOptions(ctx, st, ['collation', 'sort']);
+    rejectStatementOptions(ctx, st, ['collation']);
     const r = updateStatement(ctx.exec, ctx.db, name, {
       q: st.q as Document,
       u: st.u as UpdateSpec,
