@@ -21,7 +21,7 @@
  *  - "$set" with the unchanged _id is accepted; only a changed _id is ImmutableField (66).
  *  - "Field Names" (5.0+): top-level field names may start with '$' in inserted documents.
  */
-import { Binary, ObjectId, Timestamp, type Db, type Document, type MongoClient } from 'mongodb';
+import { Binary, DBRef, ObjectId, Timestamp, type Db, type Document, type MongoClient } from 'mongodb';
 import { expectServerError, openClient, uniqueDbName, type Loose } from './support/server';
 
 const dbName = uniqueDbName('conf_semantics');
@@ -80,6 +80,15 @@ describe('query operators', () => {
     ]);
     expect(ids(await coll.find({ b: { $gt: new Binary(Buffer.from('x')) } }).sort({ _id: 1 }).toArray())).toEqual(['long', 'y']);
     expect(ids(await coll.find({ b: { $lt: new Binary(Buffer.from('xx')) } }).sort({ _id: 1 }).toArray())).toEqual(['x', 'y']);
+  });
+
+  // Manual, "Database References": $ref/$id/$db are DBRef field names; Mongoose's test "casts
+  // $elemMatch with dbrefs (gh-8577)" matches on them with $elemMatch against mongod.
+  test('$elemMatch on DBRef fields ($ref, $id)', async () => {
+    const coll = db.collection<Loose>('q_dbref');
+    const id = new ObjectId();
+    await coll.insertMany([{ _id: 1, refs: [new DBRef('users', id)] }, { _id: 2, refs: [new DBRef('users', new ObjectId())] }]);
+    expect(ids(await coll.find({ refs: { $elemMatch: { $ref: 'users', $id: id } } } as Document).toArray())).toEqual([1]);
   });
 
   test('$bitsAllSet / $bitsAnyClear on BinData', async () => {

@@ -11,7 +11,7 @@
 import type { Document } from 'bson';
 import type { Aggregator, Context as ContextType, Query } from 'mingo';
 import { compareValues } from './bson-order';
-import { QUERY_OVERRIDES } from './query-operators';
+import { QUERY_OVERRIDES, setElementQueryFactory } from './query-operators';
 
 type Options = NonNullable<ConstructorParameters<typeof Query>[1]>;
 /* eslint-disable @typescript-eslint/no-require-imports */
@@ -74,6 +74,8 @@ function options(o: EvalOptions = {}): Options {
 export function makeQuery(filter: Document, o?: EvalOptions): Query {
   return new BaseQuery(filter, options(o));
 }
+
+setElementQueryFactory((filter) => makeQuery(filter));
 
 export function makeAggregator(stages: Document[], o: EvalOptions & { collectionResolver?: (name: string) => Document[] } = {}): Aggregator {
   return new BaseAggregator(stages, { ...options(o), ...(o.collectionResolver ? { collectionResolver: o.collectionResolver } : {}) });

@@ -153,7 +153,52 @@ function rangeOp(name: string, test: (c: number) => boolean): QueryOp {
   };
 }
 
+const DBREF_FIELDS = new Set(['$ref', '$id', '$db']);
+
+/**
+ * `$elemMatch` whose criteria name DBRef fields (`$ref`, `$id`, `$db`): mongod reads those as field
+ * names, not operators (manual, "Database References"; Mongoose's test "casts $elemMatch with dbrefs
+ * (gh-8577)" passes on mongod). mingo took them for unknown operators. Equality on the DBRef fields,
+ * the other criteria as a query on the element.
+ */
+const $elemMatch: QueryOp = (selector, value, options) => {
+  // The driver decodes { $ref, $id[, $db] } as a DBRef object: same rule, on its parts.
+  const ref = value as { _bsontype?: string; collection?: string; oid?: unknown; db?: string } | null;
+  if (ref?._bsontype === 'DBRef') {
+    return (obj) => {
+      const v = resolve(obj, selector, { unwrapArray: true });
+      if (!Array.isArray(v)) return false;
+      return v.some((el) => {
+        const e = el as typeof ref;
+        return e?._bsontype === 'DBRef' && e.collection === ref.collection && compareValues(e.oid, ref.oid) === 0 && canonicalRank(e.oid) === canonicalRank(ref.oid) && (ref.db === undefined || e.db === ref.db);
+      });
+    };
+  }
+  if (!isPlainObject(value) || !Object.keys(value).some((k) => DBREF_FIELDS.has(k))) return mingoQuery.$elemMatch(selector, value, options);
+  const refs = Object.entries(value).filter(([k]) => DBREF_FIELDS.has(k));
+  const rest = Object.fromEntries(Object.entries(value).filter(([k]) => !DBREF_FIELDS.has(k)));
+  if (refs.some(([, v]) => isPlainObject(v) && Object.keys(v).some((k) => k.startsWith('$')))) {
+    return mingoQuery.$elemMatch(selector, value, options);
+  }
+  const restQuery = Object.keys(rest).length ? makeQueryForElements(rest) : undefined;
+  return (obj) => {
+    const v = resolve(obj, selector, { unwrapArray: true });
+    if (!Array.isArray(v)) return false;
+    return v.some((el) => isPlainObject(el) && refs.every(([k, x]) => compareValues(el[k], x) === 0 && canonicalRank(el[k]) === canonicalRank(x)) && (!restQuery || restQuery.test(el)));
+  };
+};
+
+let makeQueryForElements: (filter: Document) => { test(doc: unknown): boolean } = () => {
+  throw new Error('query-operators: makeQueryForElements not wired');
+};
+
+/** mingo-context.ts wires its query factory in (avoids an import cycle). */
+export function setElementQueryFactory(f: (filter: Document) => { test(doc: unknown): boolean }): void {
+  makeQueryForElements = f;
+}
+
 export const QUERY_OVERRIDES: Record<string, QueryOp> = {
+  $elemMatch,
   $lt: rangeOp('$lt', (c) => c < 0),
   $lte: rangeOp('$lte', (c) => c <= 0),
   $gt: rangeOp('$gt', (c) => c > 0),
