@@ -89,6 +89,7 @@ describe('query operators', () => {
     const id = new ObjectId();
     await coll.insertMany([{ _id: 1, refs: [new DBRef('users', id)] }, { _id: 2, refs: [new DBRef('users', new ObjectId())] }]);
     expect(ids(await coll.find({ refs: { $elemMatch: { $ref: 'users', $id: id } } } as Document).toArray())).toEqual([1]);
+    expect(ids(await coll.find({ refs: { $elemMatch: { $id: id } } } as Document).toArray())).toEqual([1]);
   });
 
   test('$bitsAllSet / $bitsAnyClear on BinData', async () => {

@@ -184,9 +184,19 @@ const $elemMatch: QueryOp = (selector, value, options) => {
   return (obj) => {
     const v = resolve(obj, selector, { unwrapArray: true });
     if (!Array.isArray(v)) return false;
-    return v.some((el) => isPlainObject(el) && refs.every(([k, x]) => compareValues(el[k], x) === 0 && canonicalRank(el[k]) === canonicalRank(x)) && (!restQuery || restQuery.test(el)));
+    return v.some((el) => {
+      const d = asFields(el);
+      return !!d && refs.every(([k, x]) => compareValues(d[k], x) === 0 && canonicalRank(d[k]) === canonicalRank(x)) && (!restQuery || restQuery.test(d));
+    });
   };
 };
+
+/** An element as a plain document; a decoded DBRef exposes its $ref/$id/$db and extra fields. */
+function asFields(el: unknown): Document | undefined {
+  const r = el as { _bsontype?: string; collection?: string; oid?: unknown; db?: string; fields?: Document } | null;
+  if (r?._bsontype === 'DBRef') return { $ref: r.collection, $id: r.oid, ...(r.db !== undefined ? { $db: r.db } : {}), ...(r.fields ?? {}) };
+  return isPlainObject(el) ? el : undefined;
+}
 
 let makeQueryForElements: (filter: Document) => { test(doc: unknown): boolean } = () => {
   throw new Error('query-operators: makeQueryForElements not wired');
