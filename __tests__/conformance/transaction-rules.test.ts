@@ -92,3 +92,33 @@ describeIf(facts.setName !== undefined, 'transactions need a replica set; this d
     expect(error.message).toBe(`Cannot create new indexes on existing collection ${dbName}.existing in a multi-document transaction.`);
   });
 });
+
+// ReplSetConfig's write-concern check (src/mongo/db/repl/repl_set_config.cpp): a `w` larger than the
+// number of data-bearing members cannot be satisfied; the write is applied and the reply carries
+// writeConcernError UnsatisfiableWriteConcern (100) "Not enough data-bearing nodes".
+describeIf(facts.setName !== undefined, 'write concern w > 1 needs a replica set; this deployment is a standalone')('unsatisfiable write concern', () => {
+  let wcClient: MongoClient;
+  beforeAll(async () => {
+    wcClient = await openClient({ retryWrites: false });
+  });
+  afterAll(async () => {
+    await wcClient.db(dbName).dropDatabase();
+    await wcClient.close();
+  });
+
+  test('w above the number of members: applied, with writeConcernError 100', async () => {
+    const hello = await wcClient.db('admin').command({ hello: 1 });
+    const w = (hello.hosts as string[]).length + 1;
+    // The driver turns an ok: 1 reply with writeConcernError into a MongoWriteConcernError carrying the reply.
+    const error = await wcClient
+      .db(dbName)
+      .command({ insert: 'wc', documents: [{ _id: 1 }], writeConcern: { w } })
+      .then(
+        () => undefined,
+        (e: unknown) => e as { code?: number; codeName?: string; message?: string; result?: Document },
+      );
+    expect({ code: error?.code, codeName: error?.codeName, message: error?.message }).toEqual({ code: 100, codeName: 'UnsatisfiableWriteConcern', message: 'Not enough data-bearing nodes' });
+    expect(error?.result).toMatchObject({ ok: 1, n: 1 });
+    expect(await wcClient.db(dbName).collection('wc').countDocuments()).toBe(1);
+  });
+});

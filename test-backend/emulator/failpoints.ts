@@ -116,7 +116,7 @@ const TXN_END_COMMANDS = new Set(['commitTransaction', 'abortTransaction']);
  * Commands that accept a write concern; only these get a fail-point writeConcernError
  * (mongod checks `invocation->supportsWriteConcern()`).
  */
-const WRITE_CONCERN_COMMANDS = new Set([
+export const WRITE_CONCERN_COMMANDS = new Set([
   'insert', 'update', 'delete', 'findAndModify', 'findandmodify', 'commitTransaction', 'abortTransaction',
   'create', 'drop', 'dropDatabase', 'createIndexes', 'dropIndexes', 'renameCollection', 'collMod',
   'bulkWrite', 'setFeatureCompatibilityVersion',

@@ -26,6 +26,7 @@ import { explainCommands } from './commands/explain';
 import { handshakeCommands } from './commands/handshake';
 import { Codes, MongoCommandError, toCommandError, unsupported } from './errors';
 import { evaluateLet } from './let';
+import { checkWriteConcern, withWriteConcernOutcome } from './write-concern';
 import { decodeMessage, encodeOpMsg, encodeOpReply, FLAG_EXHAUST_ALLOWED, FLAG_MORE_TO_COME, MessageFramer, OP_QUERY, type IncomingMessage } from './wire';
 
 const handlers: Record<string, Handler> = { ...handshakeCommands, ...crudCommands, ...adminCommands, ...explainCommands };
@@ -206,7 +207,8 @@ export async function dispatch(state: ServerState, msg: IncomingMessage, conn: C
       conn.close();
       return undefined;
     }
-    const reply = await handler(ctx);
+    checkWriteConcern(cmd, name, state.topology);
+    const reply = withWriteConcernOutcome(cmd, name, state.topology, await handler(ctx));
     if (retryable) state.txns.recordRetry(cmd, reply);
     if (writeFp?.kind === 'closeAfterWrite') {
       conn.close();
