@@ -86,6 +86,17 @@ describe('pipeline updates', () => {
     ]);
   });
 
+  // CRUD spec test source/crud/tests/unified/updateOne-pipeline.json: a $replaceRoot whose new root
+  // has no _id keeps the document's _id; a different _id is ImmutableField (66).
+  test('$replaceRoot without _id keeps the original _id; changing _id is ImmutableField', async () => {
+    const coll = await withDocs('pl_replace_root', [{ _id: 1, x: 1, t: { u: { v: 1 } } }]);
+    const result = await coll.updateOne({ _id: 1 }, [{ $replaceRoot: { newRoot: '$t' } }, { $addFields: { foo: 1 } }]);
+    expect(result).toMatchObject({ matchedCount: 1, modifiedCount: 1 });
+    expect(await coll.findOne({ _id: 1 })).toEqual({ _id: 1, u: { v: 1 }, foo: 1 });
+    await expectServerError(coll.updateOne({ _id: 1 }, [{ $set: { _id: 2 } }]), 66);
+    expect(await coll.findOne({ _id: 1 })).toEqual({ _id: 1, u: { v: 1 }, foo: 1 });
+  });
+
   test('$project in an update keeps _id and the listed fields', async () => {
     const coll = await withDocs('pl_project', [{ _id: 1, keep: 'y', drop: 'n', other: 0 }]);
     await coll.updateOne({ _id: 1 }, [{ $project: { keep: 1 } }]);

@@ -108,3 +108,38 @@ test('after an aborted transaction the waiting insert succeeds', async () => {
     await session.endSession();
   }
 });
+
+// Issue 9 item 6, "loud where unsupported": every feature the emulator does not implement answers
+// NotImplemented (238) naming the feature, never a wrong answer or mongod's CommandNotFound.
+test('unsupported features answer NotImplemented naming the feature', async () => {
+  const db = client.db('fid');
+  const c = db.collection<{ _id: number } & Document>('loud');
+  await c.insertOne({ _id: 1, loc: [0, 0], s: 'x' });
+  const cases: Array<[string, () => Promise<unknown>]> = [
+    ['$where', () => c.find({ $where: 'this.s == "x"' } as Document).toArray()],
+    ['$text', () => c.find({ $text: { $search: 'x' } } as Document).toArray()],
+    ['$geoWithin', () => c.find({ loc: { $geoWithin: { $center: [[0, 0], 1] } } } as Document).toArray()],
+    ['$near', () => c.find({ loc: { $near: [0, 0] } } as Document).toArray()],
+    ['2dsphere', () => c.createIndex({ loc: '2dsphere' })],
+    ['text search', () => c.createIndex({ s: 'text' })],
+    ['collation', () => c.find({}, { collation: { locale: 'en' } }).toArray()],
+    ['capped', () => db.createCollection('capped', { capped: true, size: 4096 })],
+    ['timeseries', () => db.createCollection('ts', { timeseries: { timeField: 't' } })],
+    ['collMod', () => db.command({ collMod: 'loud' })],
+    ['renameCollection', () => client.db('admin').command({ renameCollection: 'fid.loud', to: 'fid.loud2' })],
+  ];
+  for (const [feature, p] of cases) {
+    const e = await serverError(p());
+    expect({ feature, code: e.code, codeName: e.codeName, named: e.message.includes(feature) }).toEqual({ feature, code: 238, codeName: 'NotImplemented', named: true });
+  }
+  expect(await c.find().toArray()).toEqual([{ _id: 1, loc: [0, 0], s: 'x' }]);
+});
+
+// mongod returns the documents of a hinted index scan in index order (no sort needed).
+test('a hinted index scan returns documents in index order', async () => {
+  const c = client.db('fid').collection<{ _id: number } & Document>('hint_order');
+  await c.insertMany([{ _id: 1, name: 'Betty' }, { _id: 2, name: 'Andrew' }, { _id: 3, name: 'Carl' }]);
+  await c.createIndex({ name: 1 });
+  expect((await c.find({}).hint({ name: 1 }).toArray()).map((d) => d.name)).toEqual(['Andrew', 'Betty', 'Carl']);
+  expect((await c.aggregate([{ $project: { name: 1 } }], { hint: { name: 1 } }).toArray()).map((d) => d.name)).toEqual(['Andrew', 'Betty', 'Carl']);
+});

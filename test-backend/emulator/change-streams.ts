@@ -29,7 +29,8 @@
  */
 import { randomBytes } from 'node:crypto';
 import { calculateObjectSize, Timestamp, type Document } from 'bson';
-import { Aggregator } from 'mingo';
+import type { Aggregator } from 'mingo';
+import { makeAggregator } from './mingo-context';
 import { MongoCommandError } from './errors';
 import type { ChangeEvent, ChangeSource, ChangeStreamsHook, CursorSource, OpenChangeStreamArgs } from './hooks';
 import { clone, isPlainObject } from './values';
@@ -56,6 +57,7 @@ const Code = {
 } as const;
 
 const CODE_NAMES: Record<number, string> = {
+  40324: 'Location40324',
   2: 'BadValue',
   9: 'FailedToParse',
   14: 'TypeMismatch',
@@ -73,6 +75,9 @@ function fail(code: number, errmsg: string): never {
 
 /** Stages mongod accepts after $changeStream; they keep one output per event, so resuming stays exact. */
 const ALLOWED_STAGES = new Set(['$match', '$project', '$addFields', '$set', '$unset', '$replaceRoot', '$replaceWith', '$redact']);
+/** Stage names mongod knows (the ones mingo implements plus the ones the emulator refuses). */
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const KNOWN_STAGES = new Set([...Object.keys(require('mingo/operators/pipeline') as object), '$out', '$merge', '$geoNear', '$search', '$searchMeta', '$collStats', '$indexStats', '$currentOp', '$listSessions', '$planCacheStats', '$changeStreamSplitLargeEvent', '$documents', '$unionWith', '$lookup', '$graphLookup', '$facet']);
 const KNOWN_OPTIONS = new Set(['fullDocument', 'fullDocumentBeforeChange', 'resumeAfter', 'startAfter', 'startAtOperationTime', 'allChangesForCluster', 'showExpandedEvents']);
 const FULL_DOCUMENT = ['default', 'updateLookup', 'whenAvailable', 'required'] as const;
 const FULL_DOCUMENT_BEFORE = ['off', 'whenAvailable', 'required'] as const;
@@ -219,6 +224,10 @@ function parseStages(pipeline: Document[]): Document[] {
     const name = names[0];
     if (name === '$changeStreamSplitLargeEvent') fail(Code.NotImplemented, '$changeStreamSplitLargeEvent is not supported by the mongoose-pessimistic-lock emulator');
     if (name === '$changeStream') fail(Code.BadValue, '$changeStream is only valid as the first stage in a pipeline');
+    // An unknown stage name fails as in any pipeline (DocumentSource::parse: 40324 "Unrecognized
+    // pipeline stage name"; change-streams spec test change-streams.json expects 40324 for
+    // '$unsupported'); a known stage that a change stream does not allow is IllegalOperation.
+    if (!ALLOWED_STAGES.has(name) && !KNOWN_STAGES.has(name)) fail(40324, `Unrecognized pipeline stage name: '${name}'`);
     if (!ALLOWED_STAGES.has(name)) fail(Code.IllegalOperation, `${name} is not permitted in a $changeStream pipeline`);
   }
   return pipeline;
@@ -355,7 +364,9 @@ export class ChangeStreams implements ChangeStreamsHook {
         fail(Code.InvalidResumeToken, "Attempting to resume a change stream using 'resumeAfter' is not allowed from an invalidate notification.");
       }
       spec.position = token.position;
-      if (token.kind !== 'invalidate') {
+      // Only an event token can sit on an invalidating event the stream returned; a high-water mark's
+      // position was consumed before the stream existed (e.g. the collection's earlier drop).
+      if (token.kind === 'event') {
         const at = this.history.at(token.position);
         spec.invalidateDue = at !== undefined && classify(scope, at.ev).invalidates;
       }
@@ -384,7 +395,7 @@ export class ChangeStreamCursor implements CursorSource {
   ) {
     this.position = spec.position;
     this.invalidateDue = spec.invalidateDue;
-    this.pipeline = spec.stages.length ? new Aggregator(spec.stages, {}) : undefined;
+    this.pipeline = spec.stages.length ? makeAggregator(spec.stages) : undefined;
     this.pbrt = this.highWaterMark();
   }
 

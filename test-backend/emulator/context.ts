@@ -29,6 +29,10 @@ export interface ServerState {
   processId: ObjectId;
   electionId: ObjectId;
   startedAt: Date;
+  /** Whether data survives a restart (a dbpath was given). */
+  persistent?: boolean;
+  /** Open connections (serverStatus). */
+  connectionCount?: () => number;
   onParamsChanged(): void;
   log(line: string): void;
 }

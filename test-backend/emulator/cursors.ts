@@ -73,7 +73,7 @@ export class CursorRegistry {
     return id;
   }
 
-  async getMore(id: Long | number, ns: string, batchSize: number | undefined, maxAwaitTimeMS: number | undefined): Promise<Document> {
+  async getMore(id: Long | number, ns: string, batchSize: number | undefined, maxAwaitTimeMS: number | undefined, afterCheckout?: (isChangeStream: boolean) => void): Promise<Document> {
     const key = String(id);
     const e = this.cursors.get(key);
     if (!e) throw new MongoCommandError(Codes.CursorNotFound, `cursor id ${key} not found`);
@@ -82,6 +82,14 @@ export class CursorRegistry {
     e.busy = true;
     try {
       const src: CursorSource = e.source;
+      try {
+        afterCheckout?.(!(src instanceof ArraySource));
+      } catch (err) {
+        // A getMore that fails after checking out its cursor kills it.
+        src.close();
+        this.cursors.delete(key);
+        throw err;
+      }
       const batch = src instanceof ArraySource ? src.take(batchSize ?? 0) : await src.nextBatch(batchSize ?? 101, { maxAwaitTimeMS });
       let outId = Long.fromString(key);
       if (src.exhausted) {

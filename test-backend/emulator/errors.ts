@@ -89,6 +89,13 @@ export function toCommandError(err: unknown): MongoCommandError {
   if (m) return new MongoCommandError(Codes.BadValue, `unknown operator: ${m[1]}`);
   m = /^accumulator '(\$\w+)' is not registered\.?$/.exec(msg);
   if (m) return new MongoCommandError(Codes.InvalidPipelineOperator, `Unrecognized expression '${m[1]}'`);
+  m = /^Use of undefined variable: (\S+)$/.exec(msg);
+  if (m) return new MongoCommandError(17276, `Use of undefined variable: ${m[1]}`);
+  // mingo refusals of things mongod accepts (5.0+ '$'-prefixed field names in updates, '__proto__'
+  // paths): not implemented here, so NotImplemented rather than a code mongod would not send.
+  m = /^Dollar \(\$\) prefixed field paths is not allowed in update operations: '([^']*)'/.exec(msg);
+  if (m) return unsupported(`updating the '$'-prefixed field path '${m[1]}'`);
+  if (/^Accessing __proto__ is not allowed/.test(msg)) return unsupported("a field named '__proto__'");
   // Other mingo errors for bad operators/expressions: mongod answers those with BadValue-class errors.
   return new MongoCommandError(Codes.BadValue, msg);
 }

@@ -23,6 +23,7 @@
 import type { Document } from 'bson';
 import { MongoCommandError } from './errors';
 import type { CommandContext, FailPointAction, FailPointsHook } from './hooks';
+import { WriteFailPoints } from './write-failpoints';
 
 /** What the dispatcher can tell us beyond hooks.ts's CommandContext; every field is optional. */
 export interface FailPointContext extends CommandContext {
@@ -115,7 +116,7 @@ const TXN_END_COMMANDS = new Set(['commitTransaction', 'abortTransaction']);
  * Commands that accept a write concern; only these get a fail-point writeConcernError
  * (mongod checks `invocation->supportsWriteConcern()`).
  */
-const WRITE_CONCERN_COMMANDS = new Set([
+export const WRITE_CONCERN_COMMANDS = new Set([
   'insert', 'update', 'delete', 'findAndModify', 'findandmodify', 'commitTransaction', 'abortTransaction',
   'create', 'drop', 'dropDatabase', 'createIndexes', 'dropIndexes', 'renameCollection', 'collMod',
   'bulkWrite', 'setFeatureCompatibilityVersion',
@@ -293,6 +294,8 @@ export function errorLabelsFor(ctx: FailPointContext, code: number | undefined, 
 }
 
 export class FailPoints implements FailPointsHook {
+  /** onPrimaryTransactionalWrite and failGetMoreAfterCursorCheckout (write-failpoints.ts). */
+  readonly writes = new WriteFailPoints();
   private mode: Mode = { kind: 'off' };
   private data: FailCommandData = parseData({});
   /** How many times the fail point fired since the server started (mongod's `count`). */
@@ -304,9 +307,10 @@ export class FailPoints implements FailPointsHook {
       fail(Code.Unauthorized, 'configureFailPoint may only be run against the admin database.');
     }
     if (typeof name !== 'string') fail(Code.TypeMismatch, "'configureFailPoint' must name a fail point (a string)");
+    if (WriteFailPoints.handles(name)) return this.writes.configure(name, cmd);
     if (name !== FAIL_POINT_NAME) {
       // mongod answers FailPointSetFailed for names it does not know; this emulator knows only failCommand.
-      fail(Code.FailPointSetFailed, `${name} not found (the mongoose-pessimistic-lock emulator implements only the '${FAIL_POINT_NAME}' fail point)`);
+      fail(Code.FailPointSetFailed, `${name} not found (the mongoose-pessimistic-lock emulator implements only failCommand, onPrimaryTransactionalWrite and failGetMoreAfterCursorCheckout)`);
     }
     const mode = parseMode(cmd.mode);
     const data = parseData(cmd.data);

@@ -30,6 +30,8 @@ export interface FailPointsHook {
   configure(cmd: Document): Document;
   /** integration: failpoints — after the command ran: adds a fail point's writeConcernError (and labels) to its reply. */
   afterCommand?(ctx: CommandContext, reply: Document): Document;
+  /** onPrimaryTransactionalWrite / failGetMoreAfterCursorCheckout (write-failpoints.ts). */
+  readonly writes?: import('./write-failpoints').WriteFailPoints;
 }
 
 /** A committed change, emitted synchronously in commit order on `storage.changes`. */

@@ -5,8 +5,9 @@
  * collection's primary Map itself and is not stored here.
  */
 import type { Document } from 'bson';
-import { Query } from 'mingo';
-import { Codes, MongoCommandError } from './errors';
+import type { Query } from 'mingo';
+import { makeQuery } from './mingo-context';
+import { Codes, MongoCommandError, unsupported } from './errors';
 import { formatValue, getPath, keyOf } from './values';
 
 export interface IndexSpec {
@@ -31,13 +32,16 @@ export function normalizeSpec(raw: Document): IndexSpec {
   if (!raw || typeof raw.key !== 'object' || Object.keys(raw.key as Document).length === 0) {
     throw new MongoCommandError(Codes.BadValue, "Error in specification: 'key' must be a non-empty object");
   }
+  // Loud where unsupported: options and index types the emulator does not implement answer
+  // NotImplemented naming the feature (geo '2d'/'2dsphere', 'text', 'hashed', collation...).
   for (const opt of Object.keys(raw)) {
-    if (!SUPPORTED_OPTIONS.has(opt)) throw new MongoCommandError(Codes.InvalidOptions, `createIndexes option '${opt}' is not supported by the emulator`);
+    if (!SUPPORTED_OPTIONS.has(opt)) throw unsupported(`createIndexes option '${opt}'`);
   }
-  if (raw.collation !== undefined) throw new MongoCommandError(Codes.InvalidOptions, "createIndexes option 'collation' is not supported by the emulator");
+  if (raw.collation !== undefined) throw unsupported("createIndexes option 'collation'");
   for (const [field, dir] of Object.entries(raw.key as Document)) {
     if (dir !== 1 && dir !== -1) {
-      throw new MongoCommandError(Codes.InvalidOptions, `index type ${JSON.stringify(dir)} on field '${field}' is not supported by the emulator (only ascending/descending)`);
+      const feature = dir === '2d' || dir === '2dsphere' || dir === 'geoHaystack' ? 'geo' : dir === 'text' ? 'text search' : String(dir);
+      throw unsupported(`index type ${JSON.stringify(dir)} (${feature}) on field '${field}'`);
     }
   }
   const spec: IndexSpec = { v: 2, key: { ...(raw.key as Document) }, name: typeof raw.name === 'string' ? raw.name : indexNameFor(raw.key as Document) };
@@ -45,8 +49,14 @@ export function normalizeSpec(raw: Document): IndexSpec {
   if (raw.sparse) spec.sparse = true;
   if (raw.hidden) spec.hidden = true;
   if (raw.expireAfterSeconds !== undefined) {
-    const s = Number(raw.expireAfterSeconds);
-    if (!Number.isFinite(s) || s < 0) throw new MongoCommandError(Codes.InvalidOptions, 'TTL index expireAfterSeconds must be a non-negative number');
+    // mongod refuses TTL on _id, on compound keys (5.0+; older servers ignored the option) and
+    // out-of-range values; the exact codes and messages differ between releases and the emulator
+    // has not pinned them to a source, so it refuses them as NotImplemented rather than guess.
+    const s = raw.expireAfterSeconds;
+    const keys = Object.keys(raw.key as Document);
+    if (keys.length === 1 && keys[0] === '_id') throw unsupported('a TTL index on _id (mongod refuses it)');
+    if (keys.length > 1) throw unsupported('a TTL option on a compound index (mongod refuses or ignores it, depending on the release)');
+    if (typeof s !== 'number' || !Number.isInteger(s) || s < 0 || s > 2147483647) throw unsupported(`expireAfterSeconds ${JSON.stringify(s)} (mongod refuses values that are not integers between 0 and 2147483647)`);
     spec.expireAfterSeconds = s;
   }
   if (raw.partialFilterExpression) spec.partialFilterExpression = raw.partialFilterExpression as Document;
@@ -72,7 +82,7 @@ export class Index {
     this.spec = spec;
     this.fields = Object.keys(spec.key);
     this.lookup = this.fields.length === 1 && !this.fields[0].includes('.') ? new Map() : undefined;
-    this.partial = spec.partialFilterExpression ? new Query(spec.partialFilterExpression) : undefined;
+    this.partial = spec.partialFilterExpression ? makeQuery(spec.partialFilterExpression) : undefined;
   }
 
   get name(): string {

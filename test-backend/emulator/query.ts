@@ -5,7 +5,9 @@
  * uses the `_id` map and single-field indexes before mingo re-checks.
  */
 import type { Document, Timestamp } from 'bson';
-import { Query } from 'mingo';
+import type { Query } from 'mingo';
+import { makeQuery } from './mingo-context';
+import { rejectProtoKeys, rejectUnsupportedQueryFeatures } from './unsupported-features';
 import type { Index } from './indexes';
 import type { Collection } from './storage/collection';
 import type { Transaction } from './transactions';
@@ -21,6 +23,8 @@ export interface SystemVars {
    * running and $$CLUSTER_TIME is not available"; reading it fails with 51144).
    */
   clusterTimeAvailable?: boolean;
+  /** The command's `let` variables, evaluated once (see let.ts). */
+  let?: Document;
 }
 
 /**
@@ -131,6 +135,11 @@ export interface Matcher {
   test(doc: Document): boolean;
 }
 
+/** The matcher narrowed by a hint's restriction (hint.ts), if any. */
+export function withRestriction(m: Matcher, r: ((doc: Document) => boolean) | undefined): Matcher {
+  return r ? { test: (d) => m.test(d) && r(d) } : m;
+}
+
 const ALWAYS: Matcher = { test: () => true };
 
 export function compileFilter(filter: Document | undefined, vars: SystemVars): Matcher {
@@ -142,15 +151,17 @@ export function compileFilter(filter: Document | undefined, vars: SystemVars): M
   // Compiling a mingo Query copies mingo's whole operator table; filters without
   // `$expr`/`$where` do not depend on the command's variables, so reuse them.
   const cacheKey = keyOf(filter);
-  const cacheable = !cacheKey.includes('"$expr"') && !cacheKey.includes('"$where"');
+  const cacheable = !vars.let && !cacheKey.includes('"$expr"') && !cacheKey.includes('"$where"');
   if (cacheable) {
     const hit = compiledFilters.get(cacheKey);
     if (hit) return hit;
   }
   rejectNumericTypeTests(filter);
+  rejectUnsupportedQueryFeatures(filter);
+  rejectProtoKeys(filter);
   let q: Query;
   try {
-    q = new Query(bindFilter(filter, vars));
+    q = makeQuery(bindFilter(filter, vars), { variables: vars.let });
   } catch (e) {
     throw toCommandError(e);
   }

@@ -24,13 +24,26 @@ import { adminCommands } from './commands/admin';
 import { crudCommands, WRITE_COMMANDS } from './commands/crud';
 import { explainCommands } from './commands/explain';
 import { handshakeCommands } from './commands/handshake';
-import { Codes, MongoCommandError, toCommandError } from './errors';
+import { Codes, MongoCommandError, toCommandError, unsupported } from './errors';
+import { evaluateLet } from './let';
+import { checkWriteConcern, withWriteConcernOutcome } from './write-concern';
 import { decodeMessage, encodeOpMsg, encodeOpReply, FLAG_EXHAUST_ALLOWED, FLAG_MORE_TO_COME, MessageFramer, OP_QUERY, type IncomingMessage } from './wire';
 
 const handlers: Record<string, Handler> = { ...handshakeCommands, ...crudCommands, ...adminCommands, ...explainCommands };
 
 /** Fields that are generic envelope, not the command name. */
-const TXN_ALLOWED = new Set(['find', 'getMore', 'insert', 'update', 'delete', 'findAndModify', 'findandmodify', 'aggregate', 'count', 'distinct', 'commitTransaction', 'abortTransaction', 'create', 'createIndexes', 'killCursors']);
+/**
+ * Commands allowed in a multi-document transaction (each command's allowedInTransactions();
+ * CommandHelpers::canUseTransactions in src/mongo/db/commands.cpp answers the others with
+ * OperationNotSupportedInTransaction "Cannot run '<name>' in a multi-document transaction.").
+ * `count` is not allowed (transactions spec test count.json expects OperationNotSupportedInTransaction).
+ */
+const TXN_ALLOWED = new Set(['find', 'getMore', 'insert', 'update', 'delete', 'findAndModify', 'findandmodify', 'aggregate', 'distinct', 'commitTransaction', 'abortTransaction', 'create', 'createIndexes', 'killCursors']);
+/** Commands that may carry a writeConcern inside a transaction (isTransactionCommand()). */
+const TXN_COMMANDS = new Set(['commitTransaction', 'abortTransaction']);
+
+/** Commands that take a `let` document (see let.ts). */
+const LET_COMMANDS = new Set(['find', 'aggregate', 'update', 'delete', 'findAndModify', 'findandmodify']);
 
 const ZERO_SIG = { hash: new Binary(Buffer.alloc(20)), keyId: Long.ZERO };
 
@@ -172,16 +185,35 @@ export async function dispatch(state: ServerState, msg: IncomingMessage, conn: C
     }
     if (inTransaction) {
       if (!TXN_ALLOWED.has(name)) throw new MongoCommandError(Codes.OperationNotSupportedInTransaction, `Cannot run '${name}' in a multi-document transaction.`);
+      checkTransactionStatement(cmd, name);
       ctx.txn = state.txns.forCommand(cmd, name);
     }
+    // Snapshot reads outside transactions (readConcern snapshot, atClusterTime; 5.0+) read at a
+    // point in time the emulator does not keep for plain reads: refused rather than answered from
+    // the latest data.
+    const rc = cmd.readConcern as Document | undefined;
+    if (!inTransaction && rc && (rc.level === 'snapshot' || rc.atClusterTime !== undefined)) throw unsupported('readConcern snapshot outside a transaction (snapshot reads)');
+    if (cmd.let !== undefined && LET_COMMANDS.has(name)) ctx.vars.let = evaluateLet(cmd.let, ctx.vars);
     ctx.exec = { storage: state.storage, txns: state.txns, txn: ctx.txn, vars: ctx.vars, db };
     const retryable = !inTransaction && WRITE_COMMANDS.has(name) && cmd.lsid !== undefined && cmd.txnNumber !== undefined;
     if (retryable) {
       const prior = state.txns.retryResult(cmd);
-      if (prior) return withClusterTime(state, { ...prior, retriedStmtIds: undefined });
+      // A fail point's writeConcernError applies to the retried command's reply too.
+      if (prior) return withClusterTime(state, afterFailPoint({ ...prior, retriedStmtIds: undefined }));
     }
-    const reply = await handler(ctx);
+    // onPrimaryTransactionalWrite (write-failpoints.ts): close the connection before the write, or after it.
+    const writeFp = retryable && ctx.state.topology === 'replset' ? state.failPoints?.writes?.onRetryableWrite() : undefined;
+    if (writeFp?.kind === 'closeWithoutWrite') {
+      conn.close();
+      return undefined;
+    }
+    checkWriteConcern(cmd, name, state.topology);
+    const reply = withWriteConcernOutcome(cmd, name, state.topology, await handler(ctx));
     if (retryable) state.txns.recordRetry(cmd, reply);
+    if (writeFp?.kind === 'closeAfterWrite') {
+      conn.close();
+      return undefined;
+    }
     return withClusterTime(state, afterFailPoint(reply));
   } catch (e) {
     const err = toCommandError(e);
@@ -190,6 +222,21 @@ export async function dispatch(state: ServerState, msg: IncomingMessage, conn: C
       state.txns.abort(ctx.txn, `statement ${name} failed: ${err.message}`);
     }
     return withClusterTime(state, afterFailPoint(err.toReply()));
+  }
+}
+
+/**
+ * validateSessionOptions / validateWriteConcernForTransaction
+ * (src/mongo/db/transaction/transaction_validation.cpp).
+ */
+function checkTransactionStatement(cmd: Document, name: string): void {
+  if (cmd.startTransaction) {
+    if (name === 'killCursors') throw new MongoCommandError(Codes.OperationNotSupportedInTransaction, 'Cannot run killCursors as the first operation in a multi-document transaction.');
+    if (name === 'commitTransaction') throw new MongoCommandError(Codes.OperationNotSupportedInTransaction, 'Cannot start a transaction with a commit');
+    if (name === 'abortTransaction') throw new MongoCommandError(Codes.OperationNotSupportedInTransaction, 'Cannot start a transaction with an abort');
+  }
+  if (cmd.writeConcern !== undefined && !TXN_COMMANDS.has(name)) {
+    throw new MongoCommandError(Codes.InvalidOptions, 'writeConcern is not allowed within a multi-statement transaction');
   }
 }
 
@@ -203,6 +250,10 @@ export class EmulatorServer {
       this.connections.add(conn);
       socket.on('close', () => this.connections.delete(conn));
     });
+  }
+
+  get connectionCount(): number {
+    return this.connections.size;
   }
 
   listen(port: number, host: string): Promise<number> {

@@ -29,6 +29,8 @@ export class Transaction implements LockHolder {
   /** ns -> _id key -> document (null: deleted by this transaction). */
   readonly overlay = new Map<string, Map<string, Document | null>>();
   readonly ops: DocWrite[] = [];
+  /** Collections this transaction created (ns -> collection), registered with the storage at commit. */
+  readonly pendingCollections = new Map<string, Collection>();
   readonly finished: Promise<void>;
   abortReason: string | undefined;
   timer: NodeJS.Timeout | undefined;
@@ -122,6 +124,13 @@ export class TransactionManager {
     if (clash) {
       this.abort(txn, `unique index clash at commit: ${clash.message}`);
       throw writeConflict();
+    }
+    for (const coll of txn.pendingCollections.values()) {
+      if (!this.storage.adoptCollection(coll)) {
+        // Created outside while the transaction ran: mongod's catalog write conflicts the same way.
+        this.abort(txn, `collection ${coll.ns} was created outside the transaction`);
+        throw writeConflict();
+      }
     }
     for (const op of txn.ops) {
       this.storage.locks.delete(this.storage.lockKey(op.coll, op.key));

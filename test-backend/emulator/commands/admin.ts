@@ -1,9 +1,10 @@
 /** Namespace and index commands: create, drop, dropDatabase, listCollections, listDatabases, createIndexes, listIndexes, dropIndexes. */
 import type { Document } from 'bson';
-import { Query } from 'mingo';
+import { makeQuery } from '../mingo-context';
 import type { CommandCtx, Handler } from '../context';
 import { Codes, MongoCommandError, toCommandError, unsupported } from '../errors';
 import { keyOf } from '../values';
+import { ensureColl, getColl } from '../namespaces';
 
 function nsNotFound(ctx: CommandCtx, name: string): MongoCommandError {
   return new MongoCommandError(Codes.NamespaceNotFound, `ns does not exist: ${ctx.db}.${name}`);
@@ -21,8 +22,9 @@ const create: Handler = (ctx) => {
   noTxn(ctx);
   const name = ctx.cmd.create as string;
   for (const k of Object.keys(ctx.cmd)) if (!CREATE_OPTIONS.has(k)) throw unsupported(`create option '${k}'`);
-  if (ctx.state.storage.getCollection(ctx.db, name)) throw new MongoCommandError(Codes.NamespaceExists, `Collection ${ctx.db}.${name} already exists.`);
-  ctx.state.storage.ensureCollection(ctx.db, name);
+  if (getColl(ctx.exec, ctx.db, name)) throw new MongoCommandError(Codes.NamespaceExists, `Collection ${ctx.db}.${name} already exists.`);
+  // Inside a transaction the new collection stays invisible outside until commit (namespaces.ts).
+  ensureColl(ctx.exec, ctx.db, name);
   return { ok: 1 };
 };
 
@@ -51,7 +53,7 @@ const listCollections: Handler = (ctx) => {
   );
   if (ctx.cmd.filter && Object.keys(ctx.cmd.filter as Document).length) {
     try {
-      const q = new Query(ctx.cmd.filter as Document);
+      const q = makeQuery(ctx.cmd.filter as Document);
       infos = infos.filter((d) => q.test(d));
     } catch (e) {
       throw toCommandError(e);
@@ -71,13 +73,21 @@ const createIndexes: Handler = (ctx) => {
   const name = ctx.cmd.createIndexes as string;
   const specs = ctx.cmd.indexes as Document[] | undefined;
   if (!Array.isArray(specs) || !specs.length) throw new MongoCommandError(Codes.FailedToParse, "Must specify at least one index to create");
-  if (ctx.txn) throw new MongoCommandError(Codes.OperationNotSupportedInTransaction, "Cannot run 'createIndexes' in a multi-document transaction.");
   const storage = ctx.state.storage;
-  const existed = !!storage.getCollection(ctx.db, name);
-  const coll = storage.ensureCollection(ctx.db, name);
+  const committed = storage.getCollection(ctx.db, name);
+  const existed = !!getColl(ctx.exec, ctx.db, name);
+  if (ctx.txn && committed) {
+    // create_indexes_cmd.cpp: inside a transaction only indexes that already exist (a no-op) may be
+    // "created" on a collection that exists outside it; a new index build needs an exclusive lock.
+    const allExist = specs.every((s) => storage.createIndex(committed, s, { dryRun: true }) === 'exists');
+    if (!allExist) {
+      throw new MongoCommandError(Codes.OperationNotSupportedInTransaction, `Cannot create new indexes on existing collection ${ctx.db}.${name} in a multi-document transaction.`);
+    }
+  }
+  const coll = ensureColl(ctx.exec, ctx.db, name);
   const before = coll.allSpecs().length;
   let created = 0;
-  for (const s of specs) if (storage.createIndex(coll, s) === 'created') created++;
+  for (const s of specs) if (storage.createIndex(coll, s, { dryRun: false, pending: !!ctx.txn && !committed }) === 'created') created++;
   const reply: Document = { numIndexesBefore: before, numIndexesAfter: coll.allSpecs().length, createdCollectionAutomatically: !existed, ok: 1 };
   if (!created) reply.note = 'all indexes already exist';
   return reply;
@@ -115,7 +125,18 @@ const dropIndexes: Handler = (ctx) => {
   return { nIndexesWas, ok: 1 };
 };
 
+/** Commands mongod has that the emulator does not implement: NotImplemented, not CommandNotFound. */
+const notImplemented = (what: string): Handler => () => {
+  throw unsupported(what);
+};
+
 export const adminCommands: Record<string, Handler> = {
+  collMod: notImplemented('the collMod command'),
+  renameCollection: notImplemented('the renameCollection command'),
+  bulkWrite: notImplemented('the bulkWrite command (client-level bulk write, 8.0+)'),
+  mapReduce: notImplemented('the mapReduce command'),
+  compact: notImplemented('the compact command'),
+  validate: notImplemented('the validate command'),
   create,
   drop,
   dropDatabase,

@@ -1,11 +1,14 @@
 /** insert, update, delete, findAndModify, find, getMore, killCursors, count, distinct, aggregate. */
 import type { Document, Long } from 'bson';
-import { Aggregator, Query } from 'mingo';
+import { makeAggregator, makeQuery } from '../mingo-context';
 import type { CommandCtx, Handler } from '../context';
 import { Codes, MongoCommandError, toCommandError, unsupported } from '../errors';
-import { bindExpression, bindPipeline, compileFilter, View } from '../query';
+import { bindExpression, bindPipeline, compileFilter, View, withRestriction } from '../query';
+import { hintOrder, resolveHint } from '../hint';
+import { applyProjection, projectionIsSimple } from '../projection';
 import { deleteStatement, insertOne, sortDocs, updateStatement, waitingForLocks, type UpdateSpec } from '../writes';
 import { isPlainObject, keyOf } from '../values';
+import { ensureColl, getColl } from '../namespaces';
 
 function collName(ctx: CommandCtx): string {
   const v = ctx.cmd[ctx.name];
@@ -45,9 +48,9 @@ const insert: Handler = async (ctx) => {
   if (!Array.isArray(docs)) throw new MongoCommandError(Codes.FailedToParse, "BSON field 'insert.documents' is missing but a required field");
   rejectOptions(ctx, ['collation']);
   let n = 0;
-  const coll = ctx.state.storage.ensureCollection(ctx.db, name);
+  const coll = ensureColl(ctx.exec, ctx.db, name);
   const writeErrors = await runStatements(ctx, docs, (d) => {
-    insertOne(ctx.exec, ctx.state.storage.getCollection(ctx.db, name) ?? coll, d);
+    insertOne(ctx.exec, getColl(ctx.exec, ctx.db, name) ?? coll, d);
     n++;
   });
   return withErrors({ n, ok: 1 }, writeErrors);
@@ -65,14 +68,18 @@ const update: Handler = async (ctx) => {
   let n = 0;
   let nModified = 0;
   const upserted: Document[] = [];
+  // 'sort' in an update statement exists from 8.0; the 7.0 IDL parser rejects unknown fields for the
+  // whole command ("BSON field '<path>' is an unknown field.", 40415).
+  if (updates.some((st) => isPlainObject(st) && st.sort !== undefined)) throw new MongoCommandError(40415, "BSON field 'update.updates.sort' is an unknown field.");
   const writeErrors = await runStatements(ctx, updates, (st, index) => {
-    rejectStatementOptions(ctx, st, ['collation', 'sort']);
+    rejectStatementOptions(ctx, st, ['collation']);
     const r = updateStatement(ctx.exec, ctx.db, name, {
       q: st.q as Document,
       u: st.u as UpdateSpec,
       multi: !!st.multi,
       upsert: !!st.upsert,
       arrayFilters: st.arrayFilters as Document[] | undefined,
+      hint: st.hint,
     });
     n += r.n;
     nModified += r.nModified;
@@ -92,15 +99,16 @@ const del: Handler = async (ctx) => {
     rejectStatementOptions(ctx, st, ['collation']);
     const limit = Number(st.limit ?? 0);
     if (limit !== 0 && limit !== 1) throw new MongoCommandError(Codes.FailedToParse, 'The limit field in delete objects must be 0 or 1');
-    n += deleteStatement(ctx.exec, ctx.db, name, { q: st.q as Document, limit }).n;
+    n += deleteStatement(ctx.exec, ctx.db, name, { q: st.q as Document, limit, hint: st.hint }).n;
   });
   return withErrors({ n, ok: 1 }, writeErrors);
 };
 
-function project(docs: Document[], projection: Document | undefined, ctx: CommandCtx): Document[] {
+function project(docs: Document[], projection: Document | undefined, ctx: CommandCtx, filter?: Document): Document[] {
   if (!projection || !Object.keys(projection).length) return docs;
+  if (projectionIsSimple(projection)) return applyProjection(docs, projection, filter);
   try {
-    return new Query({}).find(docs, bindExpression(projection, ctx.vars)).all() as Document[];
+    return makeQuery({}, { variables: ctx.vars.let }).find(docs, bindExpression(projection, ctx.vars)).all() as Document[];
   } catch (e) {
     throw toCommandError(e);
   }
@@ -117,7 +125,7 @@ const findAndModify: Handler = async (ctx) => {
     let value: Document | null;
     const leo: Document = {};
     if (c.remove) {
-      const r = deleteStatement(ctx.exec, ctx.db, name, { q: c.query as Document, limit: 1, sort: c.sort as Document });
+      const r = deleteStatement(ctx.exec, ctx.db, name, { q: c.query as Document, limit: 1, sort: c.sort as Document, hint: c.hint });
       leo.n = r.n;
       value = r.deleted;
     } else {
@@ -127,19 +135,20 @@ const findAndModify: Handler = async (ctx) => {
         upsert: !!c.upsert,
         sort: c.sort as Document,
         arrayFilters: c.arrayFilters as Document[] | undefined,
+        hint: c.hint,
       });
       leo.n = r.n;
       leo.updatedExisting = r.n > 0 && r.upsertedId === undefined;
       if (r.upsertedId !== undefined) leo.upserted = r.upsertedId;
       value = c.new ? (r.after ?? null) : r.upsertedId !== undefined ? null : (r.before ?? null);
     }
-    if (value && c.fields) value = project([value], c.fields as Document, ctx)[0];
+    if (value && c.fields) value = project([value], c.fields as Document, ctx, c.query as Document | undefined)[0];
     return { lastErrorObject: leo, value, ok: 1 };
   });
 };
 
 export function readView(ctx: CommandCtx, name: string): View {
-  return new View(ctx.state.storage.getCollection(ctx.db, name), ctx.txn);
+  return new View(getColl(ctx.exec, ctx.db, name), ctx.txn);
 }
 
 export const FIND_UNSUPPORTED_OPTIONS = ['collation', 'min', 'max', 'returnKey', 'showRecordId', 'tailable', 'awaitData', 'allowPartialResults'];
@@ -161,12 +170,14 @@ export function findWindow(c: Document): { skip: number; limit: number; singleBa
 export function findDocs(ctx: CommandCtx, name: string, c: Document, stats?: { examined: number }): Document[] {
   const filter = (c.filter ?? {}) as Document;
   const { skip, limit, sort } = findWindow(c);
-  const matcher = compileFilter(filter, ctx.vars);
-  let docs = readView(ctx, name).find(filter, matcher, !sort && limit ? skip + limit : 0, stats).map(([, d]) => d);
-  if (sort) docs = sortDocs(docs, sort);
+  const view = readView(ctx, name);
+  const matcher = withRestriction(compileFilter(filter, ctx.vars), resolveHint(view.coll, c.hint));
+  const order = sort ?? hintOrder(view.coll, c.hint);
+  let docs = view.find(filter, matcher, !order && limit ? skip + limit : 0, stats).map(([, d]) => d);
+  if (order) docs = sortDocs(docs, order);
   if (skip) docs = docs.slice(skip);
   if (limit) docs = docs.slice(0, limit);
-  return project(docs, c.projection as Document | undefined, ctx);
+  return project(docs, c.projection as Document | undefined, ctx, filter);
 }
 
 const find: Handler = (ctx) => {
@@ -179,7 +190,8 @@ const find: Handler = (ctx) => {
 
 const getMore: Handler = (ctx) => {
   const coll = ctx.cmd.collection as string;
-  return ctx.state.cursors.getMore(ctx.cmd.getMore as Long, `${ctx.db}.${coll}`, ctx.cmd.batchSize as number | undefined, ctx.cmd.maxTimeMS as number | undefined);
+  const fp = ctx.state.failPoints?.writes;
+  return ctx.state.cursors.getMore(ctx.cmd.getMore as Long, `${ctx.db}.${coll}`, ctx.cmd.batchSize as number | undefined, ctx.cmd.maxTimeMS as number | undefined, fp && ((cs) => fp.afterGetMoreCheckout(cs)));
 };
 
 const killCursors: Handler = (ctx) => {
@@ -190,7 +202,8 @@ const killCursors: Handler = (ctx) => {
 /** The count command's answer for `c` on `name` (used by count and by explain's executionStats). */
 export function countDocs(ctx: CommandCtx, name: string, c: Document, stats?: { examined: number }): number {
   const filter = (c.query ?? {}) as Document;
-  let n = readView(ctx, name).find(filter, compileFilter(filter, ctx.vars), 0, stats).length;
+  const view = readView(ctx, name);
+  let n = view.find(filter, withRestriction(compileFilter(filter, ctx.vars), resolveHint(view.coll, c.hint)), 0, stats).length;
   n = Math.max(0, n - Number(c.skip ?? 0));
   const limit = Math.abs(Number(c.limit ?? 0));
   if (limit) n = Math.min(n, limit);
@@ -208,7 +221,8 @@ const distinct: Handler = (ctx) => {
   rejectOptions(ctx, ['collation']);
   const key = ctx.cmd.key as string;
   const filter = (ctx.cmd.query ?? {}) as Document;
-  const docs = readView(ctx, name).find(filter, compileFilter(filter, ctx.vars)).map(([, d]) => d);
+  const view = readView(ctx, name);
+  const docs = view.find(filter, withRestriction(compileFilter(filter, ctx.vars), resolveHint(view.coll, ctx.cmd.hint))).map(([, d]) => d);
   const seen = new Map<string, unknown>();
   for (const d of docs) {
     let v: unknown = d;
@@ -253,17 +267,21 @@ const aggregate: Handler = async (ctx) => {
   let stages = bindPipeline(pipeline, ctx.vars);
   let docs: Document[];
   const view = readView(ctx, collArg);
+  const hinted = resolveHint(view.coll, c.hint);
   if (isPlainObject(stages[0]) && isPlainObject(stages[0].$match)) {
     const filter = pipeline[0].$match as Document;
-    docs = view.find(filter, compileFilter(filter, ctx.vars)).map(([, d]) => d);
+    docs = view.find(filter, withRestriction(compileFilter(filter, ctx.vars), hinted)).map(([, d]) => d);
     stages = stages.slice(1);
   } else {
-    docs = [...view.all()].map(([, d]) => d);
+    docs = [...view.all()].map(([, d]) => d).filter((d) => !hinted || hinted(d));
   }
+  const scanOrder = hintOrder(view.coll, c.hint);
+  if (scanOrder) docs = sortDocs(docs, scanOrder);
   let out: Document[];
   try {
     out = stages.length
-      ? (new Aggregator(stages, {
+      ? (makeAggregator(stages, {
+          variables: ctx.vars.let,
           collectionResolver: (name: string) => [...readView(ctx, name).all()].map(([, d]) => d),
         }).run(docs) as Document[])
       : docs;

@@ -140,6 +140,36 @@ const abortTransaction: Handler = (ctx) => {
   return { ok: 1 };
 };
 
+/**
+ * serverStatus: the sections drivers and ODMs read (manual, "serverStatus" output: host, version,
+ * process, pid, uptime, uptimeMillis, uptimeEstimate, localTime, connections, storageEngine, and repl
+ * on a replica-set member). Counters the emulator does not keep (opcounters, metrics, wiredTiger...)
+ * are absent rather than invented.
+ */
+const serverStatus: Handler = (ctx) => {
+  const s = ctx.state;
+  const now = new Date();
+  const uptimeMillis = now.getTime() - s.startedAt.getTime();
+  const reply: Document = {
+    host: s.me,
+    version: SERVER_VERSION,
+    process: 'mongod',
+    pid: Long.fromNumber(process.pid),
+    uptime: Math.floor(uptimeMillis / 1000),
+    uptimeMillis: Long.fromNumber(uptimeMillis),
+    uptimeEstimate: Long.fromNumber(Math.floor(uptimeMillis / 1000)),
+    localTime: now,
+    connections: { current: ctx.state.connectionCount?.() ?? 1, available: 838_860, totalCreated: ctx.connectionId },
+    storageEngine: { name: 'emulator', supportsCommittedReads: true, persistent: !!s.persistent },
+  };
+  if (s.topology === 'replset') {
+    const hello = helloReply(ctx, false);
+    reply.repl = { topologyVersion: hello.topologyVersion, hosts: hello.hosts, setName: hello.setName, setVersion: hello.setVersion, isWritablePrimary: true, secondary: false, primary: hello.primary, me: hello.me, electionId: hello.electionId };
+  }
+  reply.ok = 1;
+  return reply;
+};
+
 const configureFailPoint: Handler = (ctx) => {
   if (!ctx.state.failPoints) throw unsupported('configureFailPoint (fail-point module not installed)');
   return ctx.state.failPoints.configure(ctx.cmd);
@@ -152,6 +182,7 @@ export const handshakeCommands: Record<string, Handler> = {
   ping: () => ({ ok: 1 }),
   buildInfo,
   buildinfo: buildInfo,
+  serverStatus,
   getParameter,
   setParameter,
   endSessions,

@@ -107,6 +107,20 @@ export class Storage implements ChangeSource {
     return c;
   }
 
+  /**
+   * Registers a collection a transaction created (at its commit); false if another one of the same
+   * name appeared meanwhile.
+   */
+  adoptCollection(coll: Collection): boolean {
+    let colls = this.dbs.get(coll.db);
+    if (!colls) this.dbs.set(coll.db, (colls = new Map()));
+    if (colls.has(coll.name)) return false;
+    colls.set(coll.name, coll);
+    this.sink?.createCollection(coll.db, coll.name, coll.options);
+    for (const idx of coll.indexes) this.sink?.createIndex(coll.db, coll.name, idx.spec);
+    return true;
+  }
+
   dropCollection(db: string, name: string): boolean {
     const colls = this.dbs.get(db);
     const c = colls?.get(name);
@@ -125,7 +139,11 @@ export class Storage implements ChangeSource {
     this.emit({ operationType: 'dropDatabase', ns: { db }, clusterTime: this.tick() });
   }
 
-  createIndex(coll: Collection, raw: Document): 'created' | 'exists' {
+  /**
+   * Creates an index (or reports that it exists). `dryRun`: only decide; `pending`: the collection
+   * belongs to a running transaction, so the index is not journaled until adoptCollection.
+   */
+  createIndex(coll: Collection, raw: Document, opts: { dryRun?: boolean; pending?: boolean } = {}): 'created' | 'exists' {
     const spec = normalizeSpec(raw);
     if (keyOf(spec.key) === keyOf({ _id: 1 }) && !spec.unique && !spec.expireAfterSeconds) {
       if (spec.name === '_id_' || raw.name === undefined) return 'exists';
@@ -140,8 +158,9 @@ export class Storage implements ChangeSource {
       if (sameIndex(byKey.spec, spec)) return 'exists';
       throw new MongoCommandError(Codes.IndexOptionsConflict, `An equivalent index already exists with a different name and options. Requested index: ${JSON.stringify(spec)}, existing index: ${JSON.stringify(byKey.spec)}`);
     }
+    if (opts.dryRun) return 'created';
     coll.addIndex(spec);
-    this.sink?.createIndex(coll.db, coll.name, spec);
+    if (!opts.pending) this.sink?.createIndex(coll.db, coll.name, spec);
     return 'created';
   }
 
@@ -247,7 +266,7 @@ export class Storage implements ChangeSource {
   }
 }
 
-function validateNamespace(db: string, name: string): void {
+export function validateNamespace(db: string, name: string): void {
   if (!db || /[/\\. "$]/.test(db)) throw new MongoCommandError(Codes.InvalidNamespace, `Invalid database name: '${db}'`);
   if (!name || name.includes('$') || name.startsWith('.') || name.includes('\0')) {
     throw new MongoCommandError(Codes.InvalidNamespace, `Invalid collection name: '${name}'`);

@@ -1,0 +1,127 @@
+/**
+ * Update-modifier rules applied before mingo's updater runs, where mingo's answer differs from
+ * mongod's.
+ *
+ *  - `$set: { _id: <the same value> }` is allowed: only a changed _id is ImmutableField (the
+ *    immutability check compares the values; manual, "Field Update Operators" › _id: "you cannot
+ *    update the value of the _id field").
+ *  - The positional `$` resolves to the first array element the query matched (manual, "$
+ *    (update)"), once for all paths of the update, so `'arr.$.a'` and `'arr.$.b'` are two different
+ *    fields and do not conflict. The emulator computes the index and substitutes it.
+ *  - `$push` onto a field that holds no array fails with BadValue "The field '<path>' must be an
+ *    array but is of type <type> in document {_id: <id>}" (src/mongo/db/update/push_node_test.cpp).
+ *  - `$pull` with a condition made of `$or`/`$and`/`$nor` removes the elements the condition matches,
+ *    each element tested as a document (manual, "$pull": "If the specified <value> to remove is a
+ *    document, $pull removes only the elements in the array that have the exact same fields and
+ *    values"/"conditions" — query operators apply to each element).
+ *  - A path that would need to create a field inside an array element by name, or inside a scalar,
+ *    fails on mongod (PathNotViable); the emulator has not sourced that message, so it refuses such
+ *    updates (NotImplemented) instead of silently doing nothing.
+ */
+import type { Document } from 'bson';
+import { Codes, MongoCommandError, unsupported } from './errors';
+import { makeQuery } from './mingo-context';
+import { formatValue, isPlainObject, valuesEqual } from './values';
+
+const CREATING_OPS = new Set(['$set', '$setOnInsert', '$inc', '$mul', '$min', '$max', '$push', '$addToSet', '$currentDate']);
+
+export function bsonTypeName(v: unknown): string {
+  if (v === null) return 'null';
+  if (typeof v === 'string') return 'string';
+  if (typeof v === 'boolean') return 'bool';
+  if (typeof v === 'number') return Number.isInteger(v) && Math.abs(v) < 2 ** 31 ? 'int' : 'double';
+  if (Array.isArray(v)) return 'array';
+  if (v instanceof Date) return 'date';
+  if (v instanceof RegExp) return 'regex';
+  switch ((v as { _bsontype?: string })._bsontype) {
+    case 'ObjectId': return 'objectId';
+    case 'Binary': return 'binData';
+    case 'Timestamp': return 'timestamp';
+    case 'Long': return 'long';
+    case 'Int32': return 'int';
+    case 'Double': return 'double';
+    case 'Decimal128': return 'decimal';
+    default: return 'object';
+  }
+}
+
+function valueAt(doc: Document, parts: string[]): { value: unknown; present: boolean } {
+  let cur: unknown = doc;
+  for (const p of parts) {
+    if (Array.isArray(cur) && /^\d+$/.test(p)) cur = cur[Number(p)];
+    else if (isPlainObject(cur) && p in cur) cur = cur[p];
+    else return { value: undefined, present: false };
+  }
+  return { value: cur, present: true };
+}
+
+/** Refuses paths mongod answers with PathNotViable (see the module comment). */
+function checkPathViable(doc: Document, path: string): void {
+  const parts = path.split('.');
+  let cur: unknown = doc;
+  for (let i = 0; i < parts.length - 1; i++) {
+    const p = parts[i];
+    const next = parts[i + 1];
+    cur = Array.isArray(cur) ? (/^\d+$/.test(p) ? cur[Number(p)] : undefined) : isPlainObject(cur) ? cur[p] : undefined;
+    if (cur === undefined || cur === null) return;
+    if (Array.isArray(cur) && !/^\d+$/.test(next) && !next.startsWith('$')) throw unsupported(`updating '${path}': a named field inside an array element (mongod answers PathNotViable)`);
+    if (!Array.isArray(cur) && !isPlainObject(cur)) throw unsupported(`updating '${path}': a field inside a ${bsonTypeName(cur)} value (mongod answers PathNotViable)`);
+  }
+}
+
+/** Index of the first element of the array at `path` that satisfies the filter's conditions on it. */
+function positionalIndex(doc: Document, arrayPath: string, filter: Document): number | undefined {
+  const arr = valueAt(doc, arrayPath.split('.')).value;
+  if (!Array.isArray(arr)) return undefined;
+  const conds = Object.entries(filter).filter(([k]) => k === arrayPath || k.startsWith(`${arrayPath}.`));
+  if (!conds.length) return undefined;
+  for (let i = 0; i < arr.length; i++) {
+    const probe: Document = {};
+    let cur = probe;
+    const parts = arrayPath.split('.');
+    for (let j = 0; j < parts.length - 1; j++) cur = cur[parts[j]] = {};
+    cur[parts[parts.length - 1]] = [arr[i]];
+    if (conds.every(([k, c]) => makeQuery({ [k]: c }).test(probe))) return i;
+  }
+  return undefined;
+}
+
+/** Rewrites `modifier` for `old` (see the module comment); returns a new modifier document. */
+export function prepareModifier(old: Document, modifier: Document, filter: Document | undefined, inserting: boolean): Document {
+  const out: Document = {};
+  for (const [op, spec] of Object.entries(modifier)) {
+    if (!isPlainObject(spec)) {
+      out[op] = spec;
+      continue;
+    }
+    const next: Document = {};
+    for (const [original, v] of Object.entries(spec)) {
+      let path = original;
+      if (path === '_id' && (op === '$set' || op === '$setOnInsert') && old._id !== undefined && valuesEqual(v, old._id)) continue;
+      if (!inserting && filter && /(^|\.)\$(\.|$)/.test(path)) {
+        const arrayPath = path.slice(0, path.search(/(^|\.)\$(\.|$)/));
+        const i = positionalIndex(old, arrayPath, filter);
+        if (i !== undefined) path = path.replace(/(^|\.)\$(\.|$)/, `$1${i}$2`);
+      }
+      if (CREATING_OPS.has(op) && !path.includes('$')) checkPathViable(old, path);
+      if (op === '$push' && !path.includes('$')) {
+        const at = valueAt(old, path.split('.'));
+        if (at.present && !Array.isArray(at.value)) {
+          throw new MongoCommandError(Codes.BadValue, `The field '${path}' must be an array but is of type ${bsonTypeName(at.value)} in document {_id: ${formatValue(old._id)}}`);
+        }
+      }
+      if (op === '$pull' && isPlainObject(v) && Object.keys(v).some((k) => k === '$or' || k === '$and' || k === '$nor') && !path.includes('$')) {
+        const at = valueAt(old, path.split('.'));
+        if (Array.isArray(at.value)) {
+          const q = makeQuery(v);
+          const doomed = at.value.filter((el) => isPlainObject(el) && q.test(el));
+          out.$pullAll = { ...(out.$pullAll as Document | undefined), [path]: doomed };
+          continue;
+        }
+      }
+      next[path] = v;
+    }
+    if (Object.keys(next).length) out[op] = { ...(out[op] as Document | undefined), ...next };
+  }
+  return out;
+}
