@@ -1,21 +1,19 @@
 /**
  * The Mongoose wiring: `schema.plugin(lockPlugin, options)` adds the statics, the methods and
- * the write guards. The lock algorithm lives in lock-store.ts, waiting in lock-waiter.ts,
- * renewal in lock-handle.ts, and the guards in save-guard.ts and query-guard.ts.
+ * the write guard. The lock algorithm lives in lock-store.ts, waiting in lock-waiter.ts,
+ * renewal in lock-handle.ts, and the write guard in guard/.
  */
 import type { HydratedDocument, SaveOptions, mongo } from 'mongoose';
 import { idCaster, validateLockCallOptions, validateOwner, type ResolvedCallOptions } from './arguments';
-import { supportsTransactions } from './deployment';
 import { InvalidLockArgumentError, InvalidLockOptionError, LockNotHeldError, LockTargetNotFoundError, LockedError } from './errors';
 import { attachHeldLock, heldLockState, lostError, newHeldLockState, type HeldLock, type HeldLockState } from './held-lock';
-import { toLockError, typedErrors } from './failures';
+import { typedErrors } from './failures';
+import { installWriteGuard, saveWithContext } from './guard/install';
 import { LockHandle, asyncDispose } from './lock-handle';
 import { acquireWaiting } from './lock-waiter';
 import { describeValue, resolveOptions, validateTtl, type LockPluginOptions } from './options';
 import { ownerKeyFunction } from './owner-key';
-import { guardBulkWrite, installQueryGuard } from './query-guard';
 import { runtimeFactory, type AnyModel, type AnySchema } from './runtime';
-import { saveGuard } from './save-guard';
 
 type AnyDoc = HydratedDocument<unknown>;
 type ClientSession = mongo.ClientSession;
@@ -33,18 +31,15 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
   const castId = idCaster(schema);
   const ownerKey = ownerKeyFunction(options);
   const runtimeOf = runtimeFactory(options);
-  const guardContext = { runtimeOf, ownerKey, transactions: options.transactions };
 
-  // When the model is initialised: create the sibling lock model (collection and indexes)
-  // and guard its bulkWrite.
+  // When the model is initialised: create the sibling lock model (collection and indexes).
   schema.on('init', (model: AnyModel) => {
     runtimeOf(model);
-    guardBulkWrite(model, guardContext);
   });
 
   /** Takes the lock (waiting if asked), loads the document and attaches the lock to it. */
   async function lockAndLoad(model: AnyModel, id: unknown, owner: unknown, call: ResolvedCallOptions): Promise<{ doc: AnyDoc; state: HeldLockState }> {
-    const documentId = castId(id);
+    const documentId = castId(model, id);
     const who = validateOwner(owner);
     const { store, watch, ready } = runtimeOf(model);
     await ready;
@@ -55,7 +50,8 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
     const state = newHeldLockState(held);
     let doc: AnyDoc | null;
     try {
-      doc = (await model.findById(documentId)) as AnyDoc | null;
+      // The id as the caller gave it: Mongoose casts it exactly as castId did (setters included).
+      doc = (await model.findById(id)) as AnyDoc | null;
     } catch (error) {
       await store.release(state).catch(() => undefined);
       throw error;
@@ -124,7 +120,7 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
 
   schema.static('isLocked', function isLocked(this: AnyModel, id: unknown) {
     return typedErrors('isLocked', async () => {
-      const documentId = castId(id);
+      const documentId = castId(this, id);
       const { store, ready } = runtimeOf(this);
       await ready;
       return (await store.findActive(documentId)) !== null;
@@ -133,7 +129,7 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
 
   schema.static('getLock', function getLock(this: AnyModel, id: unknown) {
     return typedErrors('getLock', async () => {
-      const documentId = castId(id);
+      const documentId = castId(this, id);
       const { store, ready } = runtimeOf(this);
       await ready;
       return store.findActive(documentId);
@@ -142,7 +138,7 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
 
   schema.static('forceUnlock', function forceUnlock(this: AnyModel, id: unknown) {
     return typedErrors('forceUnlock', async () => {
-      const documentId = castId(id);
+      const documentId = castId(this, id);
       const { store, ready } = runtimeOf(this);
       await ready;
       return store.forceRelease(documentId);
@@ -185,59 +181,35 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
     const model = doc.constructor as AnyModel;
     const { store, ready } = runtimeOf(model);
     await ready;
+    const callerSession = sessionOf(doc, saveOptions);
+    const inCallerTransaction = callerSession?.inTransaction() === true;
 
-    // Release first, inside the transaction: the update of our own unexpired record is both the
-    // check and the release, and it commits or aborts together with the document write.
-    const releaseThenSave = async (session: ClientSession) => {
-      await store.release(state, session);
-      state.verifiedIn = session;
+    // The write guard releases the lock in the save's own transaction (the caller's, or the
+    // guard's on replica sets): the release is the check, and it commits or aborts with the write.
+    const context = await saveWithContext(doc, saveOptions, true);
+    if (!context.released) {
+      // Nothing was released with the write: there was nothing to write, or there are no
+      // transactions (the guard checked, the save wrote; now release).
       try {
-        await doc.save({ ...saveOptions, session });
+        await store.release(state, inCallerTransaction ? callerSession : undefined);
       } catch (error) {
-        state.lost = undefined; // the transaction aborts, so the release is undone too
-        throw error;
-      } finally {
-        state.verifiedIn = undefined;
+        // The write was made under a verified lock; if the lock lapsed since, it is gone all the same.
+        if (!(context.written && error instanceof LockNotHeldError)) throw error;
       }
-    };
-
-    const callerSession = (saveOptions?.session ?? doc.$session() ?? undefined) as ClientSession | undefined;
-    if (callerSession?.inTransaction()) {
-      // The caller's transaction: the caller commits, and with it the release.
-      await releaseThenSave(callerSession);
-      state.lost = 'released';
-      return;
     }
-    if (options.transactions === 'auto' && (await supportsTransactions(model.db))) {
-      try {
-        await model.db.transaction((session) => releaseThenSave(session));
-      } catch (error) {
-        if (error instanceof LockNotHeldError) state.lost = error.reason;
-        throw error;
-      } finally {
-        doc.$session(null);
-      }
-      state.lost = 'released';
-      return;
-    }
-    // No transactions: the guard checks the lock, the save writes, then we release.
-    await doc.save(saveOptions);
-    // The write was made under a verified lock; if the lock lapsed since, it is gone all the same.
-    await store.release(state).catch((error: unknown) => {
-      if (!(error instanceof LockNotHeldError)) throw error;
-    });
     state.lost = 'released';
+    // In the caller's transaction the release stands only if that transaction commits.
+    if (inCallerTransaction) state.pendingRelease = (callerSession as unknown as { transaction: object }).transaction;
   }
 
-  schema.pre('save', saveGuard(runtimeOf, ownerKey, options.requireLock));
-  // A holder's save that fails in the database reports it as a typed LockError too.
-  // (Callback-style error middleware, which Mongoose 8 and 9 both recognise by its arity.)
-  const postErrorHandler = schema.post.bind(schema) as unknown as (
-    hook: 'save',
-    fn: (this: AnyDoc, error: unknown, doc: unknown, next: (error?: unknown) => void) => void,
-  ) => void;
-  postErrorHandler('save', function typeSaveErrors(error, _doc, next) {
-    next(heldLockState(this) ? toLockError('save', error) : error);
-  });
-  installQueryGuard(schema, guardContext);
+  /** The session a save of `doc` runs in: its options', the document's, or the transaction's of transactionAsyncLocalStorage. */
+  function sessionOf(doc: AnyDoc, saveOptions: SaveOptions | undefined): ClientSession | undefined {
+    if (saveOptions && Object.prototype.hasOwnProperty.call(saveOptions, 'session')) return (saveOptions.session ?? undefined) as ClientSession | undefined;
+    const own = doc.$session() as ClientSession | null;
+    if (own) return own;
+    const base = (doc.constructor as AnyModel).db.base as unknown as { transactionAsyncLocalStorage?: { getStore(): { session?: ClientSession } | undefined } };
+    return base.transactionAsyncLocalStorage?.getStore()?.session ?? undefined;
+  }
+
+  installWriteGuard(schema, { runtimeOf, ownerKey, options });
 }
