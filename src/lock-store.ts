@@ -27,6 +27,7 @@
 import { randomBytes } from 'node:crypto';
 import type { mongo } from 'mongoose';
 import { LockExpiredError, LockNotHeldError, LockedError } from './errors';
+import { idKey } from './guard/targets';
 import { estimatedServerNow, type HeldLockState } from './held-lock';
 
 type ClientSession = mongo.ClientSession;
@@ -295,15 +296,13 @@ export class LockStore {
    * targets that had no record: for those the upsert inserted one, which the caller deletes in
    * the same transaction (releaseClaims) so that no record outlives it.
    *
-   * Each target gets an upsert with filter `{ _id }` (no `$expr`: mongod refuses it in an
-   * upsert's filter, QueryFeatureNotAllowed 224) and a pipeline that writes a fresh random
+   * One target: one `findAndModify` upsert with filter `{ _id }` (no `$expr`: mongod refuses it
+   * in an upsert's filter, QueryFeatureNotAllowed 224) and a pipeline that writes a fresh random
    * `claim` only when the record is free or ours; a record held by someone else is left
    * binary-identical, which mongod treats as a no-op (no write). The fresh `claim` makes every
    * other case a real write, also on a free record, so it always conflicts with a concurrent
-   * takeover. One target: one `findAndModify` (its reply says whether it was claimed and
-   * whether it was inserted). Several: one `update` with one statement per target; when every
-   * statement modified or inserted its record, all are claimed (no read needed); otherwise one
-   * `find` names a blocker.
+   * takeover. Its reply says whether it was claimed and whether it was inserted
+   * (`lastErrorObject.updatedExisting`). Several targets: see below (find, insert, update).
    *
    * Why the inserted-then-deleted record still protects the write until commit: a record the
    * transaction inserted (and deleted again) is an uncommitted change of that `_id` key in the
@@ -340,17 +339,35 @@ export class LockStore {
         const inserted = reply.lastErrorObject?.updatedExisting === false ? [ids[0]] : [];
         return { blocker: record && record.claimed === true ? null : blockerFrom(ids[0], record), inserted, claim };
       }
-      const result = await this.locks.bulkWrite(
-        ids.map((id) => ({ updateOne: { filter: { _id: id } as Document, update, upsert: true } })),
-        { ordered: false, session },
-      );
-      const inserted = Object.values(result.upsertedIds ?? {});
-      if (result.modifiedCount + result.upsertedCount === ids.length) return { blocker: null, inserted, claim };
-      const held = await this.locks.findOne({ _id: { $in: ids }, claim: { $ne: claim } } as Document, {
-        projection: { expiresAt: 1, now: '$$NOW' },
-        session,
-      });
-      return { blocker: held ? blockerFrom(held._id, held) : { documentId: ids[0] }, inserted, claim };
+      // Several targets: read their records in the transaction's snapshot (one `find` through
+      // the `_id` index), insert a claim record for each target that has none (one `insert`;
+      // plain inserts, no update pipeline to evaluate), and claim the existing free or own ones
+      // with the same conditional update as above (one `update`, usually with few statements).
+      // A record created or changed by someone else after the snapshot makes the insert or the
+      // update fail with WriteConflict (jstests/core/txns/write_conflicts_with_non_txns.js: "a
+      // transaction that tries to write to a document that was updated by a non-transaction
+      // after it started should fail with a WriteConflict"), and the transaction is retried.
+      const records = await this.locks
+        .find({ _id: { $in: ids } } as Document, { projection: { owner: 1, expiresAt: 1, now: '$$NOW' }, session })
+        .toArray();
+      const held = records.find((r) => r.expiresAt instanceof Date && r.expiresAt > (r.now as Date) && (ownerKey === undefined || r.owner !== ownerKey));
+      if (held) return { blocker: blockerFrom(held._id, held), inserted: [], claim };
+      const known = new Set(records.map((r) => idKey(r._id)));
+      const missing = ids.filter((id) => !known.has(idKey(id)));
+      if (missing.length > 0) {
+        await this.locks.insertMany(missing.map((id) => ({ _id: id, claim }) as Document), { ordered: false, session });
+      }
+      if (records.length > 0) {
+        const result = await this.locks.bulkWrite(
+          records.map((r) => ({ updateOne: { filter: { _id: r._id } as Document, update } })),
+          { ordered: false, session },
+        );
+        if (result.modifiedCount !== records.length) {
+          const other = await this.locks.findOne({ _id: { $in: ids }, claim: { $ne: claim } } as Document, { projection: { expiresAt: 1, now: '$$NOW' }, session });
+          return { blocker: blockerFrom(other?._id ?? ids[0], other), inserted: missing, claim };
+        }
+      }
+      return { blocker: null, inserted: missing, claim };
     } catch (error) {
       // Inside a transaction mongod does not retry an upsert that lost an insert race (another
       // writer created the same record at the same instant): the transaction must be retried.
@@ -359,10 +376,21 @@ export class LockStore {
     }
   }
 
-  /** Deletes, inside the transaction that inserted them, the records claimForWrite inserted. */
+  /**
+   * Deletes, inside the transaction that inserted them, the records claimForWrite inserted: one
+   * `delete` command, one statement per record, each found through the `_id` index and only if it
+   * still carries this claim (it does: nobody else can write it before the transaction ends).
+   */
   async releaseClaims(claimed: ClaimResult, session: ClientSession): Promise<void> {
     if (claimed.inserted.length === 0) return;
-    await this.locks.deleteMany({ _id: { $in: claimed.inserted }, claim: claimed.claim } as Document, { session });
+    if (claimed.inserted.length === 1) {
+      await this.locks.deleteOne({ _id: claimed.inserted[0], claim: claimed.claim } as Document, { session });
+      return;
+    }
+    await this.locks.bulkWrite(
+      claimed.inserted.map((id) => ({ deleteOne: { filter: { _id: id, claim: claimed.claim } as Document } })),
+      { ordered: false, session },
+    );
   }
 
   /** Whether `ownerKey` holds an unexpired lock on the document. */

@@ -91,13 +91,15 @@ export function guardModel(model: AnyModel, context: GuardContext): void {
       requireLock: context.options.requireLock,
     },
   );
+  const originalBulkWrite = collection.bulkWrite as Method;
+  const invokeBulk = (final: unknown[]) => originalBulkWrite.apply(collection, final) as Promise<unknown>;
   for (const method of GUARDED_METHODS) {
     const original = collection[method] as Method;
     Object.defineProperty(collection, method, {
       configurable: true,
       writable: true,
       value: marked(function guardedWrite(...args: unknown[]) {
-        return guard.run(method, args, (final) => original.apply(collection, final) as Promise<unknown>);
+        return guard.run(method, args, (final) => original.apply(collection, final) as Promise<unknown>, invokeBulk);
       }),
     });
   }

@@ -127,8 +127,11 @@ export class WriteGuard {
     private readonly settings: GuardSettings,
   ) {}
 
-  /** Guards one call of `method` with `args`; `invoke` performs the unguarded call. */
-  async run(method: GuardedMethod, callArgs: unknown[], invoke: Invoke): Promise<unknown> {
+  /**
+   * Guards one call of `method` with `args`; `invoke` performs the unguarded call, `invokeBulk`
+   * an unguarded `bulkWrite` on the same collection (for batches of multi-document writes).
+   */
+  async run(method: GuardedMethod, callArgs: unknown[], invoke: Invoke, invokeBulk: Invoke): Promise<unknown> {
     const args = [...callArgs];
     const optionsAt = method === 'bulkWrite' ? 1 : WITH_UPDATE.has(method) ? 2 : 1;
     const given = args[optionsAt];
@@ -143,7 +146,7 @@ export class WriteGuard {
     const document = DOCUMENT_METHODS.has(method) ? documentWriteFor(this.collection, filter?._id) : undefined;
     const writer = this.writerFor(document, lockOptions.owner);
     const mode = await this.modeFor(options.session as ClientSession | undefined);
-    const call: Call = { method, args, optionsAt, options, invoke, writer, mode };
+    const call: Call = { method, args, optionsAt, options, invoke, invokeBulk, writer, mode };
     if (method === 'bulkWrite') return this.bulk(call);
     if (SINGLE_DOCUMENT.has(method)) return this.single(call, filter!);
     return this.multi(call, filter!);
@@ -266,10 +269,14 @@ export class WriteGuard {
   /**
    * updateMany, deleteMany. Targets: the `_id`s the filter names, or else every `_id` a `find`
    * with the write's filter returns, read before any write (so a document the write moves is
-   * never visited twice). All of them are checked first: a lock already there refuses the whole
-   * write. Then, in the guard's own transactions, batches of GUARD_BATCH_SIZE: claim, write
-   * (the filter pinned to the batch, so the server re-checks every condition), release, commit.
-   * In the caller's transaction, or without transactions, one write.
+   * never visited twice, the server's own updateMany guarantee). All of them are checked first:
+   * a lock already there refuses the whole write. Then, in the guard's own transactions, batches
+   * of GUARD_BATCH_SIZE: claim, write, release, commit. A batch's write is one `update` (or
+   * `delete`) command holding one statement per document, the write's filter narrowed to that
+   * `_id`, so the server re-checks every condition per document, finds each through the `_id`
+   * index, and applies the same update with the same arrayFilters, collation and hint: what
+   * updateMany does per document. In the caller's transaction, or without transactions, the
+   * write is sent as it is, once.
    */
   private async multi(call: Call, filter: Document): Promise<unknown> {
     const named = idsNamedBy(filter);
@@ -291,31 +298,45 @@ export class WriteGuard {
       return this.inMode(call, (session) => call.invoke(this.withFilterAndSession(call, undefined, session)));
     }
     await this.check({ ...call, mode: { kind: 'check', session: mode.session } }, targets, mode.session, false);
-    const batches = chunks(targets, GUARD_BATCH_SIZE);
     const committed: CommittedWrites = { matchedCount: 0, modifiedCount: 0, deletedCount: 0 };
-    let last: unknown;
-    for (const batch of batches) {
-      const batchFilter = named ? { ...filter, _id: batch.length === 1 ? batch[0] : { $in: batch } } : pinnedTo(filter, batch);
+    for (const batch of chunks(targets, GUARD_BATCH_SIZE)) {
+      let result: { matchedCount?: number; modifiedCount?: number; deletedCount?: number };
       try {
-        last = await this.inMode(call, async (session, atomic) => {
+        result = await this.inMode(call, async (session, atomic) => {
           const claimed = await this.check(call, batch, session, atomic);
-          const result = await call.invoke(this.withFilterAndSession(call, batchFilter, session));
+          const written = (await call.invokeBulk(this.perDocument(call, filter, batch, session))) as typeof result;
           await this.release(call, claimed, session);
-          return result;
+          return written;
         });
       } catch (error) {
-        const written = committed.matchedCount + committed.deletedCount > 0;
-        if (error instanceof LockedError && written) throw new LockedDuringWriteError(error, committed);
+        if (error instanceof LockedError && committed.matchedCount + committed.deletedCount > 0) throw new LockedDuringWriteError(error, committed);
         throw error;
       }
-      const r = last as { matchedCount?: number; modifiedCount?: number; deletedCount?: number };
-      committed.matchedCount += r.matchedCount ?? 0;
-      committed.modifiedCount += r.modifiedCount ?? 0;
-      committed.deletedCount += r.deletedCount ?? 0;
+      committed.matchedCount += result.matchedCount ?? 0;
+      committed.modifiedCount += result.modifiedCount ?? 0;
+      committed.deletedCount += result.deletedCount ?? 0;
     }
-    if (batches.length === 1) return last;
     if (call.method === 'deleteMany') return { acknowledged: true, deletedCount: committed.deletedCount };
     return { acknowledged: true, matchedCount: committed.matchedCount, modifiedCount: committed.modifiedCount, upsertedCount: 0, upsertedId: null };
+  }
+
+  /** bulkWrite arguments applying an updateMany / deleteMany to each of `ids`, one statement per document. */
+  private perDocument(call: Call, filter: Document, ids: unknown[], session: ClientSession | undefined): unknown[] {
+    const { options } = call;
+    const named = Object.prototype.hasOwnProperty.call(filter, '_id') && idsNamedBy(filter) !== undefined;
+    const statementFor = (id: unknown): Document => {
+      const narrowed = named ? { ...filter, _id: id } : pinnedTo(filter, [id]);
+      const statement: Document = { filter: narrowed };
+      if (options.collation !== undefined) statement.collation = options.collation;
+      if (options.hint !== undefined) statement.hint = options.hint;
+      if (call.method === 'deleteMany') return { deleteOne: statement };
+      statement.update = call.args[1];
+      if (options.arrayFilters !== undefined) statement.arrayFilters = options.arrayFilters;
+      return { updateOne: statement };
+    };
+    const bulkOptions: Record<string, unknown> = { ordered: true, session };
+    for (const name of ['let', 'comment', 'bypassDocumentValidation'] as const) if (options[name] !== undefined) bulkOptions[name] = options[name];
+    return [ids.map(statementFor), bulkOptions];
   }
 
   /**
@@ -353,6 +374,7 @@ interface Call {
   optionsAt: number;
   options: Record<string, unknown>;
   invoke: Invoke;
+  invokeBulk: Invoke;
   writer: Writer;
   mode: Mode;
 }
