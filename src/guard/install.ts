@@ -4,10 +4,11 @@
  *    included; a discriminator shares its base model's collection), each write method is
  *    replaced by a guarded one (write-guard.ts);
  *  - `save()`, `$save()`, `deleteOne()`, `updateOne()` and `replaceOne()` of documents carry the
- *    document's own lock to the guard (document-context.ts);
+ *    document's own lock to the guard (document-context.ts), installed on each model's prototype;
  *  - `Model.useConnection()` guards the collection on the new connection;
  *  - `connection.bulkWrite()` (the driver's client-level bulkWrite, which no collection method
- *    sees) refuses operations on guarded models loudly.
+ *    sees) refuses operations on guarded models loudly, and so do the collection's
+ *    `initializeOrderedBulkOp()` / `initializeUnorderedBulkOp()` (the driver's fluent bulk API).
  * Everything is installed on objects, never as middleware, so Mongoose's `middleware: false` /
  * `{ pre: false }` / `{ post: false }` options cannot skip or half-run the guard.
  */
@@ -103,6 +104,19 @@ export function guardModel(model: AnyModel, context: GuardContext): void {
       }),
     });
   }
+  // The driver's fluent bulk API builds its commands inside the driver, past every method above.
+  for (const method of ['initializeOrderedBulkOp', 'initializeUnorderedBulkOp'] as const) {
+    Object.defineProperty(collection, method, {
+      configurable: true,
+      writable: true,
+      value: marked(function refusedBulkApi() {
+        throw new InvalidLockArgumentError(
+          `collection.${method}`,
+          `the collection "${collection.collectionName}" is guarded by lockPlugin, and the driver's fluent bulk API bypasses the guard. Use ${model.modelName}.bulkWrite() instead.`,
+        );
+      }),
+    });
+  }
   installed.set(collection, { signature });
   refuseConnectionBulkWrite(model.db);
 }
@@ -126,16 +140,19 @@ function refuseConnectionBulkWrite(connection: Connection): void {
     value: marked(function bulkWrite(this: unknown, ...args: unknown[]) {
       const operations = args[0];
       if (Array.isArray(operations)) {
-        operations.forEach((operation: unknown, index) => {
+        for (const [index, operation] of operations.entries()) {
           const model = (operation as { model?: unknown } | null)?.model;
           const resolved = typeof model === 'string' ? (connection.models[model] as AnyModel | undefined) : (model as AnyModel | undefined);
           if (resolved?.collection && installed.has(resolved.collection)) {
-            throw new InvalidLockArgumentError(
-              `connection.bulkWrite operation ${index}`,
-              `model ${resolved.modelName} is guarded by lockPlugin, and connection.bulkWrite() bypasses the guard (it sends MongoDB's client-level bulkWrite). Use ${resolved.modelName}.bulkWrite() instead.`,
+            // Rejected like the method's own errors (it returns a promise), before anything is sent.
+            return Promise.reject(
+              new InvalidLockArgumentError(
+                `connection.bulkWrite operation ${index}`,
+                `model ${resolved.modelName} is guarded by lockPlugin, and connection.bulkWrite() bypasses the guard (it sends MongoDB's client-level bulkWrite). Use ${resolved.modelName}.bulkWrite() instead.`,
+              ),
             );
           }
-        });
+        }
       }
       return original.apply(this, args);
     }),
