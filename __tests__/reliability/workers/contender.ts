@@ -27,6 +27,11 @@ export interface ContenderConfig {
   backoffCapMs: number;
   /** Upper bound of the random pause after each critical section, in ms (pacing). */
   thinkMs: number;
+  /**
+   * Wall-clock time (epoch ms) after which workers start no new critical section: the test is
+   * sized by a time budget, so a loaded machine runs fewer sections instead of timing out.
+   */
+  deadline: number;
 }
 
 export interface ContenderReport {
@@ -65,7 +70,7 @@ async function main(): Promise<void> {
   const worker = async (w: number): Promise<void> => {
     const owner = `proc${config.process}-worker${w}`;
     let backoff = config.backoffMs;
-    for (let done = 0; done < config.sectionsPerWorker; ) {
+    for (let done = 0; done < config.sectionsPerWorker && Date.now() < config.deadline; ) {
       const d = Math.floor(Math.random() * ids.length);
       let doc;
       try {
