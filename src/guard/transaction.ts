@@ -50,7 +50,10 @@ export async function runInTransaction<T>(
   body: (session: ClientSession) => Promise<T>,
   options: GuardTransactionOptions = {},
 ): Promise<T> {
-  const own = session ?? ((await connection.startSession()) as ClientSession);
+  // The driver's session, not Mongoose's connection.startSession(): that one first waits for
+  // Mongoose to call the connection "connected" again after a network error, which takes until
+  // the driver's next heartbeat (up to 10 s), while the driver itself selects a server at once.
+  const own = session ?? (connection.getClient().startSession() as ClientSession);
   const deadline = Date.now() + TRANSACTION_RETRY_BUDGET_MS;
   const transactionOptions: mongo.TransactionOptions = { readPreference: 'primary' };
   if (options.writeConcern) transactionOptions.writeConcern = options.writeConcern;

@@ -29,8 +29,10 @@ let admin: MonitoredConnection;
 let A: WorkItemModel;
 let B: WorkItemModel;
 
-const TTL = 300;
-const BLOCK_MS = 2_500;
+/** A's ttl: long enough for A's write to reach the server before it expires, also on a loaded machine. */
+const TTL = 1_000;
+/** How long the fail point holds A's document write: well past A's ttl. */
+const BLOCK_MS = 3_000;
 type Doc = Awaited<ReturnType<WorkItemModel['lock']>>;
 
 /** One guarded write by holder A, given the lock it took (a document) and its id. */
@@ -92,6 +94,7 @@ describeIf(deploymentFacts().setName !== undefined && deploymentFacts().failPoin
   test.each(paths)('%s: no stale write lands after the takeover', async (_name, command, write) => {
     const { _id: id } = await B.create({ title: 'original' });
     const holder = await A.lock(id, 'holder-a', { ttl: TTL });
+    const lockedAt = Date.now();
     const namespace = `${db.name}.${A.collection.collectionName}`;
     const started = new Promise<void>((resolve) => {
       const listener = (event: { commandName: string; command: Record<string, unknown> }) => {
@@ -105,8 +108,11 @@ describeIf(deploymentFacts().setName !== undefined && deploymentFacts().failPoin
     await blockCommands(admin.connection, { appName: APP_A, namespace, commands: [command, 'findAndModify'], blockTimeMS: BLOCK_MS });
 
     const stale = outcome(write(holder, id));
-    await started; // A's document write is on the server, held there by the fail point
-    await sleep(Math.max(0, holder.heldLock()!.expiresAt.getTime() - Date.now()) + 100); // A's ttl has passed
+    // A's document write reaches the server and is held there by the fail point (unless the
+    // machine was so slow that A's lock expired first and the guard refused A outright).
+    const reached = await Promise.race([started.then(() => true), stale.then(() => false)]);
+    if (!reached) console.warn(`stalled holder / ${_name}: A was refused before its write reached the server (lock expired first); the race was not exercised this time`);
+    await sleep(Math.max(0, TTL + 100 - (Date.now() - lockedAt))); // A's ttl has passed
 
     // B takes over, reads what is there, writes.
     const taken = await outcome(B.lock(id, 'holder-b'));
@@ -125,5 +131,5 @@ describeIf(deploymentFacts().setName !== undefined && deploymentFacts().failPoin
     const stored = await rawCollection(B).findOne({ _id: id });
     expect(stored === null ? null : stored.title).toBe(expected);
     if (taken.ok) await taken.value.unlock();
-  }, 30_000);
+  }, 60_000);
 });
