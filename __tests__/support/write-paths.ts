@@ -281,7 +281,7 @@ export const WRITE_PATHS: WritePath[] = [
     outcome: 'no',
     methods: [],
     effect: 'update',
-    run: (f) => f.model.updateOne({ _id: f.id }, update, { skipLockCheck: true }).exec(),
+    run: (f) => f.model.updateOne({ _id: f.id }, update, { skipLockCheck: true } as Record<string, unknown>).exec(),
   },
   {
     name: 'aggregate with $merge / $out',

@@ -34,6 +34,8 @@ const TTL = 1_000;
 /** How long the fail point holds A's document write: well past A's ttl. */
 const BLOCK_MS = 3_000;
 type Doc = Awaited<ReturnType<WorkItemModel['lock']>>;
+/** A's write options. (Typed loosely: the `lockOwner` declaration reaches Mongoose 8's types only when both share one mongodb package.) */
+const asA: Record<string, unknown> = { lockOwner: 'holder-a' };
 
 /** One guarded write by holder A, given the lock it took (a document) and its id. */
 type StaleWrite = (doc: Doc, id: unknown) => Promise<unknown>;
@@ -42,20 +44,20 @@ const paths: [string, 'update' | 'delete', StaleWrite][] = [
   ['doc.save()', 'update', (doc) => { doc.title = 'stale A'; return doc.save(); }],
   ['doc.saveAndUnlock()', 'update', (doc) => { doc.title = 'stale A'; return doc.saveAndUnlock(); }],
   ['doc.deleteOne()', 'delete', (doc) => doc.deleteOne()],
-  ['updateOne with lockOwner', 'update', (_d, id) => A.updateOne({ _id: id }, { $set: { title: 'stale A' } }, { lockOwner: 'holder-a' }).exec()],
+  ['updateOne with lockOwner', 'update', (_d, id) => A.updateOne({ _id: id }, { $set: { title: 'stale A' } }, asA).exec()],
   ['updateOne by a field, in the owner context', 'update', (_d, id) => runWithLockOwner('holder-a', () => A.updateOne({ _id: id, status: 'open' }, { $set: { title: 'stale A' } }).exec())],
-  ['updateMany with lockOwner', 'update', (_d, id) => A.updateMany({ _id: id }, { $set: { title: 'stale A' } }, { lockOwner: 'holder-a' }).exec()],
-  ['findOneAndUpdate with lockOwner', 'update', (_d, id) => A.findOneAndUpdate({ _id: id }, { $set: { title: 'stale A' } }, { lockOwner: 'holder-a' }).exec()],
-  ['findOneAndReplace with lockOwner', 'update', (_d, id) => A.findOneAndReplace({ _id: id }, { title: 'stale A', status: 'open', edits: 0 }, { lockOwner: 'holder-a' }).exec()],
-  ['replaceOne with lockOwner', 'update', (_d, id) => A.replaceOne({ _id: id }, { title: 'stale A', status: 'open', edits: 0 }, { lockOwner: 'holder-a' }).exec()],
-  ['deleteOne with lockOwner', 'delete', (_d, id) => A.deleteOne({ _id: id }, { lockOwner: 'holder-a' }).exec()],
-  ['deleteMany with lockOwner', 'delete', (_d, id) => A.deleteMany({ _id: id }, { lockOwner: 'holder-a' }).exec()],
-  ['findOneAndDelete with lockOwner', 'delete', (_d, id) => A.findOneAndDelete({ _id: id }, { lockOwner: 'holder-a' }).exec()],
-  ['bulkWrite with lockOwner', 'update', (_d, id) => A.bulkWrite([{ updateOne: { filter: { _id: id }, update: { $set: { title: 'stale A' } } } }], { lockOwner: 'holder-a' })],
+  ['updateMany with lockOwner', 'update', (_d, id) => A.updateMany({ _id: id }, { $set: { title: 'stale A' } }, asA).exec()],
+  ['findOneAndUpdate with lockOwner', 'update', (_d, id) => A.findOneAndUpdate({ _id: id }, { $set: { title: 'stale A' } }, asA).exec()],
+  ['findOneAndReplace with lockOwner', 'update', (_d, id) => A.findOneAndReplace({ _id: id }, { title: 'stale A', status: 'open', edits: 0 }, asA).exec()],
+  ['replaceOne with lockOwner', 'update', (_d, id) => A.replaceOne({ _id: id }, { title: 'stale A', status: 'open', edits: 0 }, asA).exec()],
+  ['deleteOne with lockOwner', 'delete', (_d, id) => A.deleteOne({ _id: id }, asA).exec()],
+  ['deleteMany with lockOwner', 'delete', (_d, id) => A.deleteMany({ _id: id }, asA).exec()],
+  ['findOneAndDelete with lockOwner', 'delete', (_d, id) => A.findOneAndDelete({ _id: id }, asA).exec()],
+  ['bulkWrite with lockOwner', 'update', (_d, id) => A.bulkWrite([{ updateOne: { filter: { _id: id }, update: { $set: { title: 'stale A' } } } }], asA)],
   ['updateOne with lockOwner and a session outside a transaction', 'update', async (_d, id) => {
     const session: ClientSession = await connA.connection.startSession();
     try {
-      return await A.updateOne({ _id: id }, { $set: { title: 'stale A' } }, { lockOwner: 'holder-a', session }).exec();
+      return await A.updateOne({ _id: id }, { $set: { title: 'stale A' } }, { ...asA, session }).exec();
     } finally {
       await session.endSession();
     }
