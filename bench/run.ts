@@ -19,12 +19,12 @@
  * Sizes can be lowered with BENCH_SCALE (e.g. 0.2) for a quick look. BENCH_ONLY=guard runs only
  * benchmark 6 (results in bench/results/latest-guard.json), BENCH_ONLY=core only 1-5.
  */
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createRequire } from 'node:module';
 import mongoose, { Schema, Types, type Connection } from 'mongoose';
-import type { Collection, Db, Document } from 'mongodb';
+import type { Db, Document } from 'mongodb';
 import { lockPlugin, type LockableModel, type LockMethods, type LockPluginOptions } from '../src';
 import { startBackend } from '../test-backend/backend';
 import { benchGuard, reportGuard, type GuardBenchResults } from './guard';
@@ -65,6 +65,8 @@ export interface BenchResults {
   backendKind: string;
   machine: string;
   cycle: LatencyRow[];
+  /** The plugin's cycle against the identical commands sent through the raw driver. */
+  identical?: { commands: string[]; ratioP50: number; ratioOpsPerSec: number };
   cycleErrors: Record<string, string>;
   commands: { operation: string; count: number; names: string[] }[];
   handoff: { mode: string; waiters: number; handoffs: number; handoffsPerSec: number; p50: number; p99: number }[];
@@ -110,6 +112,34 @@ async function timeCycles(name: string, commandsPerCycle: number | null, cycle: 
   return { name, commandsPerCycle, ...summarize(samples), opsPerSec: round(CYCLES / seconds, 1), note };
 }
 
+type Timed = [name: string, commandsPerCycle: number | null, cycle: (i: number) => Promise<unknown>];
+
+/** Like timeCycles for two cycles at once, alternating A and B at every iteration. */
+async function timeInterleaved(a: Timed, b: Timed): Promise<[LatencyRow, LatencyRow]> {
+  for (let i = 0; i < WARMUP; i++) {
+    await a[2](-1 - i);
+    await b[2](-1 - i);
+  }
+  const samples: [number[], number[]] = [[], []];
+  const total = [0, 0];
+  for (let i = 0; i < CYCLES; i++) {
+    for (const [k, [, , cycle]] of [a, b].entries()) {
+      const t = performance.now();
+      await cycle(i);
+      const ms = performance.now() - t;
+      samples[k].push(ms);
+      total[k] += ms;
+    }
+  }
+  const row = ([name, commandsPerCycle]: Timed, k: number): LatencyRow => ({
+    name,
+    commandsPerCycle,
+    ...summarize(samples[k]),
+    opsPerSec: round(CYCLES / (total[k] / 1000), 1),
+  });
+  return [row(a, 0), row(b, 1)];
+}
+
 function itemModel(connection: Connection, name: string, options?: LockPluginOptions): ItemModel {
   const schema = new Schema<Item, ItemModel, LockMethods>({ title: String, n: Number });
   schema.plugin(lockPlugin, options);
@@ -119,6 +149,35 @@ function itemModel(connection: Connection, name: string, options?: LockPluginOpt
 async function ready(model: ItemModel): Promise<void> {
   await model.init();
   await model.lockModel().init();
+}
+
+/** Full command documents sent (other than handshake and monitoring) while `fn` runs. */
+async function recordCommands(connection: Connection, fn: () => Promise<void>): Promise<Document[]> {
+  const seen: Document[] = [];
+  const listener = (event: { commandName: string; command: Document }) => {
+    if (!['hello', 'isMaster', 'ismaster', 'ping', 'endSessions'].includes(event.commandName)) seen.push(event.command);
+  };
+  connection.getClient().on('commandStarted', listener);
+  try {
+    await fn();
+  } finally {
+    connection.getClient().off('commandStarted', listener);
+  }
+  return seen;
+}
+
+/** A deep copy of `value` with every string equal to `from` replaced by `to` (BSON values kept as they are). */
+function replaceString(value: unknown, from: string, to: string): unknown {
+  if (value === from) return to;
+  if (Array.isArray(value)) return value.map((v) => replaceString(v, from, to));
+  if (value === null || typeof value !== 'object' || (value as { _bsontype?: string })._bsontype || value instanceof Date) return value;
+  return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, replaceString(v, from, to)]));
+}
+
+/** A recorded command without the driver's envelope (session, cluster time, database), ready for db.command. */
+function stripEnvelope(command: Document): Document {
+  const { lsid: _lsid, $clusterTime: _clusterTime, $db: _db, txnNumber: _txnNumber, ...rest } = command;
+  return rest;
 }
 
 const ownerKey = (owner: string) => createHash('sha256').update(owner, 'utf8').digest('base64url');
@@ -186,6 +245,32 @@ async function main(): Promise<void> {
     });
     plugin.note = `acquire (findAndModify) + load (find) + release (update); p50 Model.lock ${summarize(split.lock).p50} ms, doc.unlock ${summarize(split.unlock).p50} ms`;
 
+    // The identical commands through the raw driver: one plugin cycle is recorded on the wire
+    // and replayed with db.command, so the difference is the plugin's own client-side cost
+    // (argument checks, hashing, Mongoose casting and hydration of the loaded document).
+    const recorded = await recordCommands(connection, async () => {
+      await (await Item.lock(ids[0], 'bench-owner')).unlock();
+    });
+    const replay = recorded.map((command) => stripEnvelope(command));
+    // Each acquisition carries a fresh random token (in the acquire and in the release's filter);
+    // the replay gets a fresh one per cycle too, so no cache on either side sees repeated commands.
+    const recordedToken = (replay[0].fields as { acquired?: { $eq?: [string, { $literal: string }] } } | undefined)?.acquired?.$eq?.[1].$literal;
+    if (typeof recordedToken !== 'string') throw new Error('bench: the recorded acquire has no token comparison in its projection');
+    // Interleaved with plugin cycles (ABAB), so that load from other processes hits both alike.
+    const [pluginAgain, identical] = await timeInterleaved(
+      [`plugin: Model.lock + doc.unlock (interleaved)`, 3, async (i) => (await Item.lock(ids[Math.abs(i) % ids.length], 'bench-owner')).unlock()],
+      [`raw driver: the identical ${replay.length} commands (interleaved)`, replay.length, async () => {
+        const token = randomBytes(16).toString('base64url');
+        for (const command of replay) await db.command(replaceString(command, recordedToken, token) as Document);
+      }],
+    );
+    identical.note = `${replay.map((c) => Object.keys(c)[0]).join(' + ')}, replayed as recorded from one plugin cycle`;
+    results.identical = {
+      commands: replay.map((c) => Object.keys(c)[0]),
+      ratioP50: round(pluginAgain.p50 / identical.p50),
+      ratioOpsPerSec: round(identical.opsPerSec / pluginAgain.opsPerSec),
+    };
+
     // The raw baseline: a collection shaped like the lock collection (same indexes).
     const rawLocks = db.collection<Document>('raw.locks');
     await rawLocks.createIndex({ expiresAt: 1 }, { expireAfterSeconds: 86_400 });
@@ -202,7 +287,7 @@ async function main(): Promise<void> {
       await items.findOne({ _id });
       await rawLocks.deleteOne({ _id });
     }, 'the same round trips as Model.lock + unlock (lock, load, release)');
-    results.cycle.push(plugin, raw, rawSameWork);
+    results.cycle.push(plugin, pluginAgain, identical, raw, rawSameWork);
 
     // mongo-locks: LockManager.lock(key) = insertOne; lock.free() = deleteOne.
     try {
@@ -374,18 +459,19 @@ async function main(): Promise<void> {
     }
     results.acquireScale.full = await acquireLatency();
     results.acquireScale.ratioP50 = round(results.acquireScale.full.p50 / results.acquireScale.empty.p50);
-    results.acquireScale.plan = await explainAcquire(db, scaleLocks, scaleIds[0]);
+    results.acquireScale.plan = await explainAcquire(db, connection, Scale, scaleIds[0]);
   }
 }
 
-/** The query plan of the acquire's findAndModify (its filter is the one LockStore.acquire sends). */
-async function explainAcquire(db: Db, locks: Collection<Document>, id: Types.ObjectId): Promise<string> {
-  const filter = { _id: id, $or: [{ owner: ownerKey('scale') }, { $expr: { $lte: ['$expiresAt', '$$NOW'] } }] };
+/** The query plan of the acquire's findAndModify, explained exactly as the plugin sends it. */
+async function explainAcquire(db: Db, connection: Connection, model: ItemModel, id: Types.ObjectId): Promise<string> {
+  const sent = await recordCommands(connection, async () => {
+    await (await model.lock(id, 'scale')).unlock();
+  });
+  const acquire = sent.find((command) => 'findAndModify' in command);
+  if (!acquire) return 'no findAndModify was sent';
   try {
-    const explained = await db.command({
-      explain: { findAndModify: locks.collectionName, query: filter, update: [{ $set: { owner: 'x' } }], upsert: true },
-      verbosity: 'queryPlanner',
-    });
+    const explained = await db.command({ explain: stripEnvelope(acquire), verbosity: 'queryPlanner' });
     const winning = (explained.queryPlanner as Document | undefined)?.winningPlan as Document | undefined;
     const stages: string[] = [];
     const walk = (stage: Document | undefined) => {
@@ -418,6 +504,7 @@ function report(results: BenchResults): void {
     console.log(`${pad(row.name, 48)}${pad(num(row.commandsPerCycle), 6)}${pad(num(row.p50), 9)}${pad(num(row.p99), 9)}${pad(num(row.opsPerSec), 10)}${pad(`${num(row.ratioToRaw)}x`, 8)}${row.note ?? ''}`);
   }
   for (const [name, message] of Object.entries(results.cycleErrors)) console.log(`${pad(name, 48)}did not run: ${message}`);
+  if (results.identical) console.log(`plugin vs the identical commands through the raw driver: p50 ${results.identical.ratioP50}x, throughput ${results.identical.ratioOpsPerSec}x (target <= 1.10x)`);
   console.log('\n2. Commands per operation');
   for (const c of results.commands) console.log(`${pad(c.operation, 48)}${pad(String(c.count), 4)}${c.names.join(', ')}`);
   console.log(`\n3. Contended handoff (${results.handoff[0]?.waiters} waiters on one document; gap = previous unlock resolved -> next lock resolved, includes loading the document)`);

@@ -1,6 +1,7 @@
 /**
  * `npm run demo`: the design card's story, end to end, on an embedded MongoDB (a real mongod
  * when one is available, the project's emulator otherwise). Exits 0 and cleans up after itself.
+ * README.md tells the same story ("The story"); __tests__/docs/readme.test.ts keeps the two in step.
  */
 import mongoose, { Schema } from 'mongoose';
 import { LockNotHeldError, LockedError, lockPlugin, type LockableModel, type LockMethods } from '../src';
@@ -78,6 +79,22 @@ async function main(): Promise<void> {
     say('logout', `releaseAllFor('erin-session') released ${released} locks`);
     const stillLocked = await Promise.all(others.map((doc) => WorkItem.isLocked(doc._id)));
     say('check', `any of them still locked? ${stillLocked.some(Boolean)}`);
+
+    console.log('\n5. A web form: the edit page and the submit are two requests, joined by a lock ticket');
+    const form = await WorkItem.lock(id, 'frank-session', { ttl: 1_500, label: 'Frank' });
+    const ticket = form.heldLock()!.ticket;
+    say('frank', `opened the edit page; the form carries the lock ticket ${ticket.slice(0, 12)}... (no owner in it)`);
+    say('grace', `sees on the list: ${JSON.stringify((await WorkItem.lockStatus([id]))[0]?.label)} is editing it`);
+    await sleep(1_600);
+    const gracesCopy = await WorkItem.lock(id, 'grace-session', { label: 'Grace' });
+    say('grace', "Frank's lock expired; she takes the item and saves 'refund SENT'");
+    gracesCopy.notes.push('grace: refund SENT');
+    await gracesCopy.saveAndUnlock();
+    await WorkItem.lock(id, 'frank-session', { resume: ticket }).catch((error: unknown) => {
+      if (!(error instanceof LockNotHeldError)) throw error;
+      say('frank', `submits his stale form and is refused (${error.reason}): nothing of Grace's is lost`);
+    });
+    say('result', `stored notes: ${JSON.stringify((await WorkItem.findById(id).orFail()).notes)}`);
 
     console.log('\nDone.');
   } finally {

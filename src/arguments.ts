@@ -8,6 +8,34 @@ import { InvalidLockArgumentError, InvalidLockOptionError } from './errors';
 import { MAX_TTL_MS, describeValue, validateTtl } from './options';
 
 export const MAX_OWNER_LENGTH = 512;
+/** Longest display label (`lock(id, owner, { label })`), in UTF-16 code units. */
+export const MAX_LABEL_LENGTH = 100;
+
+/**
+ * Characters a label may not contain: control characters (C0, DEL, C1: they break logs and
+ * HTTP headers), line and paragraph separators, and the bidirectional overrides and isolates
+ * that make text display in an order other than it is stored ("Trojan Source" spoofing).
+ */
+// eslint-disable-next-line no-control-regex -- matching control characters is the point
+const FORBIDDEN_IN_LABEL = /[\u0000-\u001f\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]/;
+/** A UTF-16 surrogate without its partner: not valid Unicode, so not storable as UTF-8. */
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+
+/**
+ * Validates a display label. Labels are shown to other users ("being edited by Alice"), so they
+ * are bounded, printable, well-formed text; they are stored in clear, so never put a session id
+ * or a secret in one.
+ */
+export function validateLabel(label: unknown): string {
+  if (typeof label !== 'string') throw new InvalidLockOptionError('label', `expected a short display name such as a user's name, got ${describeValue(label)}.`);
+  if (label.trim().length === 0) throw new InvalidLockOptionError('label', 'expected a non-empty display name, got an empty or blank string.');
+  if (label.length > MAX_LABEL_LENGTH) throw new InvalidLockOptionError('label', `expected at most ${MAX_LABEL_LENGTH} characters, got ${label.length}.`);
+  if (FORBIDDEN_IN_LABEL.test(label)) {
+    throw new InvalidLockOptionError('label', 'control characters, line separators and bidirectional overrides are not allowed in a label.');
+  }
+  if (LONE_SURROGATE.test(label)) throw new InvalidLockOptionError('label', 'expected well-formed Unicode text (it contains a lone surrogate).');
+  return label;
+}
 
 export function validateOwner(owner: unknown): string {
   if (typeof owner !== 'string') {
@@ -82,18 +110,37 @@ export interface LockCallOptions {
   signal?: AbortSignal;
   /** `acquireLock` / `withLock` only: renew the lock before it expires while held (default true). */
   autoExtend?: boolean;
+  /**
+   * A display label for the holder ("Alice"), stored in clear beside the hashed owner and shown
+   * by `getLock`, `lockStatus`, `listLocks` and `LockedError.label`. At most 100 characters, no
+   * control characters. Never put a session id or a secret in it.
+   */
+  label?: string;
+  /**
+   * `lock` only: a lock ticket (`doc.heldLock().ticket`) from an earlier request. Continues that
+   * acquisition if it is still current and held by `owner`, and extends it to `ttl` from now;
+   * otherwise throws LockExpiredError or LockNotHeldError (`'taken_over'`, `'released'`). Never
+   * takes a lock that is not that acquisition. Not combinable with `wait`, `signal` or `label`.
+   */
+  resume?: string;
 }
+
+/** The options of `Model.lock`: take a lock (`ttl`, `wait`, `signal`, `label`) or resume one (`resume`, `ttl`). */
+export type LockOptions = Pick<LockCallOptions, 'ttl' | 'wait' | 'signal' | 'label' | 'resume'>;
 
 export interface ResolvedCallOptions {
   ttl: number;
   wait: number;
   signal: AbortSignal | undefined;
   autoExtend: boolean;
+  label: string | null;
+  /** The raw ticket; it is read once the id is cast (it is bound to the document). */
+  resume: unknown;
 }
 
 /** Validates per-call options; `allowed` names the options the calling function accepts. */
-export function validateLockCallOptions(options: unknown, defaultTtl: number, allowed: readonly (keyof LockCallOptions)[] = ['ttl', 'wait', 'signal']): ResolvedCallOptions {
-  const resolved: ResolvedCallOptions = { ttl: defaultTtl, wait: 0, signal: undefined, autoExtend: true };
+export function validateLockCallOptions(options: unknown, defaultTtl: number, allowed: readonly (keyof LockCallOptions)[] = ['ttl', 'wait', 'signal', 'label']): ResolvedCallOptions {
+  const resolved: ResolvedCallOptions = { ttl: defaultTtl, wait: 0, signal: undefined, autoExtend: true, label: null, resume: undefined };
   if (options === undefined) return resolved;
   if (options === null || typeof options !== 'object' || Array.isArray(options)) {
     throw new InvalidLockOptionError('(lock options)', `expected an object such as { ttl: 30000 }, got ${describeValue(options)}.`);
@@ -101,7 +148,7 @@ export function validateLockCallOptions(options: unknown, defaultTtl: number, al
   for (const key of Object.keys(options)) {
     if (!(allowed as string[]).includes(key)) throw new InvalidLockOptionError(key, `unknown option here. Known options: ${allowed.join(', ')}.`);
   }
-  const { ttl, wait, signal, autoExtend } = options as Record<string, unknown>;
+  const { ttl, wait, signal, autoExtend, label, resume } = options as Record<string, unknown>;
   if (ttl !== undefined) resolved.ttl = validateTtl(ttl);
   if (wait !== undefined) {
     if (typeof wait !== 'number' || !Number.isInteger(wait) || wait < 0 || wait > MAX_TTL_MS) {
@@ -116,6 +163,15 @@ export function validateLockCallOptions(options: unknown, defaultTtl: number, al
   if (autoExtend !== undefined) {
     if (typeof autoExtend !== 'boolean') throw new InvalidLockOptionError('autoExtend', `expected true or false, got ${describeValue(autoExtend)}.`);
     resolved.autoExtend = autoExtend;
+  }
+  if (label !== undefined) resolved.label = validateLabel(label);
+  if (resume !== undefined) {
+    for (const other of ['wait', 'signal', 'label'] as const) {
+      if ((options as Record<string, unknown>)[other] !== undefined) {
+        throw new InvalidLockOptionError('resume', `cannot be combined with "${other}": a resume continues an acquisition (it never waits, and keeps its label).`);
+      }
+    }
+    resolved.resume = resume;
   }
   return resolved;
 }

@@ -2,6 +2,9 @@
  * Every error the plugin throws extends LockError and carries a stable `code`, so callers can
  * branch on `err.code` (or `instanceof`) without parsing messages. Messages say what happened
  * and what to do; none of them contains another owner's identity.
+ * Each also carries the HTTP status a web app should answer with (`status` and `statusCode`,
+ * the two names Express and http-errors read), so an unhandled LockedError becomes a 423, not
+ * a 500 with a stack trace.
  */
 
 export type LockErrorCode =
@@ -11,7 +14,8 @@ export type LockErrorCode =
   | 'LOCK_EXPIRED'
   | 'DOCUMENT_NOT_FOUND'
   | 'INVALID_ARGUMENT'
-  | 'INVALID_OPTION';
+  | 'INVALID_OPTION'
+  | 'CONFIGURATION';
 
 export class LockError extends Error {
   readonly code: LockErrorCode;
@@ -21,12 +25,21 @@ export class LockError extends Error {
    * the database's answer will not change by retrying.
    */
   readonly retryable: boolean;
+  /**
+   * The HTTP status that describes this error: 423 locked by someone else, 409 the caller's lock
+   * is gone, 404 no such document, 400 bad input, 503 a transient database fault, 500 otherwise.
+   */
+  readonly status: number;
+  /** The same as `status` (the name Node's `http` and some frameworks read). */
+  readonly statusCode: number;
 
-  constructor(code: LockErrorCode, message: string, options?: { cause?: unknown; retryable?: boolean }) {
+  constructor(code: LockErrorCode, message: string, options?: { cause?: unknown; retryable?: boolean; status?: number }) {
     super(message, options?.cause === undefined ? undefined : { cause: options.cause });
     this.name = new.target.name;
     this.code = code;
     this.retryable = options?.retryable ?? false;
+    this.status = options?.status ?? 500;
+    this.statusCode = this.status;
   }
 }
 
@@ -38,18 +51,25 @@ export class LockedError extends LockError {
   readonly expiresAt: Date | undefined;
   /** Milliseconds until that lock expires, measured on the server's clock, if known. */
   readonly retryAfterMs: number | undefined;
+  /**
+   * The display label the holder gave (`Model.lock(id, owner, { label })`), when the refusal came
+   * from an acquisition and the holder gave one; otherwise null. Never the owner. It is user
+   * data: escape it before putting it in HTML. It is not part of `message`.
+   */
+  readonly label: string | null;
 
-  constructor(documentId: unknown, expiresAt: Date | undefined, detail = '', retryAfterMs?: number) {
+  constructor(documentId: unknown, expiresAt: Date | undefined, detail = '', retryAfterMs?: number, label: string | null = null) {
     const until = expiresAt ? ` until ${expiresAt.toISOString()} unless its holder releases or renews it` : '';
     super(
       'LOCKED',
       `Document ${describeId(documentId)} is locked by another owner${until}.${detail} ` +
         'Try again later, or wait for the holder to release it.',
-      { retryable: true },
+      { retryable: true, status: 423 },
     );
     this.documentId = documentId;
     this.expiresAt = expiresAt;
     this.retryAfterMs = retryAfterMs === undefined ? undefined : Math.max(0, retryAfterMs);
+    this.label = label;
   }
 }
 
@@ -70,7 +90,7 @@ export class LockNotHeldError extends LockError {
   readonly reason: LockLossReason;
 
   constructor(documentId: unknown, reason: LockLossReason, message?: string, code: LockErrorCode = 'LOCK_NOT_HELD') {
-    super(code, message ?? LockNotHeldError.describe(documentId, reason));
+    super(code, message ?? LockNotHeldError.describe(documentId, reason), { status: 409 });
     this.documentId = documentId;
     this.reason = reason;
   }
@@ -112,7 +132,7 @@ export class LockTargetNotFoundError extends LockError {
   readonly documentId: unknown;
 
   constructor(documentId: unknown, modelName: string) {
-    super('DOCUMENT_NOT_FOUND', `No ${modelName} document with _id ${describeId(documentId)} exists, so it cannot be locked. Create it first.`);
+    super('DOCUMENT_NOT_FOUND', `No ${modelName} document with _id ${describeId(documentId)} exists, so it cannot be locked. Create it first.`, { status: 404 });
     this.documentId = documentId;
   }
 }
@@ -122,7 +142,7 @@ export class InvalidLockArgumentError extends LockError {
   readonly argument: string;
 
   constructor(argument: string, problem: string) {
-    super('INVALID_ARGUMENT', `Invalid ${argument}: ${problem}`);
+    super('INVALID_ARGUMENT', `Invalid ${argument}: ${problem}`, { status: 400 });
     this.argument = argument;
   }
 }
@@ -132,8 +152,19 @@ export class InvalidLockOptionError extends LockError {
   readonly option: string;
 
   constructor(option: string, problem: string) {
-    super('INVALID_OPTION', `Invalid lock option "${option}": ${problem}`);
+    super('INVALID_OPTION', `Invalid lock option "${option}": ${problem}`, { status: 400 });
     this.option = option;
+  }
+}
+
+/**
+ * The plugin is wired in a way that cannot work, found at the moment it matters (for example
+ * `schema.plugin(lockPlugin)` after `model()`, or `lockOwnerMiddleware()` before `session()`).
+ * The message names the fix. A server-side mistake, so its status is 500.
+ */
+export class LockConfigurationError extends LockError {
+  constructor(problem: string) {
+    super('CONFIGURATION', `mongoose-pessimistic-lock is set up wrong: ${problem}`, { status: 500 });
   }
 }
 
@@ -153,7 +184,7 @@ export class LockDatabaseError extends LockError {
       'DATABASE_ERROR',
       `${operation} failed in the database: ${cause.message}. ` +
         (retryable ? 'This is transient; trying again may succeed.' : 'Trying again will not help; check the database and the connection settings.'),
-      { cause, retryable },
+      { cause, retryable, status: retryable ? 503 : 500 },
     );
     this.operation = operation;
   }

@@ -24,12 +24,22 @@ export interface HeldLock {
   expiresAt: Date;
   /** The ttl used for this acquisition, in milliseconds. */
   readonly ttl: number;
+  /**
+   * Continues this acquisition in a later request: keep it in the session or a hidden form field
+   * and pass it to `Model.lock(id, owner, { resume: ticket })`. It names the acquisition and the
+   * document, never the owner, and works only for the owner that took the lock.
+   */
+  readonly ticket: string;
+  /** The display label given to `Model.lock(id, owner, { label })`, or null. Stored in clear. */
+  readonly label: string | null;
 }
 
 export interface HeldLockState {
   lock: HeldLock;
   /** Local monotonic clock reading taken when the server granted the lock. */
   grantedAtMonotonic: number;
+  /** The server's clock when it granted (or resumed) the lock, in ms since the epoch. */
+  serverTimeAtGrant: number;
   /** Set once the lock is known to be gone, so later calls report the same reason. */
   lost: LockLossReason | undefined;
   /**
@@ -42,8 +52,9 @@ export interface HeldLockState {
 
 const states = new WeakMap<object, HeldLockState>();
 
-export function newHeldLockState(lock: HeldLock): HeldLockState {
-  return { lock, grantedAtMonotonic: performance.now(), lost: undefined, pendingRelease: undefined };
+/** `serverNow`: the server's clock in the reply that granted the lock (default: its acquiredAt). */
+export function newHeldLockState(lock: HeldLock, serverNow: Date = lock.acquiredAt): HeldLockState {
+  return { lock, grantedAtMonotonic: performance.now(), serverTimeAtGrant: serverNow.getTime(), lost: undefined, pendingRelease: undefined };
 }
 
 export function attachHeldLock(doc: object, state: HeldLockState): void {
@@ -77,12 +88,12 @@ export function settleRelease(state: HeldLockState): void {
 }
 
 /**
- * Estimate of the server's current time: the server's own grant time plus the time elapsed on
+ * Estimate of the server's current time: the server's clock at the grant plus the time elapsed on
  * this process's monotonic clock. Wall-clock skew cannot affect it. Used only to word an error
  * (expired vs released) when the lock record is already gone, never to decide who holds a lock.
  */
 export function estimatedServerNow(state: HeldLockState): number {
-  return state.lock.acquiredAt.getTime() + (performance.now() - state.grantedAtMonotonic);
+  return state.serverTimeAtGrant + (performance.now() - state.grantedAtMonotonic);
 }
 
 /** The error for using a lock this instance already knows is gone, with the same reason every time. */

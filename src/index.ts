@@ -6,21 +6,25 @@ export {
   LockExpiredError,
   LockTargetNotFoundError,
   LockDatabaseError,
+  LockConfigurationError,
   InvalidLockArgumentError,
   InvalidLockOptionError,
   type LockErrorCode,
   type LockLossReason,
 } from './errors';
 export type { LockPluginOptions } from './options';
-export { DEFAULT_TTL_MS, MAX_TTL_MS } from './options';
-export type { LockCallOptions } from './arguments';
-export { MAX_OWNER_LENGTH } from './arguments';
+export { DEFAULT_TTL_MS, MAX_TTL_MS, DEFAULT_PURGE_AFTER_MS, TTL_WARNING_CODE } from './options';
+export type { LockCallOptions, LockOptions } from './arguments';
+export { MAX_OWNER_LENGTH, MAX_LABEL_LENGTH } from './arguments';
 export type { HeldLock } from './held-lock';
-export { LockHandle } from './lock-handle';
+// A type only: handles come from Model.acquireLock, never from `new`.
+export type { LockHandle } from './lock-handle';
 export { runWithLockOwner, currentLockOwner, lockOwnerMiddleware, type LockOwnerMiddlewareOptions, type RequestWithSession } from './owner-context';
+export { lockErrorHandler, lockErrorBody, type LockErrorBody, type LockErrorHandler, type LockErrorResponse } from './express';
 export type { LockQueryOptions } from './guard/options';
 export { LockedDuringWriteError, type CommittedWrites } from './guard/errors';
-export { DEFAULT_PURGE_AFTER_MS } from './options';
-export type { LockInfo, LockRecord } from './lock-store';
+export type { LockInfo, LockRecord, LockStatus, LockPage } from './lock-store';
+export { MAX_STATUS_IDS, MAX_LIST_LIMIT, DEFAULT_LIST_LIMIT, type LockStatusOptions, type ListLocksOptions, type UnlockOptions } from './status-arguments';
+export { MAX_TICKET_LENGTH } from './ticket';
 export type { LockMethods, LockStatics, LockableModel, LockableDocument, LockTargetId } from './types';
 export { LOCK_MODEL_PREFIX } from './lock-model';

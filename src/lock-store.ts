@@ -2,7 +2,7 @@
  * The lock algorithm: every MongoDB operation on the lock collection, each written once.
  *
  * A lock is one record in the sibling collection, keyed by the locked document's `_id`:
- *   { _id, owner, token, fence, acquiredAt, expiresAt, claim?, lastWriteAt? }
+ *   { _id, owner, token, fence, acquiredAt, expiresAt, label, claim?, lastWriteAt? }
  * Releasing does not delete the record: it expires it and clears owner and token, so the
  * record keeps the document's fencing counter. The TTL index removes records `purgeAfter`
  * after they expired.
@@ -26,9 +26,10 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { mongo } from 'mongoose';
-import { LockExpiredError, LockNotHeldError, LockedError } from './errors';
+import { LockExpiredError, LockNotHeldError, LockedError, describeId } from './errors';
 import { idKey } from './guard/targets';
 import { estimatedServerNow, type HeldLockState } from './held-lock';
+import type { TicketParts } from './ticket';
 
 type ClientSession = mongo.ClientSession;
 type Collection<T extends mongo.Document> = mongo.Collection<T>;
@@ -44,6 +45,8 @@ export interface LockRecord {
   fence: number;
   acquiredAt: Date;
   expiresAt: Date;
+  /** The holder's display label (`lock(id, owner, { label })`), stored in clear; null once released. */
+  label?: string | null;
   /** When a guarded write last verified or claimed the lock inside a transaction. */
   lastWriteAt?: Date;
   /** Random value written by a guarded write's transaction, so that its write is never a no-op. */
@@ -55,6 +58,9 @@ export interface Grant {
   fence: number;
   acquiredAt: Date;
   expiresAt: Date;
+  /** The server's clock at the command that granted it. */
+  serverNow: Date;
+  label: string | null;
 }
 
 /** Public view of a lock: no owner, no token. */
@@ -64,6 +70,21 @@ export interface LockInfo {
   expiresAt: Date;
   /** Milliseconds until it expires, by the server's clock at the time of the read. */
   remainingMs: number;
+  /** The display label its holder gave (`Model.lock(id, owner, { label })`), or null. */
+  label: string | null;
+}
+
+/** One entry of `Model.lockStatus(ids, { owner })`: a lock, and whether `owner` holds it. */
+export interface LockStatus extends LockInfo {
+  /** Whether the owner passed to `lockStatus` holds this lock (false when none was passed). */
+  mine: boolean;
+}
+
+/** One page of `Model.listLocks()`. */
+export interface LockPage {
+  locks: LockInfo[];
+  /** Pass as `after` to get the next page; null on the last page. Opaque. */
+  next: string | null;
 }
 
 /** What claimForWrite did: the first target held by someone else, and the records it inserted. */
@@ -135,9 +156,16 @@ function applyIf(condition: unknown, fields: Record<string, unknown>): Document[
   return [{ $set: set }];
 }
 /** Pipeline stage that ends an acquisition: expired now, no owner, fence kept. */
-const RELEASE = [{ $set: { expiresAt: '$$NOW', owner: null, token: null } }];
+const RELEASE = [{ $set: { expiresAt: '$$NOW', owner: null, token: null, label: null } }];
 /** Next fence: previous + 1, but never below the server clock in microseconds. */
 const NEXT_FENCE = { $max: [{ $add: [{ $ifNull: ['$fence', 0] }, 1] }, { $multiply: [{ $toLong: '$$NOW' }, 1000] }] };
+
+/**
+ * Every read of the lock collection goes to the primary, whatever read preference the
+ * application's connection has: a secondary may lag, and a lagging read would call a lock free
+ * that is held (or held that was released). Writes always go to the primary.
+ */
+const PRIMARY = { readPreference: 'primary' } as const;
 
 /**
  * How often acquire retries after a duplicate-key error. Outside transactions mongod retries an
@@ -177,7 +205,7 @@ export class LockStore {
    * ACQUIRE_ATTEMPTS), and that update sees the winner's grant and refuses. (`$expr` in an
    * upsert's filter would be refused: QueryFeatureNotAllowed 224; see docs/mongodb-compatibility.md.)
    */
-  async acquire(documentId: unknown, ownerKey: string, ttl: number): Promise<Grant> {
+  async acquire(documentId: unknown, ownerKey: string, ttl: number, label: string | null = null): Promise<Grant> {
     for (let attempt = 1; ; attempt++) {
       const token = newLockToken();
       let record: Document | null;
@@ -190,11 +218,14 @@ export class LockStore {
             fence: NEXT_FENCE,
             acquiredAt: '$$NOW',
             expiresAt: { $add: ['$$NOW', lit(ttl)] },
+            label: lit(label),
           }),
           {
             upsert: true,
             returnDocument: 'after',
-            projection: { _id: 0, acquired: { $eq: ['$token', lit(token)] }, fence: 1, acquiredAt: 1, expiresAt: 1, now: '$$NOW' },
+            // `label` is the holder's display label: ours when acquired, the other holder's on a
+            // refusal (shown as "being edited by ..."); never its owner or token.
+            projection: { _id: 0, acquired: { $eq: ['$token', lit(token)] }, fence: 1, acquiredAt: 1, expiresAt: 1, label: 1, now: '$$NOW' },
           },
         );
       } catch (error) {
@@ -203,10 +234,20 @@ export class LockStore {
       }
       if (!record) throw new Error('mongoose-pessimistic-lock: the server returned no lock record for an upsert');
       const expiresAt = record.expiresAt as Date;
-      if (record.acquired === true) {
-        return { token, fence: Number(record.fence), acquiredAt: record.acquiredAt as Date, expiresAt };
+      // A findAndModify that the driver retried (retryable writes, after a network error) is
+      // answered from the stored result WITHOUT the projection (parseOplogEntryForFindAndModify
+      // in src/mongo/db/query/write_ops/write_ops_retryability.cpp; SERVER-31242): the full
+      // record, no `acquired`, no `now`. Only a grant writes (a refusal is a no-op), so only a
+      // grant can be replayed: the token itself says whether it is ours, and the grant's
+      // `acquiredAt` is the `$$NOW` of the command that made it.
+      const projected = 'acquired' in record;
+      const serverNow = (projected ? record.now : record.acquiredAt) as Date;
+      const holderLabel = typeof record.label === 'string' ? record.label : null;
+      if (projected ? record.acquired === true : record.token === token) {
+        return { token, fence: Number(record.fence), acquiredAt: record.acquiredAt as Date, expiresAt, serverNow, label: holderLabel };
       }
-      throw new LockedError(documentId, expiresAt, '', expiresAt.getTime() - (record.now as Date).getTime());
+      const remaining = projected ? expiresAt.getTime() - serverNow.getTime() : undefined;
+      throw new LockedError(documentId, expiresAt, '', remaining, holderLabel);
     }
   }
 
@@ -260,6 +301,7 @@ export class LockStore {
     const record = await this.locks.findOne({ _id: documentId } as Document, {
       projection: { token: 1, expiresAt: 1, now: '$$NOW' },
       session,
+      ...PRIMARY,
     });
     if (record && record.token === token && (record.expiresAt as Date) > (record.now as Date)) return;
     throw this.lossFrom(state, record);
@@ -268,12 +310,11 @@ export class LockStore {
   /** The unexpired lock on a document, if any, with the server's view of its remaining time. */
   async findActive(documentId: unknown, session?: ClientSession): Promise<LockInfo | null> {
     const record = await this.locks.findOne({ _id: documentId, ...UNEXPIRED } as Document, {
-      projection: { acquiredAt: 1, expiresAt: 1, now: '$$NOW' },
+      projection: { acquiredAt: 1, expiresAt: 1, label: 1, now: '$$NOW' },
       session,
+      ...PRIMARY,
     });
-    if (!record) return null;
-    const expiresAt = record.expiresAt as Date;
-    return { documentId, acquiredAt: record.acquiredAt as Date, expiresAt, remainingMs: expiresAt.getTime() - (record.now as Date).getTime() };
+    return record ? lockInfoFrom(documentId, record) : null;
   }
 
   /**
@@ -283,7 +324,7 @@ export class LockStore {
   async findBlocking(ids: unknown[], ownerKey: string | undefined, session?: ClientSession): Promise<Blocker | null> {
     const filter: Document = { _id: { $in: ids }, ...UNEXPIRED };
     if (ownerKey !== undefined) filter.owner = { $ne: ownerKey };
-    const record = await this.locks.findOne(filter, { projection: { expiresAt: 1, now: '$$NOW' }, session });
+    const record = await this.locks.findOne(filter, { projection: { expiresAt: 1, now: '$$NOW' }, session, ...PRIMARY });
     if (!record) return null;
     const expiresAt = record.expiresAt as Date;
     return { documentId: record._id, expiresAt, remainingMs: expiresAt.getTime() - (record.now as Date).getTime() };
@@ -348,7 +389,7 @@ export class LockStore {
       // transaction that tries to write to a document that was updated by a non-transaction
       // after it started should fail with a WriteConflict"), and the transaction is retried.
       const records = await this.locks
-        .find({ _id: { $in: ids } } as Document, { projection: { owner: 1, expiresAt: 1, now: '$$NOW' }, session })
+        .find({ _id: { $in: ids } } as Document, { projection: { owner: 1, expiresAt: 1, now: '$$NOW' }, session, ...PRIMARY })
         .toArray();
       const held = records.find((r) => r.expiresAt instanceof Date && r.expiresAt > (r.now as Date) && (ownerKey === undefined || r.owner !== ownerKey));
       if (held) return { blocker: blockerFrom(held._id, held), inserted: [], claim };
@@ -363,7 +404,7 @@ export class LockStore {
           { ordered: false, session },
         );
         if (result.modifiedCount !== records.length) {
-          const other = await this.locks.findOne({ _id: { $in: ids }, claim: { $ne: claim } } as Document, { projection: { expiresAt: 1, now: '$$NOW' }, session });
+          const other = await this.locks.findOne({ _id: { $in: ids }, claim: { $ne: claim } } as Document, { projection: { expiresAt: 1, now: '$$NOW' }, session, ...PRIMARY });
           return { blocker: blockerFrom(other?._id ?? ids[0], other), inserted: missing, claim };
         }
       }
@@ -395,7 +436,7 @@ export class LockStore {
 
   /** Whether `ownerKey` holds an unexpired lock on the document. */
   async isHeldBy(documentId: unknown, ownerKey: string, session?: ClientSession): Promise<boolean> {
-    const record = await this.locks.findOne({ _id: documentId, owner: ownerKey, ...UNEXPIRED } as Document, { projection: { _id: 1 }, session });
+    const record = await this.locks.findOne({ _id: documentId, owner: ownerKey, ...UNEXPIRED } as Document, { projection: { _id: 1 }, session, ...PRIMARY });
     return record !== null;
   }
 
@@ -413,7 +454,7 @@ export class LockStore {
 
   /** Reads the lock record and works out why an acquisition is no longer current. */
   private async explainLoss(state: HeldLockState, session?: ClientSession): Promise<LockNotHeldError> {
-    const record = await this.locks.findOne({ _id: state.lock.documentId } as Document, { projection: { token: 1 }, session });
+    const record = await this.locks.findOne({ _id: state.lock.documentId } as Document, { projection: { token: 1 }, session, ...PRIMARY });
     return this.lossFrom(state, record);
   }
 
@@ -428,6 +469,131 @@ export class LockStore {
     state.lost = error.reason;
     return error;
   }
+
+  // ---- Commands added by the web story (issue 11); each is described, with the mongod rules it
+  // ---- relies on, in docs/mongodb-compatibility.md ("Commands added by the web story").
+
+  /**
+   * Continues one acquisition (a lock ticket) for the owner that took it, only while it is still
+   * current, and extends it to `ttl` from the server's now. One `findAndModify`, no upsert:
+   *  - filter `{ _id, owner, token, $expr: expiresAt > $$NOW }`: the `_id` index finds the record
+   *    (IDHACK); the other conditions make the command match only this very acquisition, held by
+   *    this owner and unexpired by the server's clock. `$expr` is allowed here because this is
+   *    not an upsert (mongod clears the `$expr` feature only for upserts:
+   *    src/mongo/db/query/write_ops/parsed_writes_common.h). If a takeover writes the record
+   *    concurrently, mongod re-evaluates the whole filter against the latest version before it
+   *    writes (write_stage_common::ensureStillMatches, src/mongo/db/exec/write_stage_common.cpp),
+   *    so a resume never extends someone else's lock;
+   *  - the update keeps token, fence, owner and label (it is the same acquisition) and only moves
+   *    `expiresAt`;
+   *  - the reply is projected to fence, dates, label and `$$NOW`: never the owner key.
+   * When nothing matched, one more read (`explainStaleTicket`) says why.
+   */
+  async resume(documentId: unknown, ownerKey: string, ticket: TicketParts, ttl: number): Promise<Grant> {
+    const record = await this.locks.findOneAndUpdate(
+      { _id: documentId, owner: ownerKey, token: ticket.token, ...UNEXPIRED } as Document,
+      [{ $set: { expiresAt: { $add: ['$$NOW', lit(ttl)] } } }],
+      { returnDocument: 'after', projection: { _id: 0, fence: 1, acquiredAt: 1, expiresAt: 1, label: 1, now: '$$NOW' } },
+    );
+    if (!record) throw await this.explainStaleTicket(documentId, ownerKey, ticket);
+    return {
+      token: ticket.token,
+      fence: Number(record.fence),
+      acquiredAt: record.acquiredAt as Date,
+      expiresAt: record.expiresAt as Date,
+      // A retried findAndModify comes back without the projection (SERVER-31242, see acquire):
+      // then the command's `$$NOW` is the new expiry minus the ttl it added.
+      serverNow: record.now instanceof Date ? record.now : new Date((record.expiresAt as Date).getTime() - ttl),
+      label: typeof record.label === 'string' ? record.label : null,
+    };
+  }
+
+  /**
+   * Why a ticket no longer works: one read of the record, projected to comparisons computed by
+   * the server (same token? same fence? this owner? expired by `$$NOW`?), so neither the current
+   * holder's token nor any owner key reaches this process.
+   */
+  private async explainStaleTicket(documentId: unknown, ownerKey: string, ticket: TicketParts): Promise<LockNotHeldError> {
+    const record = await this.locks.findOne({ _id: documentId } as Document, {
+      projection: {
+        _id: 0,
+        sameToken: { $eq: ['$token', lit(ticket.token)] },
+        released: { $eq: [{ $ifNull: ['$token', null] }, null] },
+        sameFence: { $eq: ['$fence', lit(ticket.fence)] },
+        mine: { $eq: ['$owner', lit(ownerKey)] },
+        expiresAt: 1,
+      },
+      ...PRIMARY,
+    });
+    // Purged by the TTL index: it expired (or was released) at least purgeAfter ago.
+    if (!record) return new LockExpiredError(documentId, undefined);
+    if (record.sameToken === true) {
+      if (record.mine !== true) {
+        return new LockNotHeldError(
+          documentId,
+          'not_locked',
+          `This lock ticket for document ${describeId(documentId)} was not issued to this owner; nothing was written. Lock the document to edit it.`,
+        );
+      }
+      return new LockExpiredError(documentId, record.expiresAt instanceof Date ? record.expiresAt : undefined);
+    }
+    if (record.released === true && record.sameFence === true) return new LockNotHeldError(documentId, 'released');
+    return new LockNotHeldError(documentId, 'taken_over');
+  }
+
+  /**
+   * Releases `ownerKey`'s unexpired lock on a document (and, with `token`, only that
+   * acquisition): one `update` of the record by `_id`, with the owner (and token) in the filter so
+   * that nobody else's lock is ever released. Resolves to whether a lock was released.
+   */
+  async releaseHeld(documentId: unknown, ownerKey: string, token?: string): Promise<boolean> {
+    const filter: Document = { _id: documentId, owner: ownerKey, ...UNEXPIRED };
+    if (token !== undefined) filter.token = token;
+    const result = await this.locks.updateOne(filter, RELEASE);
+    return result.matchedCount === 1;
+  }
+
+  /**
+   * The unexpired locks among `ids`, in one `find` through the `_id` index (`$in`), returned in
+   * one batch (`singleBatch`, `batchSize` = number of ids: mongod closes the cursor after the
+   * first batch, so no getMore follows; src/mongo/db/query/find.cpp shouldSaveCursor). With
+   * `ownerKey`, the server also says whether each lock is that owner's (`$eq` against a
+   * `$literal`), without returning any owner.
+   */
+  async statusOf(ids: unknown[], ownerKey: string | undefined): Promise<Document[]> {
+    if (ids.length === 0) return [];
+    const projection: Document = { acquiredAt: 1, expiresAt: 1, label: 1, now: '$$NOW' };
+    if (ownerKey !== undefined) projection.mine = { $eq: ['$owner', lit(ownerKey)] };
+    return this.locks.find({ _id: { $in: ids }, ...UNEXPIRED } as Document, { projection, batchSize: ids.length, singleBatch: true, ...PRIMARY }).toArray();
+  }
+
+  /**
+   * One page of unexpired locks in `_id` order, optionally only `ownerKey`'s: one `find` sorted
+   * on `_id`, starting after `after`, `limit + 1` documents in one batch (the extra one says
+   * whether there is a next page). With an owner it runs through the `{ owner: 1, _id: 1 }`
+   * index (equality on owner, then the range and the sort on `_id`); without, through `_id`.
+   */
+  async list(ownerKey: string | undefined, limit: number, after: { id: unknown } | undefined): Promise<{ records: Document[]; more: boolean }> {
+    const filter: Document = { ...UNEXPIRED };
+    if (ownerKey !== undefined) filter.owner = ownerKey;
+    if (after !== undefined) filter._id = { $gt: after.id };
+    const records = await this.locks
+      .find(filter, { projection: { acquiredAt: 1, expiresAt: 1, label: 1, now: '$$NOW' }, sort: { _id: 1 }, limit: limit + 1, batchSize: limit + 1, singleBatch: true, ...PRIMARY })
+      .toArray();
+    return { records: records.slice(0, limit), more: records.length > limit };
+  }
+}
+
+/** A public LockInfo from a lock record read with `label` and `now: '$$NOW'`. */
+export function lockInfoFrom(documentId: unknown, record: Document): LockInfo {
+  const expiresAt = record.expiresAt as Date;
+  return {
+    documentId,
+    acquiredAt: record.acquiredAt as Date,
+    expiresAt,
+    remainingMs: expiresAt.getTime() - (record.now as Date).getTime(),
+    label: typeof record.label === 'string' ? record.label : null,
+  };
 }
 
 /** What stops a write, from a lock record read with `now: '$$NOW'` (or nothing known). */

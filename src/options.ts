@@ -41,6 +41,10 @@ export interface LockPluginOptions {
    * otherwise. `'never'`: always poll (for users without the changeStream privilege).
    */
   changeStreams?: 'auto' | 'never';
+  /** Mongoose's own registration option (`mongoose.plugin(lockPlugin, { deduplicate: true })`); ignored by the plugin. */
+  deduplicate?: boolean;
+  /** Mongoose's own registration option (`mongoose.plugin(lockPlugin, { tags })`, matched against `pluginTags`); ignored by the plugin. */
+  tags?: string[];
 }
 
 export interface ResolvedLockOptions {
@@ -71,8 +75,32 @@ export function validateTtl(value: unknown, option = 'ttl'): number {
   if (value < 1 || value > MAX_TTL_MS) {
     throw new InvalidLockOptionError(option, `expected between 1 and ${MAX_TTL_MS} milliseconds (one year), got ${value}.`);
   }
+  if (value < SECONDS_SUSPECT_BELOW_MS) warnTtlLooksLikeSeconds(value, option);
   return value;
 }
+
+/** Below this many milliseconds a ttl is more likely seconds written by mistake than a real lock. */
+const SECONDS_SUSPECT_BELOW_MS = 1_000;
+const warnedTtls = new Set<string>();
+
+/**
+ * `{ ttl: 30 }` is 30 milliseconds, not 30 seconds: a lock that expires before the user has
+ * even seen the page. Sub-second locks are legitimate (tests, fast jobs), so this is a process
+ * warning, not an error: emitted once per value and option, with a code to filter on.
+ */
+function warnTtlLooksLikeSeconds(value: number, option: string): void {
+  const key = `${option}:${value}`;
+  if (warnedTtls.has(key)) return;
+  warnedTtls.add(key);
+  process.emitWarning(
+    `mongoose-pessimistic-lock: ${option} is in milliseconds, so ${option}: ${value} makes locks that last ${value} ms. ` +
+      `If you meant ${value} seconds, write ${option}: ${value * 1000} (or ${value}_000).`,
+    { type: 'MongoosePessimisticLockWarning', code: TTL_WARNING_CODE },
+  );
+}
+
+/** The `code` of the process warning for a ttl below one second. */
+export const TTL_WARNING_CODE = 'MPL_TTL_UNDER_ONE_SECOND';
 
 export function resolveOptions(input: unknown): ResolvedLockOptions {
   if (input === undefined || input === null) input = {};

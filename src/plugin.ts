@@ -10,10 +10,14 @@ import { attachHeldLock, heldLockState, lostError, newHeldLockState, type HeldLo
 import { typedErrors } from './failures';
 import { installWriteGuard, saveWithContext } from './guard/install';
 import { LockHandle, asyncDispose } from './lock-handle';
+import { lockInfoFrom, type Grant, type LockPage, type LockStatus } from './lock-store';
 import { acquireWaiting } from './lock-waiter';
 import { describeValue, resolveOptions, validateTtl, type LockPluginOptions } from './options';
 import { ownerKeyFunction } from './owner-key';
+import { pluginApplication } from './plugin-registration';
 import { runtimeFactory, type AnyModel, type AnySchema } from './runtime';
+import { canonicalId, cursorAfter, validateListOptions, validateStatusIds, validateUnlockOptions } from './status-arguments';
+import { issueTicket, readTicket } from './ticket';
 
 type AnyDoc = HydratedDocument<unknown>;
 type ClientSession = mongo.ClientSession;
@@ -27,7 +31,12 @@ function requireHeld(doc: AnyDoc): HeldLockState {
 }
 
 export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): void {
-  const options = resolveOptions(rawOptions);
+  // Decide first whether this application applies at all: the lock schemas themselves, a second
+  // application, a schema already compiled, and embedded schemas reached by a global
+  // registration (see plugin-registration.ts).
+  const application = pluginApplication(schema, lockPlugin, rawOptions);
+  if (application.skip) return;
+  const options = resolveOptions(application.options);
   const castId = idCaster(schema);
   const ownerKey = ownerKeyFunction(options);
   const runtimeOf = runtimeFactory(options);
@@ -37,21 +46,42 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
     runtimeOf(model);
   });
 
-  /** Takes the lock (waiting if asked), loads the document and attaches the lock to it. */
+  /**
+   * Takes the lock (waiting if asked) or, with `resume`, continues the acquisition a ticket names;
+   * then loads the document and attaches the lock to it.
+   */
   async function lockAndLoad(model: AnyModel, id: unknown, owner: unknown, call: ResolvedCallOptions): Promise<{ doc: AnyDoc; state: HeldLockState }> {
     const documentId = castId(model, id);
     const who = validateOwner(owner);
+    const ticket = call.resume === undefined ? undefined : readTicket(call.resume, documentId, 'resume');
     const { store, watch, ready } = runtimeOf(model);
     await ready;
     const key = ownerKey(who);
-    const attempt = () => store.acquire(documentId, key, call.ttl);
-    const grant = call.wait > 0 || call.signal ? await acquireWaiting(documentId, attempt, watch, call.wait, call.signal) : await attempt();
-    const held: HeldLock = { documentId, owner: who, token: grant.token, fence: grant.fence, acquiredAt: grant.acquiredAt, expiresAt: grant.expiresAt, ttl: call.ttl };
-    const state = newHeldLockState(held);
+    let grant: Grant;
+    if (ticket) {
+      grant = await store.resume(documentId, key, ticket, call.ttl);
+    } else {
+      const attempt = () => store.acquire(documentId, key, call.ttl, call.label);
+      grant = call.wait > 0 || call.signal ? await acquireWaiting(documentId, attempt, watch, call.wait, call.signal) : await attempt();
+    }
+    const held: HeldLock = {
+      documentId,
+      owner: who,
+      token: grant.token,
+      fence: grant.fence,
+      acquiredAt: grant.acquiredAt,
+      expiresAt: grant.expiresAt,
+      ttl: call.ttl,
+      ticket: issueTicket(documentId, grant.token, grant.fence),
+      label: grant.label,
+    };
+    const state = newHeldLockState(held, grant.serverNow);
     let doc: AnyDoc | null;
     try {
       // The id as the caller gave it: Mongoose casts it exactly as castId did (setters included).
-      doc = (await model.findById(id)) as AnyDoc | null;
+      // From the primary whatever the connection's read preference: the holder must edit the
+      // latest version of the document, not a secondary's possibly older copy.
+      doc = (await model.findById(id).read('primary')) as AnyDoc | null;
     } catch (error) {
       await store.release(state).catch(() => undefined);
       throw error;
@@ -65,7 +95,7 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
   }
 
   async function openHandle(model: AnyModel, id: unknown, owner: unknown, rawCall: unknown): Promise<LockHandle<AnyDoc>> {
-    const call = validateLockCallOptions(rawCall, options.ttl, ['ttl', 'wait', 'signal', 'autoExtend']);
+    const call = validateLockCallOptions(rawCall, options.ttl, ['ttl', 'wait', 'signal', 'autoExtend', 'label']);
     const { doc, state } = await lockAndLoad(model, id, owner, call);
     const { store } = runtimeOf(model);
     return new LockHandle(doc, state, store, () => unlockDocument(doc), call.autoExtend);
@@ -80,13 +110,13 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
   }
 
   schema.static('lock', function lock(this: AnyModel, id: unknown, owner: unknown, callOptions?: unknown) {
-    return typedErrors('lock', async () => (await lockAndLoad(this, id, owner, validateLockCallOptions(callOptions, options.ttl))).doc);
+    return typedErrors('lock', async () => (await lockAndLoad(this, id, owner, validateLockCallOptions(callOptions, options.ttl, ['ttl', 'wait', 'signal', 'label', 'resume']))).doc);
   });
 
   schema.static('tryLock', function tryLock(this: AnyModel, id: unknown, owner: unknown, callOptions?: unknown) {
     return typedErrors('tryLock', async () => {
       try {
-        return (await lockAndLoad(this, id, owner, validateLockCallOptions(callOptions, options.ttl, ['ttl']))).doc;
+        return (await lockAndLoad(this, id, owner, validateLockCallOptions(callOptions, options.ttl, ['ttl', 'label']))).doc;
       } catch (error) {
         if (error instanceof LockedError) return null;
         throw error;
@@ -135,6 +165,58 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
       return store.findActive(documentId);
     });
   });
+
+  schema.static('unlock', function unlock(this: AnyModel, id: unknown, owner: unknown, unlockOptions?: unknown) {
+    return typedErrors('unlock', async () => {
+      const documentId = castId(this, id);
+      const who = validateOwner(owner);
+      const { ticket } = validateUnlockOptions(unlockOptions);
+      const token = ticket === undefined ? undefined : readTicket(ticket, documentId, 'ticket').token;
+      const { store, ready } = runtimeOf(this);
+      await ready;
+      return store.releaseHeld(documentId, ownerKey(who), token);
+    });
+  });
+
+  schema.static('lockStatus', function lockStatus(this: AnyModel, ids: unknown, statusOptions?: unknown) {
+    return typedErrors('lockStatus', async (): Promise<(LockStatus | null)[]> => {
+      const { ids: list, owner } = validateStatusIds(ids, statusOptions);
+      const documentIds = list.map((id) => castId(this, id));
+      const key = owner === undefined ? undefined : ownerKey(owner);
+      const { store, ready } = runtimeOf(this);
+      await ready;
+      const records = await store.statusOf(documentIds, key);
+      // Match records to the ids asked for by their canonical form (ObjectIds are not ===).
+      const byId = new Map(records.map((record) => [canonicalId(record._id), record]));
+      return documentIds.map((documentId) => {
+        const record = byId.get(canonicalId(documentId));
+        return record ? { ...lockInfoFrom(documentId, record), mine: record.mine === true } : null;
+      });
+    });
+  });
+
+  schema.static('listLocks', function listLocks(this: AnyModel, listOptions?: unknown) {
+    return typedErrors('listLocks', async (): Promise<LockPage> => {
+      const { owner, limit, after } = validateListOptions(listOptions);
+      const start = after === undefined ? undefined : { id: castCursorId(this, after) };
+      const key = owner === undefined ? undefined : ownerKey(owner);
+      const { store, ready } = runtimeOf(this);
+      await ready;
+      const { records, more } = await store.list(key, limit, start);
+      const locks = records.map((record) => lockInfoFrom(record._id, record));
+      const last = locks[locks.length - 1];
+      return { locks, next: more && last ? cursorAfter(last.documentId) : null };
+    });
+  });
+
+  /** Reads a listing cursor back into an `_id` of this schema's type (refusing anything else). */
+  function castCursorId(model: AnyModel, cursor: { id: unknown }): unknown {
+    try {
+      return castId(model, cursor.id);
+    } catch {
+      throw new InvalidLockOptionError('after', 'this is not a cursor from listLocks() for this model: pass `next` from the previous page unchanged.');
+    }
+  }
 
   schema.static('forceUnlock', function forceUnlock(this: AnyModel, id: unknown) {
     return typedErrors('forceUnlock', async () => {

@@ -1,9 +1,10 @@
 /** Public types: the statics and methods the plugin adds, typed on the model and document. */
 import type { HydratedDocument, Model, SaveOptions, Types } from 'mongoose';
-import type { LockCallOptions } from './arguments';
+import type { LockCallOptions, LockOptions } from './arguments';
 import type { HeldLock } from './held-lock';
 import type { LockHandle } from './lock-handle';
-import type { LockInfo, LockRecord } from './lock-store';
+import type { LockInfo, LockPage, LockRecord, LockStatus } from './lock-store';
+import type { ListLocksOptions, LockStatusOptions, UnlockOptions } from './status-arguments';
 
 /** What `Model.lock` and friends accept as a document id; it is cast to the schema's `_id` type. */
 export type LockTargetId = Types.ObjectId | string | number | bigint | Date | Buffer | Types.UUID;
@@ -31,27 +32,47 @@ export interface LockStatics<THydrated> {
   /**
    * Locks the document for `owner` and returns it, loaded after the lock was taken.
    * Throws LockedError if another owner holds an unexpired lock; renews if `owner` holds it.
+   * With `{ resume: ticket }` it instead continues the acquisition the ticket names (from an
+   * earlier request), only while that acquisition is current: otherwise LockExpiredError or
+   * LockNotHeldError (`'taken_over'`, `'released'`), and nothing is locked.
    */
-  lock(id: LockTargetId, owner: string, options?: Omit<LockCallOptions, 'autoExtend'>): Promise<THydrated>;
+  lock(id: LockTargetId, owner: string, options?: LockOptions): Promise<THydrated>;
   /** Like `lock`, but resolves to null instead of throwing LockedError; never waits. */
-  tryLock(id: LockTargetId, owner: string, options?: Pick<LockCallOptions, 'ttl'>): Promise<THydrated | null>;
+  tryLock(id: LockTargetId, owner: string, options?: Pick<LockCallOptions, 'ttl' | 'label'>): Promise<THydrated | null>;
   /**
    * Locks and returns a handle that renews the lock while held (`autoExtend`, default true),
    * exposes an AbortSignal that fires if the lock is lost, and releases on `release()` or at
    * the end of an `await using` block.
    */
-  acquireLock(id: LockTargetId, owner: string, options?: LockCallOptions): Promise<LockHandle<THydrated>>;
+  acquireLock(id: LockTargetId, owner: string, options?: Omit<LockCallOptions, 'resume'>): Promise<LockHandle<THydrated>>;
   /**
    * Runs `fn(doc, signal)` while holding the lock: renews it before it expires, aborts `signal`
    * at once if it is lost, always releases at the end, and returns what `fn` returns.
    */
-  withLock<R>(id: LockTargetId, owner: string, fn: (doc: THydrated, signal: AbortSignal) => Promise<R> | R, options?: LockCallOptions): Promise<R>;
+  withLock<R>(id: LockTargetId, owner: string, fn: (doc: THydrated, signal: AbortSignal) => Promise<R> | R, options?: Omit<LockCallOptions, 'resume'>): Promise<R>;
+  /**
+   * Releases `owner`'s unexpired lock on the document (with `{ ticket }`: only that acquisition)
+   * in one command, from any request; resolves to whether a lock was released. Never releases
+   * anyone else's lock.
+   */
+  unlock(id: LockTargetId, owner: string, options?: UnlockOptions): Promise<boolean>;
   /** Releases every unexpired lock held by `owner` (one command); resolves to how many. */
   releaseAllFor(owner: string): Promise<number>;
   /** Whether anyone holds an unexpired lock on the document. */
   isLocked(id: LockTargetId): Promise<boolean>;
-  /** The unexpired lock on the document (when it was taken and when it expires), or null. Never reveals the owner. */
+  /** The unexpired lock on the document (when it was taken, when it expires, its label), or null. Never reveals the owner. */
   getLock(id: LockTargetId): Promise<LockInfo | null>;
+  /**
+   * The locks of a page of documents in one query: an array in the order of `ids`, each entry the
+   * unexpired lock (with `label`, and `mine`: whether `options.owner` holds it) or null.
+   */
+  lockStatus(ids: readonly LockTargetId[], options?: LockStatusOptions): Promise<(LockStatus | null)[]>;
+  /**
+   * One page of this model's unexpired locks in `_id` order (optionally one owner's), for an
+   * admin page: `{ locks, next }`; pass `next` as `after` for the following page. Never reveals
+   * owners or tokens.
+   */
+  listLocks(options?: ListLocksOptions): Promise<LockPage>;
   /** Administrative release of whoever holds the lock; resolves to whether a lock was released. */
   forceUnlock(id: LockTargetId): Promise<boolean>;
   /** The sibling Mongoose model holding this model's locks (for index management and inspection). */

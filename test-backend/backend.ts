@@ -5,6 +5,10 @@
  *      is on this machine or can be downloaded;
  *   3. the project's own wire-protocol emulator (test-backend/emulator).
  * MONGO_BACKEND=uri|mongod|emulator forces one choice (and fails if it is not available).
+ * MONGO_TOPOLOGY=replset|standalone (default replset) picks what the harness starts: a one-node
+ * replica set (MongoMemoryReplSet, or the emulator as a replica-set primary) or a standalone
+ * (MongoMemoryServer, or the emulator as a standalone). With MONGODB_URI the topology is whatever
+ * that deployment is.
  */
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -12,10 +16,21 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 export type BackendKind = 'uri' | 'mongod' | 'emulator';
+export type Topology = 'replset' | 'standalone';
+
+/** The topology the harness starts (MONGO_TOPOLOGY); MONGODB_URI deployments are asked instead. */
+export function requestedTopology(): Topology {
+  const t = process.env.MONGO_TOPOLOGY;
+  if (t === undefined || t === '' || t === 'replset') return 'replset';
+  if (t === 'standalone') return 'standalone';
+  throw new Error(`MONGO_TOPOLOGY must be replset or standalone (got ${JSON.stringify(t)}).`);
+}
 
 export interface Backend {
   kind: BackendKind;
   uri: string;
+  /** Known for the servers the harness starts; for MONGODB_URI the global setup asks the server. */
+  topology?: Topology;
   /** One human line: what is running and where. */
   description: string;
   stop(): Promise<void>;
@@ -66,17 +81,35 @@ async function resolveMongodBinary(): Promise<string> {
   return path;
 }
 
-async function startMongod(dbPath?: string): Promise<Backend> {
+async function startMongod(dbPath?: string, topology: Topology = requestedTopology()): Promise<Backend> {
   const binaryPath = await resolveMongodBinary();
+  const args = ['--setParameter', 'enableTestCommands=1', '--setParameter', `ttlMonitorSleepSecs=${TTL_MONITOR_SLEEP_SECS}`];
+  if (topology === 'standalone') {
+    const { MongoMemoryServer } = await import('mongodb-memory-server');
+    const server = await withTimeout(
+      MongoMemoryServer.create({
+        binary: { systemBinary: binaryPath },
+        instance: { storageEngine: 'wiredTiger', args, ...(dbPath ? { dbPath } : {}) },
+      }),
+      MONGOD_START_TIMEOUT_MS,
+      'starting mongod',
+    );
+    const uri = server.getUri();
+    return {
+      kind: 'mongod',
+      uri,
+      topology,
+      description: `real mongod (${binaryPath}) as a standalone via mongodb-memory-server at ${uri}`,
+      stop: async () => {
+        await server.stop({ doCleanup: !dbPath, force: false });
+      },
+    };
+  }
   const { MongoMemoryReplSet } = await import('mongodb-memory-server');
   const replSet = await withTimeout(
     MongoMemoryReplSet.create({
       binary: { systemBinary: binaryPath },
-      replSet: {
-        count: 1,
-        storageEngine: 'wiredTiger',
-        args: ['--setParameter', 'enableTestCommands=1', '--setParameter', `ttlMonitorSleepSecs=${TTL_MONITOR_SLEEP_SECS}`],
-      },
+      replSet: { count: 1, storageEngine: 'wiredTiger', args },
       instanceOpts: dbPath ? [{ dbPath, storageEngine: 'wiredTiger' }] : [],
     }),
     MONGOD_START_TIMEOUT_MS,
@@ -86,6 +119,7 @@ async function startMongod(dbPath?: string): Promise<Backend> {
   return {
     kind: 'mongod',
     uri,
+    topology,
     description: `real mongod (${binaryPath}) as a one-node replica set via mongodb-memory-server at ${uri}`,
     stop: async () => {
       await replSet.stop({ doCleanup: !dbPath, force: false });
@@ -93,13 +127,14 @@ async function startMongod(dbPath?: string): Promise<Backend> {
   };
 }
 
-async function startEmulatorBackend(dbpath?: string): Promise<Backend> {
+async function startEmulatorBackend(dbpath?: string, topology: Topology = requestedTopology()): Promise<Backend> {
   const { startEmulator } = await import('./emulator');
-  const emulator = await startEmulator({ port: 0, dbpath, setParameters: { ttlMonitorSleepSecs: TTL_MONITOR_SLEEP_SECS } });
+  const emulator = await startEmulator({ port: 0, dbpath, topology, setParameters: { ttlMonitorSleepSecs: TTL_MONITOR_SLEEP_SECS } });
   return {
     kind: 'emulator',
     uri: emulator.uri,
-    description: `the project's MongoDB wire-protocol emulator (NOT a real mongod) at ${emulator.uri}`,
+    topology,
+    description: `the project's MongoDB wire-protocol emulator (NOT a real mongod) as a ${topology === 'standalone' ? 'standalone' : 'one-node replica set'} at ${emulator.uri}`,
     stop: () => emulator.stop(),
   };
 }
@@ -135,6 +170,16 @@ export async function startBackendOnDataDir(kind: BackendKind, dbpath: string): 
   if (kind === 'uri') return { unsupported: 'the deployment behind MONGODB_URI cannot be restarted by the tests' };
   if (kind === 'mongod') return startMongod(dbpath);
   return startEmulatorBackend(dbpath);
+}
+
+/**
+ * Starts a separate, private server of the given kind and topology (for tests of one topology
+ * whatever the run's topology is). A MONGODB_URI deployment cannot be started from here.
+ */
+export async function startBackendWithTopology(kind: BackendKind, topology: Topology): Promise<Backend | { unsupported: string }> {
+  if (kind === 'uri') return { unsupported: 'the tests cannot start a server of their own next to the deployment behind MONGODB_URI' };
+  if (kind === 'mongod') return startMongod(undefined, topology);
+  return startEmulatorBackend(undefined, topology);
 }
 
 /** A temporary directory removed by the returned function. */

@@ -2,6 +2,13 @@
  * Change streams on a collection: event shapes for insert/update/replace/delete, updateLookup,
  * transactions (events only at commit, in order; none for an abort), resuming after a token,
  * and awaitData getMores that wait up to maxAwaitTimeMS instead of spinning.
+ *
+ * Sources ((*): location or wording recalled, not re-read for this audit): manual "Change Events" (*) (insert/update/replace/delete shapes, updateDescription with
+ * updatedFields/removedFields/truncatedArrays), "Lookup Full Document for Update Operations"
+ * (updateLookup returns the current majority-committed version, null if deleted), "Change Streams and
+ * transactions" (events at commit, with lsid and txnNumber), "Resume a Change Stream" (resumeAfter /
+ * startAfter); change-streams spec (mongodb/specifications source/change-streams/change-streams.md)
+ * for maxAwaitTimeMS being sent as the getMore's maxTimeMS.
  */
 import {
   Timestamp,

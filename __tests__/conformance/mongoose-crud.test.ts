@@ -2,6 +2,10 @@
  * Mongoose 9 on the active backend: Model.init() creates the collection and the schema's
  * indexes (listIndexes shows them, diffIndexes finds nothing to change), and a model can create,
  * find, update and delete.
+ *
+ * Sources ((*): location or wording recalled, not re-read for this audit): Mongoose's documentation (*) ("Indexes": Model.init()/createIndexes/diffIndexes; `expires`
+ * creates a TTL index with expireAfterSeconds) and its source (lib/model.js); listIndexes output shape
+ * from the manual ("listIndexes").
  */
 import mongoose, { type Connection } from 'mongoose';
 import { testUri, uniqueDbName } from './support/server';

@@ -1,6 +1,12 @@
 /**
  * $$NOW is the server's clock, one value for a whole command, usable in $expr filters, pipeline
  * updates, find projections and aggregations; $$CLUSTER_TIME is a Timestamp on a replica set.
+ *
+ * Sources ((*): location or wording recalled, not re-read for this audit): manual "Variables in Aggregation Expressions" (*): "$$NOW returns the current datetime value,
+ * which is same across all members of the deployment and remains the same throughout all stages of
+ * the aggregation pipeline"; "$$CLUSTER_TIME ... only available in replica sets and sharded clusters".
+ * One value per command: Variables::generateRuntimeConstants (src/mongo/db/pipeline/variables.cpp)
+ * sets NOW once for the operation.
  */
 import { Timestamp, type Collection, type Db, type MongoClient } from 'mongodb';
 import { deploymentFacts, describeIf, openClient, sleep, uniqueDbName, type Loose } from './support/server';

@@ -2,6 +2,9 @@
  * Persistence across a restart: a server of the active kind started on a data directory, written
  * to, stopped and started again on the same directory still has its data and its indexes
  * (unique and TTL definitions included, and still enforced).
+ *
+ * Source ((*): recalled, not re-read for this audit): the durability of acknowledged writes and of the index catalog across a clean restart is
+ * the storage engine's contract (manual, "Journaling") (*); the emulator implements it with its journal.
  */
 import { MongoClient } from 'mongodb';
 import { mkdtempSync, rmSync } from 'node:fs';

@@ -3,6 +3,14 @@
  * commit and abort, write-write conflicts between transactions (WriteConflict 112 with the
  * TransientTransactionError label), a non-transactional write waiting for a transaction that
  * holds the document, and a transaction failing on a document written after its snapshot.
+ *
+ * Sources ((*): location or wording recalled, not re-read for this audit): shared/MONGOD-SEMANTICS.md "Writes and transactions" (each item cited there); manual
+ * "Transactions and Write Conflicts" (*) (a transaction writing a document another transaction wrote
+ * fails with WriteConflict and the TransientTransactionError label; a write outside a transaction
+ * waits for the transaction to finish); transactions spec (mongodb/specifications
+ * source/transactions/transactions.md) for commitTransaction retries being allowed after commit;
+ * WriteConflict 112 in error_codes.yml; the outside write re-evaluating its filter after the wait:
+ * write_stage_common.cpp ensureStillMatches.
  */
 import type { ClientSession, Collection, Db, Document, MongoClient, TransactionOptions } from 'mongodb';
 import { deploymentFacts, describeError, describeIf, expectServerError, openClient, sleep, uniqueDbName, within, type Loose } from './support/server';

@@ -2,6 +2,12 @@
  * TTL indexes: the background monitor deletes documents whose indexed date plus
  * expireAfterSeconds has passed; non-date values never expire; an array of dates expires at its
  * earliest date. The monitor period is the server parameter ttlMonitorSleepSecs.
+ *
+ * Sources ((*): location or wording recalled, not re-read for this audit): manual "TTL Indexes" (*) (expiry = indexed date + expireAfterSeconds; "If the indexed field in
+ * a document is not a date or an array that holds one or more date values, the document will not
+ * expire"; for an array "MongoDB uses the lowest (earliest) date value"; the TTL monitor runs every 60
+ * seconds by default, parameter ttlMonitorSleepSecs); setParameter replies `was` with the previous
+ * value (manual, "setParameter").
  */
 import type { Collection, Db, MongoClient } from 'mongodb';
 import { adminCommand, openClient, pollUntil, sleep, uniqueDbName, type Loose } from './support/server';

@@ -1,6 +1,18 @@
 /**
  * What a server does not know fails loudly with mongod's documented codes: unknown commands,
  * pipeline stages, query operators, expression operators and update modifiers.
+ *
+ * Sources ((*): location or wording recalled, not re-read for this audit):
+ *  - "no such command: '<name>'", CommandNotFound 59: the command dispatcher
+ *    (src/mongo/db/service_entry_point_common.cpp) (*); error_codes.yml.
+ *  - "Unrecognized pipeline stage name: '<name>'", 40324: DocumentSource::parse
+ *    (src/mongo/db/pipeline/document_source.cpp) (*).
+ *  - "unknown operator: <op>" and "unknown top level operator: <op>" (newer servers append a hint
+ *    about $getField), BadValue: src/mongo/db/matcher/expression_parser.cpp.
+ *  - "Unrecognized expression '<op>'", InvalidPipelineOperator 168: Expression::parseExpression
+ *    (src/mongo/db/pipeline/expression.cpp) (*).
+ *  - "Unknown modifier: <op>", FailedToParse 9: src/mongo/db/update/modifier_table.cpp /
+ *    update_object_node.cpp (*).
  */
 import type { Db, Document, MongoClient } from 'mongodb';
 import { expectServerError, openClient, uniqueDbName, type Loose } from './support/server';

@@ -1,6 +1,22 @@
 /**
  * Update semantics: pipeline updates ($set, $unset, $replaceWith, $project, $cond), arrayFilters
  * and positional operators, multi updates and their counts, and findAndModify in all its forms.
+ *
+ * Sources ((*): location or wording recalled, not re-read for this audit):
+ *  - Pipeline updates: manual "Updates with Aggregation Pipeline" (*) (allowed stages $addFields/$set,
+ *    $project/$unset, $replaceRoot/$replaceWith); a stage sees the output of the previous one.
+ *  - arrayFilters: src/mongo/db/update/update_driver.cpp ("The array filter for identifier '...' was
+ *    not used in the update", FailedToParse) and src/mongo/db/update/update_object_node.cpp ("No array
+ *    filter found for identifier '...' in path '...'", BadValue); jstests/core/update_arrayFilters.js
+ *    asserts both messages.
+ *  - "multi update is not supported for replacement-style update", FailedToParse:
+ *    src/mongo/db/update/update_driver.cpp (UpdateDriver::parse, kReplacement).
+ *  - findAndModify option errors (FailedToParse 9, "Cannot specify both an update and remove=true",
+ *    "Either an update or remove=true must be specified"): the findAndModify command's parser
+ *    (src/mongo/db/commands/find_and_modify.cpp / write_ops parsing; older servers said BadValue) (*);
+ *    the code 9 answer is the one the MongoDB PHP driver's own tests record from a real server.
+ *  - Reply shapes (n, nModified, upserted[index,_id], lastErrorObject { n, updatedExisting, upserted }):
+ *    manual, "update" and "findAndModify" commands, Output (*).
  */
 import type { Collection, Db, Document, MongoClient } from 'mongodb';
 import { expectServerError, openClient, uniqueDbName, type Loose } from './support/server';

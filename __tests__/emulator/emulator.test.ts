@@ -73,8 +73,11 @@ describe('emulator', () => {
     }
   });
 
-  test('CLI prints the URI and exits 0 on SIGTERM', async () => {
-    const child = spawn(process.execPath, [require.resolve('tsx/cli'), path.join(__dirname, '../../test-backend/emulator/cli.ts'), '--port', '0'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  test.each([
+    ['replica set (default)', [] as string[], /\?replicaSet=rs0$/, 'rs0'],
+    ['--standalone', ['--standalone'], /^mongodb:\/\/127\.0\.0\.1:\d+\/$/, undefined],
+  ])('CLI %s prints the URI and exits 0 on SIGTERM', async (_label, extra, uriPattern, setName) => {
+    const child = spawn(process.execPath, [require.resolve('tsx/cli'), path.join(__dirname, '../../test-backend/emulator/cli.ts'), '--port', '0', ...extra], { stdio: ['ignore', 'pipe', 'pipe'] });
     try {
       const uri = await new Promise<string>((resolve, reject) => {
         const timer = setTimeout(() => reject(new Error('CLI did not print a URI within 20 s')), 20_000);
@@ -88,8 +91,10 @@ describe('emulator', () => {
           }
         });
       });
+      expect(uri).toMatch(uriPattern);
       const client = await new MongoClient(uri).connect();
-      await client.db('admin').command({ ping: 1 });
+      const hello = await client.db('admin').command({ hello: 1 });
+      expect(hello.setName).toBe(setName);
       await client.close();
       const code = await new Promise<number | null>((resolve, reject) => {
         const timer = setTimeout(() => reject(new Error('CLI did not exit within 10 s of SIGTERM')), 10_000);

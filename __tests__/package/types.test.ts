@@ -3,7 +3,20 @@
  * unused @ts-expect-error fails the run). Runtime asserts only that the file ran.
  */
 import { Schema, model, type HydratedDocument } from 'mongoose';
-import { lockPlugin, type HeldLock, type LockInfo, type LockMethods, type LockableDocument, type LockableModel } from '../../src';
+import mongoose from 'mongoose';
+import {
+  lockErrorHandler,
+  lockPlugin,
+  type HeldLock,
+  type LockHandle,
+  type LockInfo,
+  type LockMethods,
+  type LockPage,
+  type LockStatus,
+  type LockableDocument,
+  type LockableModel,
+} from '../../src';
+import * as api from '../../src';
 
 interface Ticket {
   title: string;
@@ -31,10 +44,42 @@ async function usage(Ticket: LockableModel<Ticket>) {
   await Ticket.releaseAllFor({ $ne: null });
   // @ts-expect-error an unknown plugin option
   new Schema<Ticket>({ title: String }).plugin(lockPlugin, { tll: 5 });
-  return [title, held, same, released, info, locked];
+
+  // The web story (issue 11).
+  const ticket: string = held!.ticket;
+  const label: string | null = held!.label;
+  const resumed: LockableDocument<Ticket> = await Ticket.lock(item._id, 'session', { resume: ticket, ttl: 60_000 });
+  const cancelled: boolean = await Ticket.unlock(item._id, 'session', { ticket });
+  const page: (LockStatus | null)[] = await Ticket.lockStatus([item._id, 'x'], { owner: 'session' });
+  const mine: boolean | undefined = page[0]?.mine;
+  const listing: LockPage = await Ticket.listLocks({ owner: 'session', limit: 20, after: listing0(Ticket) });
+  const labelled = await Ticket.lock(item._id, 'session', { label: 'Alice' });
+  // @ts-expect-error resume takes a ticket string
+  await Ticket.lock(item._id, 'session', { resume: 42 });
+  // @ts-expect-error tryLock cannot resume
+  await Ticket.tryLock(item._id, 'session', { resume: ticket });
+  // Global registration type-checks, and so do Mongoose's own registration options.
+  mongoose.plugin(lockPlugin);
+  mongoose.plugin(lockPlugin, { ttl: 30_000, deduplicate: true, tags: ['locked'] });
+  // The Express error handler is a four-argument error middleware.
+  const handler: (error: unknown, req: unknown, res: { headersSent: boolean; status(code: number): unknown; setHeader(n: string, v: string): unknown; json(b: unknown): unknown }, next: () => void) => void = lockErrorHandler();
+  return [title, held, same, released, info, locked, resumed, cancelled, mine, listing, labelled, label, handler];
+}
+
+function listing0(Ticket: LockableModel<Ticket>): string | undefined {
+  return Ticket.modelName === '' ? 'c1.x' : undefined;
+}
+
+/** LockHandle is a type only: handles come from Model.acquireLock, never from `new`. */
+function handles(handle: LockHandle<LockableDocument<Ticket>>) {
+  // @ts-expect-error LockHandle is exported as a type, not a constructible value
+  const made = new api.LockHandle(handle.document);
+  return made;
 }
 
 test('the typed API compiles', () => {
   expect(typeof declareModel).toBe('function');
   expect(typeof usage).toBe('function');
+  expect(typeof handles).toBe('function');
+  expect((api as Record<string, unknown>).LockHandle).toBeUndefined();
 });

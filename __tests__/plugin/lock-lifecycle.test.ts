@@ -154,7 +154,7 @@ describe('releaseAllFor, isLocked, getLock, forceUnlock', () => {
     const item = await WorkItem.lock(id, 'session-a');
     const info = await WorkItem.getLock(id);
     expect(info).not.toBeNull();
-    expect(Object.keys(info!).sort()).toEqual(['acquiredAt', 'documentId', 'expiresAt', 'remainingMs']);
+    expect(Object.keys(info!).sort()).toEqual(['acquiredAt', 'documentId', 'expiresAt', 'label', 'remainingMs']);
     expect(info!.remainingMs).toBeGreaterThan(0);
     expect(info!.remainingMs).toBeLessThanOrEqual(5_000);
     expect(info!.expiresAt.getTime()).toBe(item.heldLock()!.expiresAt.getTime());
@@ -226,6 +226,21 @@ describe('the sibling lock collection', () => {
     expect(conn.commands).toEqual(['findAndModify', 'find']);
     conn.resetCommands();
     await item.unlock();
+    expect(conn.commands).toEqual(['update']);
+  });
+
+  test('a refused lock is one command (the refusal and its expiry come from the same reply), releaseAllFor one', async () => {
+    const id = await newItem();
+    const other = await newItem();
+    const holder = await WorkItem.lock(id, 'counted-holder');
+    await WorkItem.lock(other, 'counted-holder');
+    conn.resetCommands();
+    const refused = await WorkItem.lock(id, 'counted-contender').catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(LockedError);
+    expect((refused as LockedError).expiresAt?.getTime()).toBe(holder.heldLock()!.expiresAt.getTime());
+    expect(conn.commands).toEqual(['findAndModify']);
+    conn.resetCommands();
+    expect(await WorkItem.releaseAllFor('counted-holder')).toBe(2);
     expect(conn.commands).toEqual(['update']);
   });
 });

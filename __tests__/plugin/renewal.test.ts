@@ -1,5 +1,6 @@
 /** extendLock, acquireLock handles (await using) and withLock with auto-extension. */
-import { LockExpiredError, LockHandle, LockNotHeldError, LockedError } from '../../src';
+import { LockExpiredError, LockNotHeldError, LockedError } from '../../src';
+import { LockHandle } from '../../src/lock-handle';
 import { connect, sleep, testDatabase, type MonitoredConnection } from '../support/db';
 import { workItemModel, type WorkItemModel } from '../support/work-item';
 
@@ -56,7 +57,7 @@ describe('Model.withLock', () => {
       'worker',
       async (doc, signal) => {
         for (let i = 0; i < 4; i++) {
-          await sleep(700); // 2.8 s in all, almost three ttls
+          await sleep(1_200); // 4.8 s in all, almost two and a half ttls
           await expect(WorkItem.lock(id, 'intruder')).rejects.toBeInstanceOf(LockedError);
         }
         expect(signal.aborted).toBe(false);
@@ -64,7 +65,8 @@ describe('Model.withLock', () => {
         await doc.save();
         return 'result';
       },
-      { ttl: 1_000 },
+      // Renewal comes a third of the ttl before expiry: 2 s leaves a loaded machine 660 ms of slack.
+      { ttl: 2_000 },
     );
     expect(result).toBe('result');
     expect(await WorkItem.isLocked(id)).toBe(false);
@@ -112,7 +114,8 @@ describe('Model.acquireLock', () => {
   test('`await using` releases at the end of the block', async () => {
     const { _id: id } = await WorkItem.create({ title: 'scoped' });
     {
-      await using handle = await WorkItem.acquireLock(id, 'scoped-owner');
+      // A ttl far above the block's length: this test is about the release, not renewal timing.
+      await using handle = await WorkItem.acquireLock(id, 'scoped-owner', { ttl: 10_000 });
       expect(handle).toBeInstanceOf(LockHandle);
       expect(await WorkItem.isLocked(id)).toBe(true);
       handle.document.title = 'edited in scope';

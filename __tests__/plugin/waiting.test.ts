@@ -2,21 +2,19 @@
 import type { mongo } from 'mongoose';
 import { InvalidLockOptionError, LockedError } from '../../src';
 import { connect, sleep, testDatabase, type MonitoredConnection } from '../support/db';
+import { replicaSetOnly, standaloneOnly } from '../support/topology';
 import { workItemModel, type WorkItemModel } from '../support/work-item';
 
 const db = testDatabase('waiting');
 let conn: MonitoredConnection;
 let Streamed: WorkItemModel;
 let Polled: WorkItemModel;
-let replicaSet: boolean;
 const commandsOf = (name: string) => conn.commands.filter((c) => c === name).length;
 
 beforeAll(async () => {
   conn = await connect(db.name);
   Streamed = await workItemModel(conn.connection, { ttl: 30_000 });
   Polled = await workItemModel(conn.connection, { ttl: 30_000, changeStreams: 'never' });
-  const hello = await conn.connection.getClient().db('admin').command({ hello: 1 });
-  replicaSet = typeof hello.setName === 'string';
 });
 
 afterAll(async () => {
@@ -74,8 +72,8 @@ describe.each([
   });
 });
 
-test('with change streams, one stream serves every waiter and a waiter makes few attempts', async () => {
-  if (!replicaSet) console.warn('waiting.test: the backend is not a replica set, so there are no change streams to count');
+/** Nine waiters on three documents, woken by the holders' releases; returns the change-stream opens seen. */
+async function nineWaiters(): Promise<mongo.Document[]> {
   const ids = await Promise.all([1, 2, 3].map(async (n) => (await Streamed.create({ title: `doc ${n}` }))._id));
   const holders = await Promise.all(ids.map((id) => Streamed.lock(id, 'holder')));
   conn.resetCommands();
@@ -84,17 +82,36 @@ test('with change streams, one stream serves every waiter and a waiter makes few
     if (event.commandName === 'aggregate' && event.command.pipeline?.[0]?.$changeStream) watchAggregates.push(event.command);
   };
   conn.connection.getClient().on('commandStarted', listener);
-  const waiters = ids.flatMap((id) => [1, 2, 3].map((n) => Streamed.lock(id, `waiter-${n}`, { wait: 10_000 }).then((doc) => doc.unlock())));
-  await sleep(300);
-  for (const holder of holders) await holder.unlock();
-  await Promise.all(waiters);
-  conn.connection.getClient().off('commandStarted', listener);
-  if (replicaSet) {
+  try {
+    const waiters = ids.flatMap((id) => [1, 2, 3].map((n) => Streamed.lock(id, `waiter-${n}`, { wait: 10_000 }).then((doc) => doc.unlock())));
+    await sleep(300);
+    for (const holder of holders) await holder.unlock();
+    await Promise.all(waiters);
+  } finally {
+    conn.connection.getClient().off('commandStarted', listener);
+  }
+  return watchAggregates;
+}
+
+replicaSetOnly('change streams exist only on replica sets and sharded clusters')(
+  'with change streams, one stream serves every waiter and a waiter makes few attempts',
+  async () => {
+    const watchAggregates = await nineWaiters();
+    // At most one: an earlier test of this file may have opened the shared stream already.
     expect(watchAggregates.length).toBeLessThanOrEqual(1);
     // 9 waiters: a handful of attempts each (first try, release wake-ups, handoffs), not a poll loop.
     expect(commandsOf('findAndModify')).toBeLessThan(9 * 8);
-  }
-});
+  },
+);
+
+standaloneOnly('the polling fallback is what a standalone server uses')(
+  'on a standalone server waiters poll: no change stream is opened, and every waiter still gets its turn',
+  async () => {
+    const watchAggregates = await nineWaiters();
+    expect(watchAggregates).toEqual([]);
+    expect(commandsOf('findAndModify')).toBeGreaterThanOrEqual(9 + 9);
+  },
+);
 
 describe('tryLock', () => {
   test('resolves to the document when free and to null when held', async () => {

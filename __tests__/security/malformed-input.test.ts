@@ -9,6 +9,8 @@
  * options (wait, signal, autoExtend, unknown ones), doc.extendLock, runWithLockOwner,
  * lockOwnerMiddleware, the query options lockOwner / skipLockCheck (query writes and bulkWrite),
  * doc.deleteOne inside a bad owner context, and the plugin options the other files leave out.
+ * The web story (issue 11) adds: Model.unlock, Model.lockStatus, Model.listLocks, lock tickets
+ * (`resume`, unlock's `ticket`) and labels.
  */
 import { Schema, Types } from 'mongoose';
 import {
@@ -307,4 +309,96 @@ describe('plugin options not covered by options.test.ts', () => {
       code: 'INVALID_OPTION',
       names,
     }));
+});
+
+describe('the web story (issue 11): unlock, lockStatus, listLocks, tickets, labels', () => {
+  let ticket: string;
+  beforeAll(async () => {
+    const doc = await WorkItem.lock(realId, 'ticket-holder');
+    ticket = doc.heldLock()!.ticket;
+    await doc.unlock();
+  });
+
+  test.each(badOwners)('Model.unlock refuses the owner %s', (_label, owner) =>
+    expectRefused({ call: () => WorkItem.unlock(realId, owner as string), errorClass: InvalidLockArgumentError, code: 'INVALID_ARGUMENT', names: 'owner' }));
+  test.each(badIds)('Model.unlock refuses the id %s', (_label, id) =>
+    expectRefused({ call: () => WorkItem.unlock(id as Types.ObjectId, 'session'), errorClass: InvalidLockArgumentError, code: 'INVALID_ARGUMENT', names: 'id' }));
+
+  const badTickets: [string, unknown][] = [
+    ['a query object', { $ne: null }],
+    ['a number', 42],
+    ['null', null],
+    ['an empty string', ''],
+    ['a $-string', '$token'],
+    ['a huge string', 'mpl1.'.repeat(100_000)],
+    ['a truncated ticket', 'mpl1.abc'],
+    ['a ticket with an extra part', 'mpl1.AAAAAAAAAAAAAAAAAAAAAA.1.AAAAAAAAAAAAAAAAAAAAAA.x'],
+    ['a ticket whose fence overflows', 'mpl1.AAAAAAAAAAAAAAAAAAAAAA.zzzzzzzzzzz.AAAAAAAAAAAAAAAAAAAAAA'],
+  ];
+  test.each(badTickets)('Model.lock refuses resume = %s', (_label, resume) =>
+    expectRefused({ call: () => WorkItem.lock(realId, 'session', { resume: resume as string }), errorClass: InvalidLockOptionError, code: 'INVALID_OPTION', names: 'resume' }));
+  test.each(badTickets)('Model.unlock refuses ticket = %s', (_label, value) =>
+    expectRefused({ call: () => WorkItem.unlock(realId, 'session', { ticket: value as string }), errorClass: InvalidLockOptionError, code: 'INVALID_OPTION', names: 'ticket' }));
+  test('a real ticket presented for another document is refused before anything is sent', async () => {
+    const otherId = (await WorkItem.create({ title: 'other' }))._id;
+    await expectRefused({ call: () => WorkItem.lock(otherId, 'ticket-holder', { resume: ticket }), errorClass: InvalidLockOptionError, code: 'INVALID_OPTION', names: 'resume' });
+    await expectRefused({ call: () => WorkItem.unlock(otherId, 'ticket-holder', { ticket }), errorClass: InvalidLockOptionError, code: 'INVALID_OPTION', names: 'ticket' });
+  });
+  test.each<[string, unknown, string]>([
+    ['an unknown option', { force: true }, 'force'],
+    ['options that are a string', 'ticket', '(unlock options)'],
+    ['options that are null', null, '(unlock options)'],
+  ])('Model.unlock refuses %s', (_label, options, names) =>
+    expectRefused({ call: () => WorkItem.unlock(realId, 'session', options as never), errorClass: InvalidLockOptionError, code: 'INVALID_OPTION', names }));
+  test.each<[string, unknown]>([
+    ['wait', 100],
+    ['signal', new AbortController().signal],
+    ['label', 'Alice'],
+  ])('Model.lock refuses resume together with %s', (option, value) =>
+    expectRefused({ call: () => WorkItem.lock(realId, 'session', { resume: ticket, [option]: value } as never), errorClass: InvalidLockOptionError, code: 'INVALID_OPTION', names: 'resume' }));
+  test('tryLock and the handle calls do not accept resume (only lock does)', async () => {
+    await expectRefused({ call: () => WorkItem.tryLock(realId, 'session', { resume: ticket } as never), errorClass: InvalidLockOptionError, code: 'INVALID_OPTION', names: 'resume' });
+    await expectRefused({ call: () => WorkItem.acquireLock(realId, 'session', { resume: ticket } as never), errorClass: InvalidLockOptionError, code: 'INVALID_OPTION', names: 'resume' });
+  });
+
+  const badLabels: [string, unknown][] = [
+    ['a query object', { $ne: null }],
+    ['a number', 1],
+    ['null', null],
+    ['an empty string', ''],
+    ['101 characters', 'x'.repeat(101)],
+    ['a carriage return', 'a\rb'],
+    ['an escape sequence', '\u001b[31mred'],
+    ['a bidi isolate', 'a\u2066b'],
+  ];
+  describe.each(acquirers.concat([['Model.lock', (id, owner, options) => WorkItem.lock(id as Types.ObjectId, owner as string, options as never)]]))('%s', (_name, acquire) => {
+    test.each(badLabels)('refuses label = %s', (_label, label) =>
+      expectRefused({ call: () => acquire(realId, 'session', { label }), errorClass: InvalidLockOptionError, code: 'INVALID_OPTION', names: 'label' }));
+  });
+
+  test.each(badOwners.filter(([, owner]) => owner !== undefined))('lockStatus and listLocks refuse the owner %s', async (_label, owner) => {
+    await expectRefused({ call: () => WorkItem.lockStatus([realId], { owner: owner as string }), errorClass: InvalidLockArgumentError, code: 'INVALID_ARGUMENT', names: 'owner' });
+    await expectRefused({ call: () => WorkItem.listLocks({ owner: owner as string }), errorClass: InvalidLockArgumentError, code: 'INVALID_ARGUMENT', names: 'owner' });
+  });
+  test.each(badIds)('lockStatus refuses the id %s inside the list', (_label, id) =>
+    expectRefused({ call: () => WorkItem.lockStatus([realId, id as Types.ObjectId]), errorClass: InvalidLockArgumentError, code: 'INVALID_ARGUMENT', names: 'id' }));
+  test.each<[string, unknown]>([
+    ['a single id', realId],
+    ['a query object', { $in: [realId] }],
+    ['null', null],
+    ['1001 ids', Array.from({ length: 1001 }, () => realId)],
+  ])('lockStatus refuses ids = %s', (_label, ids) =>
+    expectRefused({ call: () => WorkItem.lockStatus(ids as never), errorClass: InvalidLockArgumentError, code: 'INVALID_ARGUMENT', names: 'ids' }));
+  test.each<[string, unknown, string]>([
+    ['limit 0', { limit: 0 }, 'limit'],
+    ['limit a string', { limit: '10' }, 'limit'],
+    ['limit above 1000', { limit: 1001 }, 'limit'],
+    ['after an object', { after: { $gt: '' } }, 'after'],
+    ['after not a cursor', { after: 'page-2' }, 'after'],
+    ['after a cursor holding an operator', { after: `c1.${Buffer.from('{"id":{"$where":"1"}}').toString('base64url')}` }, 'after'],
+    ['after a cursor that is not JSON', { after: 'c1.AAAA' }, 'after'],
+    ['an unknown option', { skip: 5 }, 'skip'],
+    ['options that are an array', [], '(list options)'],
+  ])('listLocks refuses %s', (_label, options, names) =>
+    expectRefused({ call: () => WorkItem.listLocks(options as never), errorClass: InvalidLockOptionError, code: 'INVALID_OPTION', names }));
 });

@@ -20,7 +20,7 @@ let conn: MonitoredConnection;
 const sent: Document[] = [];
 
 /** The plugin's own field paths and the system variables it uses: nothing else may start with `$`. */
-const ALLOWED_DOLLAR_STRINGS = new Set(['$$NOW', '$owner', '$token', '$fence', '$acquiredAt', '$expiresAt', '$claim', '$lastWriteAt']);
+const ALLOWED_DOLLAR_STRINGS = new Set(['$$NOW', '$owner', '$token', '$fence', '$acquiredAt', '$expiresAt', '$claim', '$lastWriteAt', '$label']);
 
 /** Strings starting with `$` found outside `$literal` in pipelines, `$expr` and projections of one command. */
 function evaluatedStrings(command: Document): string[] {
@@ -127,6 +127,42 @@ describe.each(['hash', 'plain'] as const)('ownerStorage %s: $-prefixed owners ar
       // Someone else is still refused on the two documents the owner holds.
       await expect(WorkItem.updateMany({ _id: { $in: ids } }, { $set: { title: 'x' } }, { lockOwner: 'mallory' } as Record<string, unknown>)).rejects.toBeInstanceOf(LockedError);
     }
+    expect(sent.length).toBeGreaterThan(0);
+    for (const command of sent) for (const s of evaluatedStrings(command)) expect(ALLOWED_DOLLAR_STRINGS).toContain(s);
+  });
+});
+
+// Issue 11: labels, tickets, the status of a page and the admin listing carry caller values too.
+describe.each(['hash', 'plain'] as const)('ownerStorage %s: the web story\'s entry points evaluate nothing a caller passes', (ownerStorage) => {
+  let WorkItem: WorkItemModel;
+  beforeAll(async () => {
+    WorkItem = await workItemModel(conn.connection, { ownerStorage, ttl: 5_000 });
+  });
+
+  test.each(dollarOwners)('owner and label %j: resume, unlock, lockStatus and listLocks treat them as plain strings', async (owner) => {
+    const { _id: id } = await WorkItem.create({ title: 'web' });
+    const { _id: other } = await WorkItem.create({ title: 'someone else' });
+    sent.length = 0;
+    const opened = await WorkItem.lock(id, owner, { label: owner });
+    await WorkItem.lock(other, 'ordinary-owner', { label: '$owner' });
+    expect((await WorkItem.getLock(id))!.label).toBe(owner);
+
+    const resumed = await WorkItem.lock(id, owner, { resume: opened.heldLock()!.ticket });
+    expect(resumed.heldLock()!.token).toBe(opened.heldLock()!.token);
+    // The other holder's ticket does not work for this owner, whatever its name means as an expression.
+    await expect(WorkItem.lock(other, owner, { resume: opened.heldLock()!.ticket })).rejects.toBeInstanceOf(InvalidLockOptionError);
+
+    const status = await WorkItem.lockStatus([id, other], { owner });
+    expect(status.map((s) => s?.mine)).toEqual([true, false]);
+    expect(status.map((s) => s?.label)).toEqual([owner, '$owner']);
+    const page = await WorkItem.listLocks({ owner });
+    expect(page.locks.map((lock) => String(lock.documentId))).toEqual([String(id)]);
+
+    expect(await WorkItem.unlock(other, owner)).toBe(false); // never someone else's
+    expect(await WorkItem.unlock(id, owner, { ticket: opened.heldLock()!.ticket })).toBe(true);
+    expect(await WorkItem.isLocked(other)).toBe(true);
+    await WorkItem.releaseAllFor('ordinary-owner');
+
     expect(sent.length).toBeGreaterThan(0);
     for (const command of sent) for (const s of evaluatedStrings(command)) expect(ALLOWED_DOLLAR_STRINGS).toContain(s);
   });

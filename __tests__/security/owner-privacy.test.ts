@@ -144,7 +144,7 @@ describe("no error reveals another owner's identity", () => {
 
   test('getLock and isLocked tell whether and until when, never who', async () => {
     const info = await WorkItem.getLock(id);
-    expect(Object.keys(info!).sort()).toEqual(['acquiredAt', 'documentId', 'expiresAt', 'remainingMs']);
+    expect(Object.keys(info!).sort()).toEqual(['acquiredAt', 'documentId', 'expiresAt', 'label', 'remainingMs']);
     const text = JSON.stringify(info) + inspect(info, { showHidden: true });
     expect(text).not.toContain('alice');
     expect(text).not.toContain(sha256(HOLDER));

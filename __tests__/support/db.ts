@@ -2,6 +2,7 @@
 import * as os from 'node:os';
 import mongoose, { type Connection } from 'mongoose';
 import { testUri, uniqueDbName } from '../../test-backend/test-env';
+import { recordLockCommands } from './command-recorder';
 
 export interface MonitoredConnection {
   connection: Connection;
@@ -32,6 +33,7 @@ export function connect(dbName: string, options: mongoose.ConnectOptions = {}): 
 export async function connectTo(uri: string, dbName: string, options: mongoose.ConnectOptions = {}): Promise<MonitoredConnection> {
   const connection = mongoose.createConnection(uri, { dbName, monitorCommands: true, maxPoolSize: 20, ...driverWorkarounds(), ...options } as mongoose.ConnectOptions);
   await connection.asPromise();
+  recordLockCommands(connection);
   const commands: string[] = [];
   connection.getClient().on('commandStarted', (event) => {
     if (!IGNORED.has(event.commandName)) commands.push(event.commandName);

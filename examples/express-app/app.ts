@@ -1,37 +1,84 @@
 /**
- * An Express back office that edits work items under pessimistic locks:
- *   GET  /items/:id         open for editing: takes the lock (423 Locked if someone else has it)
- *   POST /items/:id         submit: saves under the lock and releases it
- *   POST /items/:id/cancel  close without saving: releases the lock
- *   POST /logout            releases every lock of the session, then ends it
- * lockOwnerMiddleware binds each request's session id as the lock owner, so any guarded write
- * made while handling the request acts as that session.
+ * A small server-rendered back office (HTML forms, no front-end framework) that edits work items
+ * under pessimistic locks, the way the design card's users do:
+ *   GET  /                     sign in with a display name
+ *   GET  /items                the list, with who is editing what and when it frees (one query)
+ *   GET  /items/:id/edit       takes the lock (labelled with the user's name) and shows the form;
+ *                              the lock ticket travels in a hidden field
+ *   POST /items/:id            resumes that very lock with the ticket, saves and releases; a stale
+ *                              form (lock expired or taken over) is refused and nothing is saved
+ *   POST /items/:id/cancel     releases the lock (one command)
+ *   GET  /admin/locks          every current lock, paginated
+ *   POST /logout               releases everything the session held, then ends it
+ * Lock errors carry their HTTP status; this app renders them as pages, and a JSON API would use
+ * lockErrorHandler() instead.
  */
 import express, { type NextFunction, type Request, type Response } from 'express';
 import session from 'express-session';
 import { Schema, Types, type Connection } from 'mongoose';
-import { InvalidLockArgumentError, LockNotHeldError, LockedError, lockOwnerMiddleware, lockPlugin, type LockableModel, type LockMethods } from '../../src';
+import {
+  InvalidLockArgumentError,
+  LockError,
+  LockNotHeldError,
+  LockedError,
+  lockErrorBody,
+  lockOwnerMiddleware,
+  lockPlugin,
+  type LockableModel,
+  type LockMethods,
+} from '../../src';
+import { ITEM_STATUSES, adminLocksPage, editPage, errorPage, listPage, lockedPage, loginPage, staleSubmitPage, type ItemStatus, type ItemView } from './views';
+
+declare module 'express-session' {
+  interface SessionData {
+    /** The display name the user signed in with; also the label of their locks. */
+    user?: string;
+    /** A one-time message for the next page. */
+    flash?: string;
+  }
+}
 
 export interface WorkItem {
   title: string;
-  status: 'open' | 'done';
+  status: ItemStatus;
+  notes: string;
 }
 
 export type WorkItemModel = LockableModel<WorkItem>;
 
-export function workItemModel(connection: Connection, ttl = 30_000): WorkItemModel {
+export function workItemModel(connection: Connection): WorkItemModel {
   const schema = new Schema<WorkItem, WorkItemModel, LockMethods>({
     title: { type: String, required: true, maxlength: 200 },
-    status: { type: String, enum: ['open', 'done'], default: 'open' },
+    status: { type: String, enum: ITEM_STATUSES, default: 'open' },
+    notes: { type: String, default: '', maxlength: 2000 },
   });
-  schema.plugin(lockPlugin, { ttl });
+  schema.plugin(lockPlugin, { ttl: 5 * 60_000 });
   return connection.model<WorkItem, WorkItemModel>('WorkItem', schema);
 }
 
-export function createApp(WorkItem: WorkItemModel, sessionSecret: string): express.Express {
+export interface AppOptions {
+  WorkItem: WorkItemModel;
+  sessionSecret: string;
+  /** How long an edit page holds its lock, in ms (default 5 minutes). Readable and changeable as `app.locals.lockTtlMs`. */
+  lockTtlMs?: number;
+}
+
+const view = (item: { _id: Types.ObjectId } & WorkItem): ItemView => ({ id: item._id.toHexString(), title: item.title, status: item.status, notes: item.notes });
+
+export function createApp({ WorkItem, sessionSecret, lockTtlMs = 5 * 60_000 }: AppOptions): express.Express {
   const app = express();
-  app.use(express.json());
-  app.use(session({ secret: sessionSecret, resave: false, saveUninitialized: true }));
+  app.locals.lockTtlMs = lockTtlMs;
+  app.use(express.urlencoded({ extended: false, limit: '20kb' }));
+  app.use(
+    session({
+      secret: sessionSecret,
+      resave: false,
+      // The session (and so the lock owner, req.sessionID) exists from sign-in on and stays the same.
+      saveUninitialized: false,
+      cookie: { httpOnly: true, sameSite: 'strict' }, // sameSite: forms cannot be posted from other sites
+    }),
+  );
+  // After session(): guarded writes made while handling a request act as its session.
   app.use(lockOwnerMiddleware());
 
   const itemId = (req: Request): Types.ObjectId => {
@@ -39,41 +86,133 @@ export function createApp(WorkItem: WorkItemModel, sessionSecret: string): expre
     if (typeof raw !== 'string' || !Types.ObjectId.isValid(raw)) throw new InvalidLockArgumentError('id', 'expected a work item id.');
     return new Types.ObjectId(raw);
   };
+  const field = (req: Request, name: string): string => {
+    const value = (req.body as Record<string, unknown>)[name];
+    return typeof value === 'string' ? value : '';
+  };
+  const takeFlash = (req: Request): string | undefined => {
+    const flash = req.session.flash;
+    delete req.session.flash;
+    return flash;
+  };
+  /** Signed-in user or a redirect to the sign-in page. */
+  const signedIn = (req: Request, res: Response): string | undefined => {
+    if (req.session.user) return req.session.user;
+    res.redirect(303, '/');
+    return undefined;
+  };
 
-  app.get('/items/:id', async (req, res) => {
-    const item = await WorkItem.lock(itemId(req), req.sessionID);
-    res.json({ item: { id: item._id, title: item.title, status: item.status }, lockedUntil: item.heldLock()!.expiresAt });
+  app.get('/', (req, res) => {
+    if (req.session.user) return res.redirect(303, '/items');
+    res.type('html').send(loginPage());
+  });
+
+  app.post('/login', (req, res) => {
+    const name = field(req, 'name').trim();
+    // The name becomes the lock label; the plugin refuses control characters and overlong labels,
+    // so check the same here for a friendly message.
+    if (name.length === 0 || name.length > 100 || /\p{Cc}/u.test(name)) return res.status(400).type('html').send(loginPage('Please enter a name of 1 to 100 printable characters.'));
+    req.session.regenerate((error) => {
+      if (error) return res.status(500).type('html').send(errorPage(undefined, 500, 'Could not start a session.'));
+      req.session.user = name;
+      res.redirect(303, '/items');
+    });
+  });
+
+  app.get('/items', async (req, res) => {
+    const user = signedIn(req, res);
+    if (!user) return;
+    const items = await WorkItem.find().sort({ _id: 1 }).limit(100).lean();
+    // One query for the whole page; `mine` says which locks are this session's.
+    const locks = await WorkItem.lockStatus(
+      items.map((item) => item._id),
+      { owner: req.sessionID },
+    );
+    res.type('html').send(listPage(user, items.map((item, i) => ({ item: view(item), lock: locks[i] ?? null })), takeFlash(req)));
+  });
+
+  app.get('/items/:id/edit', async (req, res) => {
+    const user = signedIn(req, res);
+    if (!user) return;
+    const id = itemId(req);
+    try {
+      const item = await WorkItem.lock(id, req.sessionID, { label: user, ttl: app.locals.lockTtlMs as number });
+      const held = item.heldLock()!;
+      res.type('html').send(editPage(user, view(item), { ticket: held.ticket, expiresAt: held.expiresAt }));
+    } catch (error) {
+      if (!(error instanceof LockedError)) throw error;
+      const current = await WorkItem.findById(id).orFail().lean();
+      res
+        .status(error.status)
+        .set('Retry-After', String(Math.ceil((error.retryAfterMs ?? 0) / 1000)))
+        .type('html')
+        .send(lockedPage(user, view(current), { label: error.label, expiresAt: error.expiresAt, retryAfterMs: error.retryAfterMs }));
+    }
   });
 
   app.post('/items/:id', async (req, res) => {
-    // Re-acquiring our own lock renews it and gives us a document that carries it.
-    const item = await WorkItem.lock(itemId(req), req.sessionID);
-    const { title, status } = req.body as Partial<WorkItem>;
-    if (title !== undefined) item.title = title;
-    if (status !== undefined) item.status = status;
-    await item.saveAndUnlock();
-    res.json({ item: { id: item._id, title: item.title, status: item.status } });
+    const user = signedIn(req, res);
+    if (!user) return;
+    const id = itemId(req);
+    const submitted = { title: field(req, 'title'), status: field(req, 'status'), notes: field(req, 'notes') };
+    let item;
+    try {
+      // Continue the lock this form was opened with, only if it is still that acquisition.
+      item = await WorkItem.lock(id, req.sessionID, { resume: field(req, 'ticket') });
+    } catch (error) {
+      if (!(error instanceof LockNotHeldError)) throw error;
+      const current = await WorkItem.findById(id).orFail().lean();
+      const reason =
+        error.reason === 'expired'
+          ? 'Your lock on this item expired before you saved, so your changes were not saved: someone else could have changed it meanwhile.'
+          : error.reason === 'taken_over'
+            ? 'Your lock on this item expired and someone else has edited it since, so your changes were not saved. Their version is shown below.'
+            : 'You no longer hold the lock on this item (it was released), so your changes were not saved.';
+      return res.status(error.status).type('html').send(staleSubmitPage(user, view(current), submitted, reason));
+    }
+    item.set(submitted);
+    try {
+      await item.saveAndUnlock();
+    } catch (error) {
+      if ((error as Error).name !== 'ValidationError') throw error;
+      // The lock is still held (saveAndUnlock keeps it when the save fails): fix and resubmit.
+      const held = item.heldLock()!;
+      return res.status(400).type('html').send(editPage(user, view(item), { ticket: held.ticket, expiresAt: held.expiresAt }, (error as Error).message));
+    }
+    req.session.flash = `Saved “${item.title}”.`;
+    res.redirect(303, '/items');
   });
 
   app.post('/items/:id/cancel', async (req, res) => {
-    const item = await WorkItem.lock(itemId(req), req.sessionID);
-    await item.unlock();
-    res.status(204).end();
+    if (!signedIn(req, res)) return;
+    await WorkItem.unlock(itemId(req), req.sessionID, { ticket: field(req, 'ticket') });
+    res.redirect(303, '/items');
+  });
+
+  app.get('/admin/locks', async (req, res) => {
+    const user = signedIn(req, res);
+    if (!user) return;
+    const after = typeof req.query.after === 'string' ? req.query.after : undefined;
+    const page = await WorkItem.listLocks({ limit: 20, after });
+    const titles = new Map((await WorkItem.find({ _id: { $in: page.locks.map((lock) => lock.documentId) } }, { title: 1 }).lean()).map((item) => [item._id.toHexString(), item.title]));
+    const rows = page.locks.map((lock) => {
+      const id = String(lock.documentId);
+      return { id, title: titles.get(id) ?? id, label: lock.label, expiresAt: lock.expiresAt };
+    });
+    res.type('html').send(adminLocksPage(user, rows, page.next));
   });
 
   app.post('/logout', async (req, res) => {
-    const released = await WorkItem.releaseAllFor(req.sessionID);
-    req.session.destroy(() => res.json({ released }));
+    await WorkItem.releaseAllFor(req.sessionID);
+    req.session.destroy(() => res.redirect(303, '/'));
   });
 
-  app.use((error: unknown, _req: Request, res: Response, next: NextFunction) => {
-    if (error instanceof LockedError) {
-      if (error.retryAfterMs !== undefined) res.setHeader('Retry-After', String(Math.ceil(error.retryAfterMs / 1000)));
-      return res.status(423).json({ error: error.code, message: error.message, lockedUntil: error.expiresAt });
-    }
-    if (error instanceof LockNotHeldError) return res.status(409).json({ error: error.code, reason: error.reason, message: error.message });
-    if (error instanceof InvalidLockArgumentError) return res.status(400).json({ error: error.code, message: error.message });
-    if ((error as Error)?.name === 'ValidationError') return res.status(400).json({ error: 'VALIDATION', message: (error as Error).message });
+  // Lock errors know their HTTP status (404 no such item, 400 a bad id or ticket, ...).
+  app.use((error: unknown, req: Request, res: Response, next: NextFunction) => {
+    if (res.headersSent) return next(error);
+    // lockErrorBody: the same safe text lockErrorHandler() would send (no owners, no driver details).
+    if (error instanceof LockError) return res.status(error.status).type('html').send(errorPage(req.session?.user, error.status, lockErrorBody(error).error.message));
+    if ((error as Error)?.name === 'DocumentNotFoundError') return res.status(404).type('html').send(errorPage(req.session?.user, 404, 'No such work item.'));
     next(error);
   });
   return app;

@@ -7,6 +7,8 @@ import type { Storage } from './storage/engine';
 import type { Transaction, TransactionManager } from './transactions';
 import type { ExecCtx } from './writes';
 
+export type Topology = 'replset' | 'standalone';
+
 export interface ServerParams {
   ttlMonitorSleepSecs: number;
   transactionLifetimeLimitSeconds: number;
@@ -19,6 +21,8 @@ export interface ServerState {
   params: ServerParams;
   failPoints?: FailPointsHook;
   changeStreams?: ChangeStreamsHook;
+  /** 'replset': the primary of a one-node replica set (default); 'standalone': a mongod started without --replSet. */
+  topology: Topology;
   replSetName: string;
   /** "host:port" as advertised in hello. */
   me: string;

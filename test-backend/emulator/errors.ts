@@ -32,10 +32,16 @@ export const Codes = {
   InvalidIdField: 53,
   ConflictingUpdateOperators: 40,
   FailedToSatisfyUpdate: 9,
+  QueryFeatureNotAllowed: 224,
 } as const;
 
 const names: Record<number, string> = {};
 for (const [name, code] of Object.entries(Codes)) if (!(code in names)) names[code] = name;
+
+/** mongod's codeName: the name in error_codes.yml, or `Location<code>` for an unnamed uassert code. */
+export function codeNameOf(code: number): string {
+  return names[code] ?? `Location${code}`;
+}
 
 export class MongoCommandError extends Error {
   readonly code: number;
@@ -45,7 +51,7 @@ export class MongoCommandError extends Error {
   constructor(code: number, errmsg: string, extra: Document = {}, codeName?: string) {
     super(errmsg);
     this.code = code;
-    this.codeName = codeName ?? names[code] ?? 'UnknownError';
+    this.codeName = codeName ?? codeNameOf(code);
     this.extra = extra;
   }
   toReply(): Document {

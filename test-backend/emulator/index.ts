@@ -24,7 +24,7 @@
 import * as fs from 'fs';
 import * as path from 'path';
 import { ObjectId } from 'bson';
-import type { ServerState } from './context';
+import type { ServerState, Topology } from './context';
 import { CursorRegistry } from './cursors';
 import type { CreateChangeStreams, CreateFailPoints } from './hooks';
 import { Persistence } from './persistence';
@@ -41,13 +41,16 @@ export interface EmulatorOptions {
   /** Persistence directory; in-memory only when absent. */
   dbpath?: string;
   setParameters?: { ttlMonitorSleepSecs?: number; transactionLifetimeLimitSeconds?: number };
-  /** Default 'rs0'. */
+  /** 'replset' (default): primary of a one-node replica set; 'standalone': a mongod without --replSet. */
+  topology?: Topology;
+  /** Default 'rs0' (replset topology only). */
   replSetName?: string;
   log?: (line: string) => void;
 }
 
 export interface RunningEmulator {
   uri: string;
+  topology: Topology;
   host: string;
   port: number;
   stop(): Promise<void>;
@@ -64,6 +67,9 @@ function optionalModule<T>(name: string, factory: string): T | undefined {
 
 export async function startEmulator(opts: EmulatorOptions = {}): Promise<RunningEmulator> {
   const host = opts.host ?? '127.0.0.1';
+  const topology: Topology = opts.topology ?? 'replset';
+  if (topology !== 'replset' && topology !== 'standalone') throw new Error(`topology must be 'replset' or 'standalone' (got ${JSON.stringify(topology)})`);
+  if (topology === 'standalone' && opts.replSetName !== undefined) throw new Error('replSetName needs the replset topology');
   const log = opts.log ?? (() => undefined);
   const storage = new Storage();
   const txns = new TransactionManager(storage);
@@ -81,6 +87,7 @@ export async function startEmulator(opts: EmulatorOptions = {}): Promise<Running
     txns,
     cursors: new CursorRegistry(),
     params,
+    topology,
     replSetName: opts.replSetName ?? 'rs0',
     me: '',
     processId: new ObjectId(),
@@ -103,12 +110,14 @@ export async function startEmulator(opts: EmulatorOptions = {}): Promise<Running
   const ttl = new TtlMonitor(state);
   ttlRef.monitor = ttl;
   ttl.start();
-  const uri = `mongodb://${host}:${port}/?replicaSet=${encodeURIComponent(state.replSetName)}`;
+  // A standalone has no replica set name, so its URI names none (the driver then connects directly).
+  const uri = topology === 'standalone' ? `mongodb://${host}:${port}/` : `mongodb://${host}:${port}/?replicaSet=${encodeURIComponent(state.replSetName)}`;
   log(`emulator listening on ${uri}`);
 
   let stopped: Promise<void> | undefined;
   return {
     uri,
+    topology,
     host,
     port,
     stop: () =>

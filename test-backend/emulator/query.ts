@@ -15,12 +15,30 @@ import { isPlainObject, keyOf } from './values';
 export interface SystemVars {
   now: Date;
   clusterTime: Timestamp;
+  /**
+   * False on a standalone: its logical clock does not run, so `$$CLUSTER_TIME` is not defined
+   * (src/mongo/db/pipeline/variables.cpp: "On a standalone mongod the logical clock may not be
+   * running and $$CLUSTER_TIME is not available"; reading it fails with 51144).
+   */
+  clusterTimeAvailable?: boolean;
+}
+
+/**
+ * mongod 7.0 raises this when the expression is evaluated (`Variables::getValue`, code 51144); the
+ * emulator raises it when the command binds its variables, so a command that would evaluate the
+ * variable on no document at all is refused here where mongod would succeed.
+ */
+function clusterTimeUnavailable(): MongoCommandError {
+  return new MongoCommandError(51144, "Builtin variable '$$CLUSTER_TIME' is not available");
 }
 
 function bindValue(v: unknown, vars: SystemVars): unknown {
   if (typeof v === 'string') {
     if (v === '$$NOW') return { $literal: vars.now };
-    if (v === '$$CLUSTER_TIME') return { $literal: vars.clusterTime };
+    if (v === '$$CLUSTER_TIME' || v.startsWith('$$CLUSTER_TIME.')) {
+      if (vars.clusterTimeAvailable === false) throw clusterTimeUnavailable();
+      if (v === '$$CLUSTER_TIME') return { $literal: vars.clusterTime };
+    }
     return v;
   }
   if (Array.isArray(v)) return v.map((x) => bindValue(x, vars));

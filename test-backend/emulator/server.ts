@@ -105,7 +105,13 @@ function isHello(cmd: Document): boolean {
   return n === 'hello' || n === 'isMaster' || n === 'ismaster';
 }
 
+/**
+ * $clusterTime and operationTime are gossiped only by replica-set members:
+ * `appendClusterAndOperationTime` (src/mongo/db/service_entry_point_common.cpp) returns early
+ * unless the node runs with --replSet.
+ */
 function withClusterTime(state: ServerState, reply: Document): Document {
+  if (state.topology === 'standalone') return reply;
   const ts = state.storage.currentClusterTime();
   reply.$clusterTime = { clusterTime: ts, signature: ZERO_SIG };
   reply.operationTime = ts;
@@ -151,7 +157,7 @@ export async function dispatch(state: ServerState, msg: IncomingMessage, conn: C
     name,
     db,
     connectionId: conn.id,
-    vars: { now, clusterTime: state.storage.currentClusterTime() },
+    vars: { now, clusterTime: state.storage.currentClusterTime(), clusterTimeAvailable: state.topology !== 'standalone' },
     exec: undefined as unknown as CommandCtx['exec'],
     exhaustAllowed: (msg.flags & FLAG_EXHAUST_ALLOWED) !== 0,
     closed: conn.closed,
@@ -159,6 +165,11 @@ export async function dispatch(state: ServerState, msg: IncomingMessage, conn: C
   try {
     const handler = handlers[name];
     if (!handler) throw new MongoCommandError(Codes.CommandNotFound, `no such command: '${name}'`);
+    // initializeOperationSessionInfo (src/mongo/db/session/initialize_operation_session_info.cpp):
+    // a txnNumber (transaction or retryable write) needs a replica set member or mongos.
+    if (state.topology === 'standalone' && cmd.txnNumber !== undefined && cmd.lsid !== undefined) {
+      throw new MongoCommandError(Codes.IllegalOperation, 'Transaction numbers are only allowed on a replica set member or mongos');
+    }
     if (inTransaction) {
       if (!TXN_ALLOWED.has(name)) throw new MongoCommandError(Codes.OperationNotSupportedInTransaction, `Cannot run '${name}' in a multi-document transaction.`);
       ctx.txn = state.txns.forCommand(cmd, name);

@@ -8,6 +8,7 @@ import { ObjectId, type Document } from 'bson';
 import { Aggregator, updateOne } from 'mingo';
 import { Codes, MongoCommandError, toCommandError } from './errors';
 import { duplicateKeyError } from './indexes';
+import { checkUpsertPredicate } from './rules/upsert';
 import { bindExpression, bindFilter, compileFilter, equalityValue, rejectNumericTypeTests, View, type SystemVars } from './query';
 import type { Collection } from './storage/collection';
 import { WaitForLock, type DocWrite, type Storage, type WriteKind } from './storage/engine';
@@ -346,6 +347,7 @@ export function updateStatement(
   const filter = st.q ?? {};
   validateUpdate(st.u);
   validateArrayFilters(st.u, st.arrayFilters);
+  checkUpsertPredicate(filter, !!st.upsert);
   if (st.multi && !Array.isArray(st.u) && !isModifier(st.u)) throw new MongoCommandError(Codes.FailedToParse, 'multi update is not supported for replacement-style update');
   let coll = ctx.storage.getCollection(db, collName);
   const matcher = compileFilter(filter, ctx.vars);

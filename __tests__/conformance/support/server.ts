@@ -5,9 +5,9 @@
 import * as os from 'node:os';
 import { execFileSync } from 'node:child_process';
 import { MongoClient, MongoServerError, type Document, type MongoClientOptions, type ObjectId } from 'mongodb';
-import { testBackendKind, testUri } from '../../../test-backend/test-env';
+import { testBackendKind, testTopology, testUri } from '../../../test-backend/test-env';
 
-export { testBackendKind, testUri, uniqueDbName } from '../../../test-backend/test-env';
+export { testBackendKind, testTopology, testUri, uniqueDbName } from '../../../test-backend/test-env';
 
 /** A connected client on the active backend. Every test file closes its clients in afterAll. */
 export async function openClient(options: MongoClientOptions = {}): Promise<MongoClient> {
@@ -104,14 +104,14 @@ let cachedFacts: DeploymentFacts | undefined;
 
 /**
  * What the deployment can do, known synchronously at test-collection time (Jest decides skips
- * before any hook runs). The harness's own backends are one-node replica sets with test commands
- * enabled; a MONGODB_URI deployment is asked, through a short child process, because it may be
+ * before any hook runs). The harness's own backends run with test commands enabled, as a one-node
+ * replica set or, with MONGO_TOPOLOGY=standalone, as a standalone; a MONGODB_URI deployment is asked, through a short child process, because it may be
  * a standalone or run without enableTestCommands.
  */
 export function deploymentFacts(): DeploymentFacts {
   if (cachedFacts) return cachedFacts;
   if (testBackendKind() !== 'uri') {
-    cachedFacts = { setName: 'harness', failPoints: true };
+    cachedFacts = testTopology() === 'replset' ? { setName: 'harness', failPoints: true } : { failPoints: true };
     return cachedFacts;
   }
   const driver = require.resolve('mongodb');

@@ -10,6 +10,7 @@
  */
 import mongoose, { Types } from 'mongoose';
 import { LockedError } from '../../../src';
+import { recordLockCommands } from '../../support/command-recorder';
 import { workItemSchema, type WorkItemModel, type WorkItem } from '../../support/work-item';
 
 export interface ContenderConfig {
@@ -61,8 +62,9 @@ const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
 
 async function main(): Promise<void> {
   const config = JSON.parse(process.env.MPL_CONTENDER ?? '') as ContenderConfig;
-  const connection = mongoose.createConnection(config.uri, { dbName: config.dbName, maxPoolSize: 10 });
+  const connection = mongoose.createConnection(config.uri, { dbName: config.dbName, maxPoolSize: 10, monitorCommands: true });
   await connection.asPromise();
+  recordLockCommands(connection);
   const WorkItem = connection.model<WorkItem, WorkItemModel>('ReliabilityItem', workItemSchema({ ttl: config.ttl }));
   await WorkItem.init();
   await WorkItem.lockModel().init();

@@ -5,6 +5,7 @@
  * Configuration arrives as JSON in the environment variable MPL_HOLDER (see HolderConfig).
  */
 import mongoose, { Types } from 'mongoose';
+import { recordLockCommands } from '../../support/command-recorder';
 import { workItemSchema, type WorkItemModel, type WorkItem } from '../../support/work-item';
 
 export interface HolderConfig {
@@ -23,8 +24,9 @@ export interface HolderReport {
 
 async function main(): Promise<void> {
   const config = JSON.parse(process.env.MPL_HOLDER ?? '') as HolderConfig;
-  const connection = mongoose.createConnection(config.uri, { dbName: config.dbName });
+  const connection = mongoose.createConnection(config.uri, { dbName: config.dbName, monitorCommands: true });
   await connection.asPromise();
+  recordLockCommands(connection);
   const WorkItem = connection.model<WorkItem, WorkItemModel>(config.modelName, workItemSchema({ ttl: config.ttl }));
   await WorkItem.init();
   const report: HolderReport = { pid: process.pid, locks: [] };

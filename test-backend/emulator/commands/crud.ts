@@ -230,6 +230,9 @@ const aggregate: Handler = async (ctx) => {
   const collArg = c.aggregate;
   const first = pipeline[0];
   if (isPlainObject(first) && first.$changeStream !== undefined) {
+    // DocumentSourceChangeStream::assertIsLegalSpecification
+    // (src/mongo/db/pipeline/document_source_change_stream.cpp): replica sets and mongos only.
+    if (ctx.state.topology === 'standalone') throw new MongoCommandError(40573, 'The $changeStream stage is only supported on replica sets');
     const hook = ctx.state.changeStreams;
     if (!hook) throw unsupported('$changeStream (change-streams module not installed)');
     const src = await hook.openCursor({

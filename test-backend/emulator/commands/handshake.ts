@@ -7,22 +7,39 @@ export const MAX_BSON_OBJECT_SIZE = 16 * 1024 * 1024;
 export const MAX_MESSAGE_SIZE = 48_000_000;
 export const MAX_WRITE_BATCH_SIZE = 100_000;
 
+/**
+ * The hello / isMaster reply. Shape from `src/mongo/db/repl/replication_info.cpp`:
+ * `appendReplicationInfo` writes the replica-set fields (`fillIsMasterForReplSet`: hosts, setName,
+ * setVersion, primary, me, electionId, lastWrite...) only when the node runs with --replSet; a
+ * standalone answers `isWritablePrimary` (`ismaster` for the legacy command names) and
+ * `topologyVersion` only. `CmdHello::run` then appends, for both, maxBsonObjectSize,
+ * maxMessageSizeBytes, maxWriteBatchSize, localTime, logicalSessionTimeoutMinutes, connectionId,
+ * minWireVersion, maxWireVersion and readOnly.
+ */
 export function helloReply(ctx: CommandCtx, legacy: boolean): Document {
   const s = ctx.state;
-  const ts = s.storage.currentClusterTime();
   const now = new Date();
-  const opTime = { ts, t: Long.fromNumber(1) };
-  const reply: Document = {
-    topologyVersion: { processId: s.processId, counter: Long.ZERO },
-    hosts: [s.me],
-    setName: s.replSetName,
-    setVersion: 1,
-    [legacy ? 'ismaster' : 'isWritablePrimary']: true,
-    secondary: false,
-    primary: s.me,
-    me: s.me,
-    electionId: s.electionId,
-    lastWrite: { opTime, lastWriteDate: now, majorityOpTime: opTime, majorityWriteDate: now },
+  const primaryField = legacy ? 'ismaster' : 'isWritablePrimary';
+  let reply: Document;
+  if (s.topology === 'standalone') {
+    reply = { [primaryField]: true, topologyVersion: { processId: s.processId, counter: Long.ZERO } };
+  } else {
+    const ts = s.storage.currentClusterTime();
+    const opTime = { ts, t: Long.fromNumber(1) };
+    reply = {
+      topologyVersion: { processId: s.processId, counter: Long.ZERO },
+      hosts: [s.me],
+      setName: s.replSetName,
+      setVersion: 1,
+      [primaryField]: true,
+      secondary: false,
+      primary: s.me,
+      me: s.me,
+      electionId: s.electionId,
+      lastWrite: { opTime, lastWriteDate: now, majorityOpTime: opTime, majorityWriteDate: now },
+    };
+  }
+  Object.assign(reply, {
     maxBsonObjectSize: MAX_BSON_OBJECT_SIZE,
     maxMessageSizeBytes: MAX_MESSAGE_SIZE,
     maxWriteBatchSize: MAX_WRITE_BATCH_SIZE,
@@ -32,9 +49,9 @@ export function helloReply(ctx: CommandCtx, legacy: boolean): Document {
     minWireVersion: 0,
     maxWireVersion: 21,
     readOnly: false,
-    ok: 1,
-  };
+  });
   if (ctx.cmd.helloOk) reply.helloOk = true;
+  reply.ok = 1;
   return reply;
 }
 

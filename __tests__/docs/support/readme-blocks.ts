@@ -1,0 +1,144 @@
+/**
+ * README snippets as code: every ```ts block is extracted, wrapped into a module, type-checked
+ * against the sources (as if imported from 'mongoose-pessimistic-lock'), and the blocks marked
+ * `<!-- doc-test: run -->` on the line before the fence are executed against the test backend.
+ *
+ * A block is wrapped like this, so snippets can use the README's free names (`req`, `app`, `id`,
+ * `WorkItem`, ...; see readme-context.ts), declare their own (an inner scope may shadow them),
+ * use top-level `await`, and import anywhere (imports are hoisted):
+ *
+ *   import type { ReadmeContext } from './support/readme-context';
+ *   <the block's imports>
+ *   export async function run(__context: ReadmeContext): Promise<void> {
+ *     const { WorkItem, id, ... } = __context;
+ *     {
+ *       <the block's other lines, at their README line numbers>
+ *     }
+ *   }
+ */
+import { readFileSync } from 'node:fs';
+import { dirname, join, relative } from 'node:path';
+import * as ts from 'typescript';
+import { CONTEXT_NAMES } from './readme-context';
+
+export const ROOT = join(__dirname, '..', '..', '..');
+const DOCS_DIR = join(ROOT, '__tests__', 'docs');
+
+export interface ReadmeBlock {
+  /** 1-based index among the README's TypeScript blocks. */
+  index: number;
+  /** README line of the first code line. */
+  line: number;
+  code: string;
+  run: boolean;
+  /** The generated module's path (virtual: never written to disk). */
+  fileName: string;
+  source: string;
+  /** Generated line (0-based) of the first code line. */
+  bodyOffset: number;
+}
+
+const FENCE_OPEN = /^```(ts|typescript)\s*$/;
+const RUN_MARK = /^<!--\s*doc-test:\s*run\s*-->$/;
+
+export function readReadme(): string {
+  return readFileSync(join(ROOT, 'README.md'), 'utf8');
+}
+
+export function extractBlocks(markdown: string): ReadmeBlock[] {
+  const lines = markdown.split('\n');
+  const blocks: ReadmeBlock[] = [];
+  for (let i = 0; i < lines.length; i++) {
+    if (!FENCE_OPEN.test(lines[i]!)) continue;
+    let end = i + 1;
+    while (end < lines.length && lines[end] !== '```') end++;
+    if (end >= lines.length) throw new Error(`README.md:${i + 1}: a \`\`\`ts block is never closed`);
+    let before = i - 1;
+    while (before >= 0 && lines[before]!.trim() === '') before--;
+    const run = before >= 0 && RUN_MARK.test(lines[before]!.trim());
+    const index = blocks.length + 1;
+    blocks.push(wrap(index, i + 2, lines.slice(i + 1, end), run));
+    i = end;
+  }
+  return blocks;
+}
+
+/** Hoists import declarations (possibly multi-line) and wraps the rest, keeping line positions. */
+function wrap(index: number, line: number, codeLines: string[], run: boolean): ReadmeBlock {
+  const imports: string[] = [];
+  const body: string[] = [];
+  let inImport = false;
+  for (const codeLine of codeLines) {
+    if (inImport || /^import\s/.test(codeLine)) {
+      imports.push(codeLine);
+      body.push('');
+      inImport = !/;\s*(\/\/.*)?$/.test(codeLine);
+      continue;
+    }
+    body.push(codeLine);
+  }
+  const header = [
+    "import type { ReadmeContext } from './support/readme-context';",
+    ...imports,
+    'export async function run(__context: ReadmeContext): Promise<void> {',
+    `  const { ${CONTEXT_NAMES.join(', ')} } = __context;`,
+    '  {',
+  ];
+  const source = [...header, ...body, '  }', '}', ''].join('\n');
+  return { index, line, code: codeLines.join('\n'), run, fileName: join(DOCS_DIR, `readme-block-${index}.ts`), source, bodyOffset: header.length };
+}
+
+/** Type-checks all blocks in one program; returns the diagnostics as `README.md:<line>: <message>`. */
+export function typeCheck(blocks: ReadmeBlock[]): string[] {
+  const configFile = ts.readConfigFile(join(ROOT, 'tsconfig.json'), ts.sys.readFile);
+  const parsed = ts.parseJsonConfigFileContent(configFile.config, ts.sys, ROOT);
+  const options: ts.CompilerOptions = {
+    ...parsed.options,
+    noEmit: true,
+    // Snippets show one call and leave the rest out; unused names are not mistakes there.
+    noUnusedLocals: false,
+    noUnusedParameters: false,
+    baseUrl: ROOT,
+    paths: { 'mongoose-pessimistic-lock': ['src/index.ts'] },
+  };
+  const virtual = new Map(blocks.map((block) => [block.fileName, block]));
+  const host = ts.createCompilerHost(options, true);
+  const getSourceFile = host.getSourceFile.bind(host);
+  host.getSourceFile = (fileName, languageVersion, onError, shouldCreate) => {
+    const block = virtual.get(fileName);
+    return block ? ts.createSourceFile(fileName, block.source, languageVersion, true) : getSourceFile(fileName, languageVersion, onError, shouldCreate);
+  };
+  const fileExists = host.fileExists.bind(host);
+  host.fileExists = (fileName) => virtual.has(fileName) || fileExists(fileName);
+  const readFile = host.readFile.bind(host);
+  host.readFile = (fileName) => virtual.get(fileName)?.source ?? readFile(fileName);
+
+  const program = ts.createProgram([...virtual.keys()], options, host);
+  const diagnostics = ts.getPreEmitDiagnostics(program).filter((d) => d.file && virtual.has(d.file.fileName));
+  return diagnostics.map((d) => {
+    const block = virtual.get(d.file!.fileName)!;
+    const { line } = d.file!.getLineAndCharacterOfPosition(d.start ?? 0);
+    const where = line >= block.bodyOffset ? `README.md:${block.line + line - block.bodyOffset}` : `README.md block ${block.index} (imports, from line ${block.line})`;
+    return `${where}: ${ts.flattenDiagnosticMessageText(d.messageText, '\n')}`;
+  });
+}
+
+/** Compiles a block to CommonJS and returns its `run` function, with `resolve` as its `require`. */
+export function compileBlock(block: ReadmeBlock, resolve: (name: string) => unknown): (context: unknown) => Promise<void> {
+  const { outputText } = ts.transpileModule(block.source, {
+    fileName: block.fileName,
+    compilerOptions: { module: ts.ModuleKind.CommonJS, target: ts.ScriptTarget.ES2022, esModuleInterop: true, lib: ['lib.es2022.d.ts', 'lib.esnext.disposable.d.ts'] },
+  });
+  const module = { exports: {} as { run?: (context: unknown) => Promise<void> } };
+  // Compiling the README's own code is the point.
+  new Function('exports', 'require', 'module', '__filename', '__dirname', outputText)(module.exports, resolve, module, block.fileName, dirname(block.fileName));
+  if (typeof module.exports.run !== 'function') throw new Error(`README block ${block.index}: no run()`);
+  return module.exports.run;
+}
+
+export function describeBlock(block: ReadmeBlock): string {
+  const first = block.code.split('\n').find((l) => l.trim() !== '' && !l.startsWith('import')) ?? '';
+  return `README.md:${block.line} ${first.trim().slice(0, 60)}`;
+}
+
+export const readmePath = (file: string): string => relative(ROOT, file);

@@ -1,0 +1,56 @@
+/**
+ * The README's benchmark figures, rendered from a results file, so the README quotes exactly one
+ * run: the one in bench/results/latest.json (__tests__/docs/readme.test.ts checks that every row
+ * below appears in README.md verbatim). `npx tsx bench/readme-tables.ts` prints them to paste.
+ */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { BenchResults } from './run';
+
+const ms = (value: number) => value.toFixed(2);
+const ratio = (value: number | undefined) => (value === undefined ? '–' : `${value.toFixed(2)}×`);
+
+/** Markdown lines (table rows and sentences) carrying every figure the README quotes. */
+export function readmeFigures(results: BenchResults): string[] {
+  const lines: string[] = [];
+  for (const row of results.cycle) {
+    lines.push(`| ${row.name} | ${row.commandsPerCycle ?? '–'} | ${ms(row.p50)} | ${ms(row.p99)} | ${row.opsPerSec.toFixed(1)} | ${ratio(row.ratioToRaw)} |`);
+  }
+  for (const command of results.commands) lines.push(`| \`${command.operation}\` | ${command.count} | ${command.names.join(', ')} |`);
+  for (const handoff of results.handoff) {
+    lines.push(`| ${handoff.mode} | ${handoff.waiters} | ${handoff.handoffsPerSec.toFixed(1)} | ${ms(handoff.p50)} ms | ${ms(handoff.p99)} ms |`);
+  }
+  const { releaseAll, acquireScale } = results;
+  lines.push(`4. \`releaseAllFor\` with ${releaseAll.locks.toLocaleString('en-US')} locks held by one owner: one command, ${releaseAll.released.toLocaleString('en-US')} released in ${(releaseAll.ms / 1000).toFixed(1)} s (${releaseAll.locksPerSec.toLocaleString('en-US')} locks/s).`);
+  lines.push(
+    `5. \`Model.lock\` latency with ${acquireScale.otherLocks.toLocaleString('en-US')} other locks in the lock collection: p50 ${ms(acquireScale.full.p50)} ms / p99 ${ms(acquireScale.full.p99)} ms against ${ms(acquireScale.empty.p50)} / ${ms(acquireScale.empty.p99)} ms with an empty collection (${ratio(acquireScale.ratioP50)} at p50). Plan of the acquire: \`${acquireScale.plan}\`.`,
+  );
+  if (results.guard) {
+    // 6. The write guard (issue 10).
+    for (const command of results.guard.commands) lines.push(`| ${command.write} | ${command.count} | ${command.names.join(', ')} |`);
+    const auto = results.guard.concurrentWriters.find((w) => w.mode === 'auto');
+    const never = results.guard.concurrentWriters.find((w) => w.mode === 'never');
+    if (auto && never) {
+      lines.push(
+        `20 concurrent \`updateOne({ _id }, { $inc })\` on one document nobody locked: ${auto.succeeded}/${auto.writers} succeed and the counter is ${auto.finalCount} (${auto.aborts} conflicting attempts retried with backoff, ${Math.round(auto.ms).toLocaleString('en-US')} ms in all; with \`transactions: 'never'\` ${Math.round(never.ms).toLocaleString('en-US')} ms).`,
+      );
+    }
+    for (const documents of [...new Set(results.guard.updateMany.map((u) => u.documents))]) {
+      const auto6 = results.guard.updateMany.find((u) => u.mode === 'auto' && u.documents === documents);
+      const never6 = results.guard.updateMany.find((u) => u.mode === 'never' && u.documents === documents);
+      if (!auto6 || !never6) continue;
+      lines.push(
+        `| ${documents.toLocaleString('en-US')} | ${Math.round(auto6.unguardedMs).toLocaleString('en-US')} ms | ${Math.round(auto6.guardedMs).toLocaleString('en-US')} ms | ${ratio(auto6.ratio)} | ${(auto6.guardedMs / documents).toFixed(2)} ms | ${auto6.lockRecordsLeft} | ${ratio(never6.ratio)} |`,
+      );
+    }
+  }
+  return lines;
+}
+
+export function readLatestResults(): BenchResults {
+  return JSON.parse(readFileSync(join(__dirname, 'results', 'latest.json'), 'utf8')) as BenchResults;
+}
+
+if (require.main === module) {
+  for (const line of readmeFigures(readLatestResults())) console.log(line);
+}
