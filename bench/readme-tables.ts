@@ -25,6 +25,25 @@ export function readmeFigures(results: BenchResults): string[] {
   lines.push(
     `5. \`Model.lock\` latency with ${acquireScale.otherLocks.toLocaleString('en-US')} other locks in the lock collection: p50 ${ms(acquireScale.full.p50)} ms / p99 ${ms(acquireScale.full.p99)} ms against ${ms(acquireScale.empty.p50)} / ${ms(acquireScale.empty.p99)} ms with an empty collection (${ratio(acquireScale.ratioP50)} at p50). Plan of the acquire: \`${acquireScale.plan}\`.`,
   );
+  if (results.guard) {
+    // 6. The write guard (issue 10).
+    for (const command of results.guard.commands) lines.push(`| ${command.write} | ${command.count} | ${command.names.join(', ')} |`);
+    const auto = results.guard.concurrentWriters.find((w) => w.mode === 'auto');
+    const never = results.guard.concurrentWriters.find((w) => w.mode === 'never');
+    if (auto && never) {
+      lines.push(
+        `20 concurrent \`updateOne({ _id }, { $inc })\` on one document nobody locked: ${auto.succeeded}/${auto.writers} succeed and the counter is ${auto.finalCount} (${auto.aborts} conflicting attempts retried with backoff, ${Math.round(auto.ms).toLocaleString('en-US')} ms in all; with \`transactions: 'never'\` ${Math.round(never.ms).toLocaleString('en-US')} ms).`,
+      );
+    }
+    for (const documents of [...new Set(results.guard.updateMany.map((u) => u.documents))]) {
+      const auto6 = results.guard.updateMany.find((u) => u.mode === 'auto' && u.documents === documents);
+      const never6 = results.guard.updateMany.find((u) => u.mode === 'never' && u.documents === documents);
+      if (!auto6 || !never6) continue;
+      lines.push(
+        `| ${documents.toLocaleString('en-US')} | ${Math.round(auto6.unguardedMs).toLocaleString('en-US')} ms | ${Math.round(auto6.guardedMs).toLocaleString('en-US')} ms | ${ratio(auto6.ratio)} | ${(auto6.guardedMs / documents).toFixed(2)} ms | ${auto6.lockRecordsLeft} | ${ratio(never6.ratio)} |`,
+      );
+    }
+  }
   return lines;
 }
 

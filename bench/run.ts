@@ -11,9 +11,13 @@
  *  3. contended handoff: N waiters on one document, change-stream wake-up against polling;
  *  4. releaseAllFor with 10,000 locks held by one owner;
  *  5. acquire latency with 100,000 other locks in the collection against an empty one, and the
- *     query plan of the acquire's filter.
+ *     query plan of the acquire's filter;
+ *  6. the write guard (issue 10, bench/guard.ts): commands per guarded updateOne, 20 concurrent
+ *     writers on one unlocked document, guarded updateMany over 1,000 / 10,000 / 100,000
+ *     documents against the unguarded write.
  *
- * Sizes can be lowered with BENCH_SCALE (e.g. 0.2) for a quick look.
+ * Sizes can be lowered with BENCH_SCALE (e.g. 0.2) for a quick look. BENCH_ONLY=guard runs only
+ * benchmark 6 (results in bench/results/latest-guard.json), BENCH_ONLY=core only 1-5.
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -23,6 +27,7 @@ import mongoose, { Schema, Types, type Connection } from 'mongoose';
 import type { Db, Document } from 'mongodb';
 import { lockPlugin, type LockableModel, type LockMethods, type LockPluginOptions } from '../src';
 import { startBackend } from '../test-backend/backend';
+import { benchGuard, reportGuard, type GuardBenchResults } from './guard';
 import { renderSvg } from './svg';
 
 const SCALE = Number(process.env.BENCH_SCALE ?? 1);
@@ -36,6 +41,7 @@ const WAITERS = Number(process.env.BENCH_WAITERS ?? 8);
 const RELEASE_ALL_LOCKS = Math.round(10_000 * SCALE);
 const OTHER_LOCKS = Math.round(100_000 * SCALE);
 const ACQUIRES = n(300);
+const ONLY = process.env.BENCH_ONLY;
 
 interface Item {
   title: string;
@@ -66,6 +72,7 @@ export interface BenchResults {
   handoff: { mode: string; waiters: number; handoffs: number; handoffsPerSec: number; p50: number; p99: number }[];
   releaseAll: { locks: number; released: number; ms: number; locksPerSec: number };
   acquireScale: { otherLocks: number; empty: { p50: number; p99: number }; full: { p50: number; p99: number }; ratioP50: number; plan: string };
+  guard?: GuardBenchResults;
 }
 
 function percentile(sorted: number[], p: number): number {
@@ -208,6 +215,18 @@ async function main(): Promise<void> {
   };
 
   try {
+    if (ONLY !== 'guard') await coreBenchmarks();
+    // ---- 6. The write guard --------------------------------------------------------------------
+    if (ONLY !== 'core') results.guard = await benchGuard(connection, db, countCommands, SCALE);
+  } finally {
+    await connection.getClient().db(dbName).dropDatabase().catch(() => undefined);
+    await connection.close();
+    await backend.stop();
+  }
+
+  report(results);
+
+  async function coreBenchmarks(): Promise<void> {
     // ---- 1. Uncontended lock + unlock cycle -------------------------------------------------
     console.log(`[bench] 1. uncontended cycle: ${CYCLES} cycles each (+${WARMUP} warm-up)`);
     const Item = itemModel(connection, 'BenchItem', { ttl: 30_000 });
@@ -441,13 +460,7 @@ async function main(): Promise<void> {
     results.acquireScale.full = await acquireLatency();
     results.acquireScale.ratioP50 = round(results.acquireScale.full.p50 / results.acquireScale.empty.p50);
     results.acquireScale.plan = await explainAcquire(db, connection, Scale, scaleIds[0]);
-  } finally {
-    await connection.getClient().db(dbName).dropDatabase().catch(() => undefined);
-    await connection.close();
-    await backend.stop();
   }
-
-  report(results);
 }
 
 /** The query plan of the acquire's findAndModify, explained exactly as the plugin sends it. */
@@ -477,6 +490,14 @@ function report(results: BenchResults): void {
   const pad = (s: string, w: number) => s.padEnd(w);
   const num = (x: number | null | undefined) => (x === null || x === undefined || Number.isNaN(x) ? '-' : String(x));
   console.log(`\nBenchmarks on ${results.backend}\n${results.machine}\n`);
+  if (ONLY === 'guard') {
+    if (results.guard) reportGuard(results.guard);
+    const dir = join(__dirname, 'results');
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(join(dir, 'latest-guard.json'), `${JSON.stringify(results, null, 2)}\n`);
+    console.log(`\nwrote ${join('bench', 'results', 'latest-guard.json')}`);
+    return;
+  }
   console.log('1. Uncontended lock + unlock cycle (sequential, one client)');
   console.log(`${pad('', 48)}${pad('cmds', 6)}${pad('p50 ms', 9)}${pad('p99 ms', 9)}${pad('cycles/s', 10)}p50 vs raw`);
   for (const row of results.cycle) {
@@ -493,6 +514,7 @@ function report(results: BenchResults): void {
   const a = results.acquireScale;
   console.log(`\n5. Acquire (Model.lock) latency: empty collection p50 ${a.empty.p50} / p99 ${a.empty.p99} ms; with ${a.otherLocks} other locks p50 ${a.full.p50} / p99 ${a.full.p99} ms (p50 ratio ${a.ratioP50}x)`);
   console.log(`   plan: ${a.plan}`);
+  if (results.guard) reportGuard(results.guard);
 
   const dir = join(__dirname, 'results');
   mkdirSync(dir, { recursive: true });

@@ -52,8 +52,9 @@ function textLines(lines: string[], x: number, top: number, attributes = ''): { 
 
 /** One horizontal bar group: title, bars scaled to the group's maximum, values printed at the bar ends. */
 function group(title: string, unit: string, bars: Bar[], top: number): { svg: string; height: number } {
-  const left = 375;
-  const width = 350;
+  // Wide enough for the longest bar label (the interleaved raw-driver row, 54 characters).
+  const left = 400;
+  const width = 325;
   const rowHeight = 22;
   const max = Math.max(...bars.map((b) => b.value), 1e-9);
   let svg = `<text x="10" y="${top + 16}" font-weight="bold">${escape(title)}</text>`;

@@ -3,7 +3,7 @@
  * ever a bounded string and an id only ever a scalar cast to the schema's `_id` type, so
  * neither can be interpreted as a query operator (no NoSQL injection).
  */
-import { Types, type Schema, type SchemaType } from 'mongoose';
+import { Types, type Model, type Schema, type SchemaType } from 'mongoose';
 import { InvalidLockArgumentError, InvalidLockOptionError } from './errors';
 import { MAX_TTL_MS, describeValue, validateTtl } from './options';
 
@@ -82,25 +82,30 @@ function isScalarId(value: unknown): boolean {
   );
 }
 
-export type IdCaster = (id: unknown) => unknown;
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export type IdCaster = (model: Model<any>, id: unknown) => unknown;
 
 /**
  * Builds the caster for one schema's `_id`. Anything that is not a scalar (plain objects,
- * arrays, documents, null) is refused before casting, and the cast result is checked again,
- * because a Mixed `_id` would otherwise pass `{ $ne: null }` through unchanged.
+ * arrays, documents, null) is refused before casting. The id is then cast exactly as a query's
+ * filter `{ _id: id }` is cast by the model (`Query.prototype.cast`, which applies the path's
+ * setters: `lowercase`, `trim`, custom `set`), because that is how the queries that load and
+ * write the document see it; a lock keyed by any other spelling would not be the document's
+ * lock. The result is checked again, because a Mixed `_id` would otherwise pass
+ * `{ $ne: null }` through unchanged.
  */
 export function idCaster(schema: Schema): IdCaster {
   const idPath = schema.path('_id') as SchemaType | undefined;
   if (!idPath) {
     throw new InvalidLockOptionError('(schema)', 'the schema has no _id (schema option `_id: false`); documents without an _id cannot be locked.');
   }
-  return (id: unknown) => {
+  return (model, id) => {
     if (!isScalarId(id)) {
       throw new InvalidLockArgumentError('id', `expected the document's _id (an ObjectId, string or number), got ${describeValue(id)}.`);
     }
     let cast: unknown;
     try {
-      cast = idPath.cast(id, undefined, false);
+      cast = (model.find({ _id: id }).cast(model) as { _id?: unknown })._id;
     } catch {
       throw new InvalidLockArgumentError('id', `${describeValue(id)} cannot be cast to this schema's _id type (${idPath.instance}).`);
     }

@@ -42,15 +42,19 @@ export interface HeldLockState {
   serverTimeAtGrant: number;
   /** Set once the lock is known to be gone, so later calls report the same reason. */
   lost: LockLossReason | undefined;
-  /** While saveAndUnlock runs its transaction, the session in which the lock was verified. */
-  verifiedIn: unknown;
+  /**
+   * Set when saveAndUnlock released the lock inside the caller's transaction: the driver's
+   * Transaction object of that attempt. The release holds only if that transaction commits; if
+   * it aborts, the lock is still held (see settleRelease).
+   */
+  pendingRelease: object | undefined;
 }
 
 const states = new WeakMap<object, HeldLockState>();
 
 /** `serverNow`: the server's clock in the reply that granted the lock (default: its acquiredAt). */
 export function newHeldLockState(lock: HeldLock, serverNow: Date = lock.acquiredAt): HeldLockState {
-  return { lock, grantedAtMonotonic: performance.now(), serverTimeAtGrant: serverNow.getTime(), lost: undefined, verifiedIn: undefined };
+  return { lock, grantedAtMonotonic: performance.now(), serverTimeAtGrant: serverNow.getTime(), lost: undefined, pendingRelease: undefined };
 }
 
 export function attachHeldLock(doc: object, state: HeldLockState): void {
@@ -58,7 +62,29 @@ export function attachHeldLock(doc: object, state: HeldLockState): void {
 }
 
 export function heldLockState(doc: object): HeldLockState | undefined {
-  return states.get(doc);
+  const state = states.get(doc);
+  if (state) settleRelease(state);
+  return state;
+}
+
+/**
+ * Resolves a release made inside the caller's transaction once that transaction has ended:
+ * committed, the lock is released; aborted, the release was rolled back with it and the lock is
+ * held again. While it runs, the lock counts as released (inside the transaction it is).
+ * The driver creates one Transaction object per startTransaction() and moves it to its final
+ * state on commit or abort (mongodb/lib/transactions.js, TxnState); `state` is not in the
+ * driver's published types, so an unknown shape keeps the conservative answer (released).
+ */
+export function settleRelease(state: HeldLockState): void {
+  const transaction = state.pendingRelease as { state?: unknown } | undefined;
+  if (!transaction) return;
+  if (transaction.state === 'TRANSACTION_ABORTED') {
+    state.pendingRelease = undefined;
+    state.lost = undefined;
+  } else if (transaction.state === 'TRANSACTION_COMMITTED' || transaction.state === 'TRANSACTION_COMMITTED_EMPTY') {
+    state.pendingRelease = undefined;
+    state.lost = 'released';
+  }
 }
 
 /**

@@ -18,6 +18,23 @@ export const asyncDispose: typeof Symbol.asyncDispose = Symbol.asyncDispose ?? (
 /** Renew when this fraction of the ttl is left, so two attempts fit before expiry. */
 const RENEW_AT_FRACTION = 1 / 3;
 
+/**
+ * Node's largest timer delay (2^31 - 1 ms, about 24.8 days): a longer delay is replaced by 1 ms
+ * (with a TimeoutOverflowWarning), which would turn a 40-day lock's renewal into a busy loop.
+ */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/**
+ * A timer for `ms` that never exceeds Node's limit (a longer wait is a chain of shorter ones,
+ * see `fire`) and does not keep the process alive: a handle nobody released must not stop the
+ * process from exiting (the lock expires by its ttl anyway).
+ */
+function backgroundTimer(ms: number, fire: () => void): NodeJS.Timeout {
+  const timer = setTimeout(fire, Math.min(Math.max(0, ms), MAX_TIMER_MS));
+  timer.unref();
+  return timer;
+}
+
 export class LockHandle<TDoc> implements AsyncDisposable {
   private readonly controller = new AbortController();
   private renewTimer: NodeJS.Timeout | undefined;
@@ -90,7 +107,8 @@ export class LockHandle<TDoc> implements AsyncDisposable {
     if (this.done) return;
     const left = this.msUntilExpiry();
     const renewIn = Math.max(0, left - this.state.lock.ttl * RENEW_AT_FRACTION);
-    this.renewTimer = setTimeout(() => void this.renew(), renewIn);
+    // A renewal further away than the timer limit: wait the limit, then schedule again.
+    this.renewTimer = backgroundTimer(renewIn, () => void (renewIn > MAX_TIMER_MS ? this.schedule() : this.renew()));
     this.armLossTimer();
   }
 
@@ -101,7 +119,7 @@ export class LockHandle<TDoc> implements AsyncDisposable {
     } catch (error) {
       if (error instanceof LockNotHeldError) return; // lose() already ran
       // A transient failure (network, failover): try again soon; the loss timer still guards expiry.
-      this.renewTimer = setTimeout(() => void this.renew(), Math.max(1, Math.min(this.msUntilExpiry() / 2, 1_000)));
+      this.renewTimer = backgroundTimer(Math.max(1, Math.min(this.msUntilExpiry() / 2, 1_000)), () => void this.renew());
       return;
     }
     this.schedule();
@@ -110,11 +128,11 @@ export class LockHandle<TDoc> implements AsyncDisposable {
   /** Fires at the expiry we know of, unless a renewal moved it. */
   private armLossTimer(): void {
     clearTimeout(this.lossTimer);
-    this.lossTimer = setTimeout(() => {
+    this.lossTimer = backgroundTimer(Math.max(0, this.msUntilExpiry()) + 1, () => {
       if (this.done) return;
       if (this.msUntilExpiry() <= 0) this.lose(new LockExpiredError(this.state.lock.documentId, this.state.lock.expiresAt));
-      else this.armLossTimer();
-    }, Math.max(0, this.msUntilExpiry()) + 1);
+      else this.armLossTimer(); // early (a renewal moved the expiry, or the delay was capped): wait again
+    });
   }
 
   private lose(error: LockNotHeldError): void {

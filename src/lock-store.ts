@@ -27,6 +27,7 @@
 import { randomBytes } from 'node:crypto';
 import type { mongo } from 'mongoose';
 import { LockExpiredError, LockNotHeldError, LockedError, describeId } from './errors';
+import { idKey } from './guard/targets';
 import { estimatedServerNow, type HeldLockState } from './held-lock';
 import type { TicketParts } from './ticket';
 
@@ -84,6 +85,34 @@ export interface LockPage {
   locks: LockInfo[];
   /** Pass as `after` to get the next page; null on the last page. Opaque. */
   next: string | null;
+}
+
+/** What claimForWrite did: the first target held by someone else, and the records it inserted. */
+export interface ClaimResult {
+  blocker: Blocker | null;
+  /** `_id`s of records the claim inserted (they had none); deleted again by releaseClaims. */
+  inserted: unknown[];
+  /** The random value written into every claimed record. */
+  claim: string;
+}
+
+/**
+ * An upsert of a claim lost an insert race inside a transaction and got a duplicate-key error:
+ * mongod retries such an upsert itself only outside transactions (shouldRetryDuplicateKeyException
+ * in src/mongo/db/query/write_ops/write_ops_exec.cpp), so the guard retries the transaction.
+ * Carries the TransientTransactionError label for that reason.
+ */
+export class ClaimRaceError extends Error {
+  readonly errorLabels = ['TransientTransactionError'];
+
+  constructor(override readonly cause: unknown) {
+    super('mongoose-pessimistic-lock: a lock record was created concurrently; the transaction is retried');
+    this.name = 'ClaimRaceError';
+  }
+
+  hasErrorLabel(label: string): boolean {
+    return this.errorLabels.includes(label);
+  }
 }
 
 /** A lock that stops a write: whose document, and (when still known) when it expires. */
@@ -303,17 +332,33 @@ export class LockStore {
 
   /**
    * Inside a transaction: writes the lock record of every target that is free, expired or held
-   * by `ownerKey`, so that an acquisition racing with the transaction conflicts with it
-   * (WriteConflict) or waits for its commit. Returns the first target held by someone else.
-   * Each target gets an upsert with filter `{ _id }` (no `$expr`: mongod refuses it in an
-   * upsert) and a pipeline that writes a fresh random `claim` only when the record is free or
-   * ours; a record held by someone else is left unchanged (a no-op, no write). Which targets
-   * were claimed is then read back in the same transaction (it sees its own writes): any record
-   * without our claim is held by someone else. One `findAndModify` for one target; one `update`
-   * plus one `find` for several.
-   * Where no record existed the upsert inserts one, already expired, carrying fence 0.
+   * by `ownerKey`, so that an acquisition racing with the transaction conflicts with it or waits
+   * for its commit. Returns the first target held by someone else (the caller aborts), and the
+   * targets that had no record: for those the upsert inserted one, which the caller deletes in
+   * the same transaction (releaseClaims) so that no record outlives it.
+   *
+   * One target: one `findAndModify` upsert with filter `{ _id }` (no `$expr`: mongod refuses it
+   * in an upsert's filter, QueryFeatureNotAllowed 224) and a pipeline that writes a fresh random
+   * `claim` only when the record is free or ours; a record held by someone else is left
+   * binary-identical, which mongod treats as a no-op (no write). The fresh `claim` makes every
+   * other case a real write, also on a free record, so it always conflicts with a concurrent
+   * takeover. Its reply says whether it was claimed and whether it was inserted
+   * (`lastErrorObject.updatedExisting`). Several targets: see below (find, insert, update).
+   *
+   * Why the inserted-then-deleted record still protects the write until commit: a record the
+   * transaction inserted (and deleted again) is an uncommitted change of that `_id` key in the
+   * lock collection's `_id` index (one WiredTiger key per `_id`: WiredTigerIdIndex::_insert in
+   * src/mongo/db/storage/wiredtiger/wiredtiger_index.cpp). Any other write of that key before
+   * the commit gets WT_ROLLBACK, which mongod turns into a WriteConflict
+   * (wtRCToStatus_slow in src/mongo/db/storage/wiredtiger/wiredtiger_error_util.cpp; WiredTiger
+   * "Transactional API": an operation conflicting with a concurrent transaction's update fails
+   * with WT_ROLLBACK). A write outside a transaction, such as `acquire`, retries it until the
+   * transaction commits or aborts (jstests/core/txns/write_conflicts_with_non_txns.js: "a
+   * non-transactional insert of a document inserted by a running transaction keeps retrying and
+   * continues after the transaction commits"); a transaction gets WriteConflict at once
+   * (jstests/core/txns/transactions_write_conflicts.js, "insert-insert conflict").
    */
-  async claimForWrite(ids: unknown[], ownerKey: string | undefined, session: ClientSession): Promise<Blocker | null> {
+  async claimForWrite(ids: unknown[], ownerKey: string | undefined, session: ClientSession): Promise<ClaimResult> {
     const claim = newLockToken();
     const update = applyIf(freeOrHeldBy(ownerKey), {
       claim: lit(claim),
@@ -321,33 +366,72 @@ export class LockStore {
       expiresAt: { $ifNull: ['$expiresAt', '$$NOW'] },
       fence: { $ifNull: ['$fence', 0] },
     });
+    if (ids.length === 0) return { blocker: null, inserted: [], claim };
     try {
       if (ids.length === 1) {
-        const record = await this.locks.findOneAndUpdate({ _id: ids[0] } as Document, update, {
+        const reply = await this.locks.findOneAndUpdate({ _id: ids[0] } as Document, update, {
           upsert: true,
           returnDocument: 'after',
           projection: { claimed: { $eq: ['$claim', lit(claim)] }, expiresAt: 1, now: '$$NOW' },
+          includeResultMetadata: true,
           session,
         });
-        return record && record.claimed === true ? null : blockerFrom(ids[0], record);
+        const record = reply.value;
+        const inserted = reply.lastErrorObject?.updatedExisting === false ? [ids[0]] : [];
+        return { blocker: record && record.claimed === true ? null : blockerFrom(ids[0], record), inserted, claim };
       }
-      await this.locks.bulkWrite(
-        ids.map((id) => ({ updateOne: { filter: { _id: id } as Document, update, upsert: true } })),
-        { ordered: true, session },
-      );
-      const held = await this.locks.findOne({ _id: { $in: ids }, claim: { $ne: claim } } as Document, {
-        projection: { expiresAt: 1, now: '$$NOW' },
-        session,
-        ...PRIMARY,
-      });
-      return held ? blockerFrom(held._id, held) : null;
+      // Several targets: read their records in the transaction's snapshot (one `find` through
+      // the `_id` index), insert a claim record for each target that has none (one `insert`;
+      // plain inserts, no update pipeline to evaluate), and claim the existing free or own ones
+      // with the same conditional update as above (one `update`, usually with few statements).
+      // A record created or changed by someone else after the snapshot makes the insert or the
+      // update fail with WriteConflict (jstests/core/txns/write_conflicts_with_non_txns.js: "a
+      // transaction that tries to write to a document that was updated by a non-transaction
+      // after it started should fail with a WriteConflict"), and the transaction is retried.
+      const records = await this.locks
+        .find({ _id: { $in: ids } } as Document, { projection: { owner: 1, expiresAt: 1, now: '$$NOW' }, session, ...PRIMARY })
+        .toArray();
+      const held = records.find((r) => r.expiresAt instanceof Date && r.expiresAt > (r.now as Date) && (ownerKey === undefined || r.owner !== ownerKey));
+      if (held) return { blocker: blockerFrom(held._id, held), inserted: [], claim };
+      const known = new Set(records.map((r) => idKey(r._id)));
+      const missing = ids.filter((id) => !known.has(idKey(id)));
+      if (missing.length > 0) {
+        await this.locks.insertMany(missing.map((id) => ({ _id: id, claim }) as Document), { ordered: false, session });
+      }
+      if (records.length > 0) {
+        const result = await this.locks.bulkWrite(
+          records.map((r) => ({ updateOne: { filter: { _id: r._id } as Document, update } })),
+          { ordered: false, session },
+        );
+        if (result.modifiedCount !== records.length) {
+          const other = await this.locks.findOne({ _id: { $in: ids }, claim: { $ne: claim } } as Document, { projection: { expiresAt: 1, now: '$$NOW' }, session, ...PRIMARY });
+          return { blocker: blockerFrom(other?._id ?? ids[0], other), inserted: missing, claim };
+        }
+      }
+      return { blocker: null, inserted: missing, claim };
     } catch (error) {
-      // Inside a transaction mongod does not retry an upsert that lost an insert race: another
-      // writer created the same record at the same instant. The transaction is aborted.
-      if (!isDuplicateKey(error)) throw error;
-      const raced = (error as { keyValue?: { _id?: unknown } }).keyValue?._id ?? ids[0];
-      return { documentId: raced };
+      // Inside a transaction mongod does not retry an upsert that lost an insert race (another
+      // writer created the same record at the same instant): the transaction must be retried.
+      if (isDuplicateKey(error)) throw new ClaimRaceError(error);
+      throw error;
     }
+  }
+
+  /**
+   * Deletes, inside the transaction that inserted them, the records claimForWrite inserted: one
+   * `delete` command, one statement per record, each found through the `_id` index and only if it
+   * still carries this claim (it does: nobody else can write it before the transaction ends).
+   */
+  async releaseClaims(claimed: ClaimResult, session: ClientSession): Promise<void> {
+    if (claimed.inserted.length === 0) return;
+    if (claimed.inserted.length === 1) {
+      await this.locks.deleteOne({ _id: claimed.inserted[0], claim: claimed.claim } as Document, { session });
+      return;
+    }
+    await this.locks.bulkWrite(
+      claimed.inserted.map((id) => ({ deleteOne: { filter: { _id: id, claim: claimed.claim } as Document } })),
+      { ordered: false, session },
+    );
   }
 
   /** Whether `ownerKey` holds an unexpired lock on the document. */

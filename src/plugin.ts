@@ -1,23 +1,21 @@
 /**
  * The Mongoose wiring: `schema.plugin(lockPlugin, options)` adds the statics, the methods and
- * the write guards. The lock algorithm lives in lock-store.ts, waiting in lock-waiter.ts,
- * renewal in lock-handle.ts, and the guards in save-guard.ts and query-guard.ts.
+ * the write guard. The lock algorithm lives in lock-store.ts, waiting in lock-waiter.ts,
+ * renewal in lock-handle.ts, and the write guard in guard/.
  */
 import type { HydratedDocument, SaveOptions, mongo } from 'mongoose';
 import { idCaster, validateLockCallOptions, validateOwner, type ResolvedCallOptions } from './arguments';
-import { supportsTransactions } from './deployment';
 import { InvalidLockArgumentError, InvalidLockOptionError, LockNotHeldError, LockTargetNotFoundError, LockedError } from './errors';
 import { attachHeldLock, heldLockState, lostError, newHeldLockState, type HeldLock, type HeldLockState } from './held-lock';
-import { toLockError, typedErrors } from './failures';
+import { typedErrors } from './failures';
+import { installWriteGuard, saveWithContext } from './guard/install';
 import { LockHandle, asyncDispose } from './lock-handle';
 import { lockInfoFrom, type Grant, type LockPage, type LockStatus } from './lock-store';
 import { acquireWaiting } from './lock-waiter';
 import { describeValue, resolveOptions, validateTtl, type LockPluginOptions } from './options';
 import { ownerKeyFunction } from './owner-key';
 import { pluginApplication } from './plugin-registration';
-import { guardBulkWrite, installQueryGuard } from './query-guard';
 import { runtimeFactory, type AnyModel, type AnySchema } from './runtime';
-import { saveGuard } from './save-guard';
 import { cursorAfter, fromStoredId, storedIdKey, validateListOptions, validateStatusIds, validateUnlockOptions } from './status-arguments';
 import { issueTicket, readTicket } from './ticket';
 
@@ -32,11 +30,6 @@ function requireHeld(doc: AnyDoc): HeldLockState {
   return state;
 }
 
-/** Whether a document is embedded in another (global registration reaches embedded schemas too). */
-function isSubdocument(doc: unknown): boolean {
-  return (doc as { $isSubdocument?: unknown }).$isSubdocument === true;
-}
-
 export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): void {
   // Decide first whether this application applies at all: the lock schemas themselves, a second
   // application, a schema already compiled, and embedded schemas reached by a global
@@ -47,13 +40,10 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
   const castId = idCaster(schema);
   const ownerKey = ownerKeyFunction(options);
   const runtimeOf = runtimeFactory(options);
-  const guardContext = { runtimeOf, ownerKey, transactions: options.transactions };
 
-  // When the model is initialised: create the sibling lock model (collection and indexes)
-  // and guard its bulkWrite.
+  // When the model is initialised: create the sibling lock model (collection and indexes).
   schema.on('init', (model: AnyModel) => {
     runtimeOf(model);
-    guardBulkWrite(model, guardContext);
   });
 
   /**
@@ -61,7 +51,7 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
    * then loads the document and attaches the lock to it.
    */
   async function lockAndLoad(model: AnyModel, id: unknown, owner: unknown, call: ResolvedCallOptions): Promise<{ doc: AnyDoc; state: HeldLockState }> {
-    const documentId = castId(id);
+    const documentId = castId(model, id);
     const who = validateOwner(owner);
     const ticket = call.resume === undefined ? undefined : readTicket(call.resume, documentId, 'resume');
     const { store, watch, ready } = runtimeOf(model);
@@ -88,9 +78,10 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
     const state = newHeldLockState(held, grant.serverNow);
     let doc: AnyDoc | null;
     try {
+      // The id as the caller gave it: Mongoose casts it exactly as castId did (setters included).
       // From the primary whatever the connection's read preference: the holder must edit the
       // latest version of the document, not a secondary's possibly older copy.
-      doc = (await model.findById(documentId).read('primary')) as AnyDoc | null;
+      doc = (await model.findById(id).read('primary')) as AnyDoc | null;
     } catch (error) {
       await store.release(state).catch(() => undefined);
       throw error;
@@ -159,7 +150,7 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
 
   schema.static('isLocked', function isLocked(this: AnyModel, id: unknown) {
     return typedErrors('isLocked', async () => {
-      const documentId = castId(id);
+      const documentId = castId(this, id);
       const { store, ready } = runtimeOf(this);
       await ready;
       return (await store.findActive(documentId)) !== null;
@@ -168,7 +159,7 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
 
   schema.static('getLock', function getLock(this: AnyModel, id: unknown) {
     return typedErrors('getLock', async () => {
-      const documentId = castId(id);
+      const documentId = castId(this, id);
       const { store, ready } = runtimeOf(this);
       await ready;
       return store.findActive(documentId);
@@ -177,7 +168,7 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
 
   schema.static('unlock', function unlock(this: AnyModel, id: unknown, owner: unknown, unlockOptions?: unknown) {
     return typedErrors('unlock', async () => {
-      const documentId = castId(id);
+      const documentId = castId(this, id);
       const who = validateOwner(owner);
       const { ticket } = validateUnlockOptions(unlockOptions);
       const token = ticket === undefined ? undefined : readTicket(ticket, documentId, 'ticket').token;
@@ -190,7 +181,7 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
   schema.static('lockStatus', function lockStatus(this: AnyModel, ids: unknown, statusOptions?: unknown) {
     return typedErrors('lockStatus', async (): Promise<(LockStatus | null)[]> => {
       const { ids: list, owner } = validateStatusIds(ids, statusOptions);
-      const documentIds = list.map((id) => castId(id));
+      const documentIds = list.map((id) => castId(this, id));
       const key = owner === undefined ? undefined : ownerKey(owner);
       const { store, ready } = runtimeOf(this);
       await ready;
@@ -208,21 +199,21 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
   schema.static('listLocks', function listLocks(this: AnyModel, listOptions?: unknown) {
     return typedErrors('listLocks', async (): Promise<LockPage> => {
       const { owner, limit, after } = validateListOptions(listOptions);
-      const start = after === undefined ? undefined : { id: castCursorId(after) };
+      const start = after === undefined ? undefined : { id: castCursorId(this, after) };
       const key = owner === undefined ? undefined : ownerKey(owner);
       const { store, ready } = runtimeOf(this);
       await ready;
       const { records, more } = await store.list(key, limit, start);
-      const locks = records.map((record) => lockInfoFrom(castId(fromStoredId(record._id)), record));
+      const locks = records.map((record) => lockInfoFrom(castId(this, fromStoredId(record._id)), record));
       const last = locks[locks.length - 1];
       return { locks, next: more && last ? cursorAfter(last.documentId) : null };
     });
   });
 
   /** Reads a listing cursor back into an `_id` of this schema's type (refusing anything else). */
-  function castCursorId(cursor: { id: unknown }): unknown {
+  function castCursorId(model: AnyModel, cursor: { id: unknown }): unknown {
     try {
-      return castId(fromStoredId(cursor.id));
+      return castId(model, fromStoredId(cursor.id));
     } catch {
       throw new InvalidLockOptionError('after', 'this is not a cursor from listLocks() for this model: pass `next` from the previous page unchanged.');
     }
@@ -230,7 +221,7 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
 
   schema.static('forceUnlock', function forceUnlock(this: AnyModel, id: unknown) {
     return typedErrors('forceUnlock', async () => {
-      const documentId = castId(id);
+      const documentId = castId(this, id);
       const { store, ready } = runtimeOf(this);
       await ready;
       return store.forceRelease(documentId);
@@ -273,64 +264,35 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
     const model = doc.constructor as AnyModel;
     const { store, ready } = runtimeOf(model);
     await ready;
+    const callerSession = sessionOf(doc, saveOptions);
+    const inCallerTransaction = callerSession?.inTransaction() === true;
 
-    // Release first, inside the transaction: the update of our own unexpired record is both the
-    // check and the release, and it commits or aborts together with the document write.
-    const releaseThenSave = async (session: ClientSession) => {
-      await store.release(state, session);
-      state.verifiedIn = session;
+    // The write guard releases the lock in the save's own transaction (the caller's, or the
+    // guard's on replica sets): the release is the check, and it commits or aborts with the write.
+    const context = await saveWithContext(doc, saveOptions, true);
+    if (!context.released) {
+      // Nothing was released with the write: there was nothing to write, or there are no
+      // transactions (the guard checked, the save wrote; now release).
       try {
-        await doc.save({ ...saveOptions, session });
+        await store.release(state, inCallerTransaction ? callerSession : undefined);
       } catch (error) {
-        state.lost = undefined; // the transaction aborts, so the release is undone too
-        throw error;
-      } finally {
-        state.verifiedIn = undefined;
+        // The write was made under a verified lock; if the lock lapsed since, it is gone all the same.
+        if (!(context.written && error instanceof LockNotHeldError)) throw error;
       }
-    };
-
-    const callerSession = (saveOptions?.session ?? doc.$session() ?? undefined) as ClientSession | undefined;
-    if (callerSession?.inTransaction()) {
-      // The caller's transaction: the caller commits, and with it the release.
-      await releaseThenSave(callerSession);
-      state.lost = 'released';
-      return;
     }
-    if (options.transactions === 'auto' && (await supportsTransactions(model.db))) {
-      try {
-        await model.db.transaction((session) => releaseThenSave(session));
-      } catch (error) {
-        if (error instanceof LockNotHeldError) state.lost = error.reason;
-        throw error;
-      } finally {
-        doc.$session(null);
-      }
-      state.lost = 'released';
-      return;
-    }
-    // No transactions: the guard checks the lock, the save writes, then we release.
-    await doc.save(saveOptions);
-    // The write was made under a verified lock; if the lock lapsed since, it is gone all the same.
-    await store.release(state).catch((error: unknown) => {
-      if (!(error instanceof LockNotHeldError)) throw error;
-    });
     state.lost = 'released';
+    // In the caller's transaction the release stands only if that transaction commits.
+    if (inCallerTransaction) state.pendingRelease = (callerSession as unknown as { transaction: object }).transaction;
   }
 
-  const guardSave = saveGuard(runtimeOf, ownerKey, options.requireLock);
-  schema.pre('save', function guardSaveOfDocument(this: AnyDoc) {
-    // Embedded documents are saved with (and guarded through) their top-level document.
-    if (isSubdocument(this)) return Promise.resolve();
-    return guardSave.call(this);
-  });
-  // A holder's save that fails in the database reports it as a typed LockError too.
-  // (Callback-style error middleware, which Mongoose 8 and 9 both recognise by its arity.)
-  const postErrorHandler = schema.post.bind(schema) as unknown as (
-    hook: 'save',
-    fn: (this: AnyDoc, error: unknown, doc: unknown, next: (error?: unknown) => void) => void,
-  ) => void;
-  postErrorHandler('save', function typeSaveErrors(error, _doc, next) {
-    next(heldLockState(this) ? toLockError('save', error) : error);
-  });
-  installQueryGuard(schema, guardContext);
+  /** The session a save of `doc` runs in: its options', the document's, or the transaction's of transactionAsyncLocalStorage. */
+  function sessionOf(doc: AnyDoc, saveOptions: SaveOptions | undefined): ClientSession | undefined {
+    if (saveOptions && Object.prototype.hasOwnProperty.call(saveOptions, 'session')) return (saveOptions.session ?? undefined) as ClientSession | undefined;
+    const own = doc.$session() as ClientSession | null;
+    if (own) return own;
+    const base = (doc.constructor as AnyModel).db.base as unknown as { transactionAsyncLocalStorage?: { getStore(): { session?: ClientSession } | undefined } };
+    return base.transactionAsyncLocalStorage?.getStore()?.session ?? undefined;
+  }
+
+  installWriteGuard(schema, { runtimeOf, ownerKey, options });
 }

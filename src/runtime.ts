@@ -6,6 +6,7 @@
  */
 import type { Model, Schema, mongo } from 'mongoose';
 import { supportsTransactions } from './deployment';
+import { InvalidLockOptionError } from './errors';
 import { lockCollectionSetup } from './lock-collection-setup';
 import { lockModelFor } from './lock-model';
 import { LockWatch } from './lock-waiter';
@@ -35,12 +36,21 @@ export type AnySchema = Schema<any, any, any, any, any, any, any, any, any>;
 export type RuntimeOf = (model: AnyModel) => ModelRuntime;
 
 export function runtimeFactory(options: ResolvedLockOptions): RuntimeOf {
-  const byModel = new WeakMap<object, ModelRuntime>();
+  // Keyed by the model's Mongoose collection (one per connection and collection name), so a
+  // model moved to another connection (Model.useConnection) gets that connection's lock model.
+  const byCollection = new WeakMap<object, ModelRuntime>();
   const byLockModel = new WeakMap<object, ModelRuntime>();
   return (model) => {
-    let runtime = byModel.get(model);
+    let runtime = byCollection.get(model.collection);
     if (!runtime) {
-      const name = options.collection ?? `${model.collection.collectionName}.locks`;
+      const own = model.collection.collectionName;
+      if (options.collection === own) {
+        throw new InvalidLockOptionError(
+          'collection',
+          `"${own}" is the collection of model ${model.modelName} itself: locking would write lock records over its documents and put a TTL index on them. Name another collection, or leave the option out for "${own}.locks".`,
+        );
+      }
+      const name = options.collection ?? `${own}.locks`;
       const lockModel = lockModelFor(model.db, name, options.purgeAfter);
       runtime = byLockModel.get(lockModel);
       if (!runtime) {
@@ -60,7 +70,7 @@ export function runtimeFactory(options: ResolvedLockOptions): RuntimeOf {
         };
         byLockModel.set(lockModel, runtime);
       }
-      byModel.set(model, runtime);
+      byCollection.set(model.collection, runtime);
     }
     return runtime;
   };

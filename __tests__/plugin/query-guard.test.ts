@@ -114,10 +114,13 @@ test('a bad lockOwner is refused before anything is sent', async () => {
   expect(conn.commands).toEqual([]);
 });
 
-test('the raw driver collection is not guarded (documented)', async () => {
+test("Mongoose's collection (Model.collection) is guarded; the driver's collection under it is not (documented)", async () => {
   const { _id: id } = await Txn.create({ title: 'raw' });
   const holder = await Txn.lock(id, 'holder');
-  await Txn.collection.updateOne({ _id: id }, { $set: { title: 'raw write' } });
+  await expect(Txn.collection.updateOne({ _id: id }, { $set: { title: 'through mongoose' } })).rejects.toBeInstanceOf(LockedError);
+  expect((await stored(Txn, id))!.title).toBe('raw');
+  const driverCollection = Txn.db.getClient().db(Txn.db.name).collection(Txn.collection.collectionName);
+  await driverCollection.updateOne({ _id: id }, { $set: { title: 'raw write' } });
   expect((await stored(Txn, id))!.title).toBe('raw write');
   await holder.unlock();
 });
@@ -151,17 +154,26 @@ test('with transactions, no non-holder write lands while a holder holds the lock
   expect(violations).toBe(0);
 }, 60_000);
 
-test('the cost README states: a guarded single-document write is find + claim + write + commit, or find + check + write', async () => {
+test('the cost README states: commands per guarded single-document write', async () => {
   const hello = await conn.connection.getClient().db('admin').command({ hello: 1 });
+  const replicaSet = typeof hello.setName === 'string';
   const { _id: id } = await Txn.create({ title: 'counted' });
   conn.resetCommands();
-  await Txn.updateOne({ _id: id }, { $set: { title: 'counted once' } });
-  if (typeof hello.setName === 'string') expect(conn.commands).toEqual(['find', 'findAndModify', 'update', 'commitTransaction']);
-  else expect(conn.commands).toEqual(['find', 'find', 'update']);
+  await Txn.updateOne({ _id: id }, { $set: { title: 'never locked' } });
+  // _id filter, no lock record: claim (inserts one), write, delete the claim record, commit.
+  expect(conn.commands).toEqual(replicaSet ? ['findAndModify', 'update', 'delete', 'commitTransaction'] : ['find', 'update']);
+  await (await Txn.lock(id, 'someone')).unlock(); // now the document has a (released) lock record
+  conn.resetCommands();
+  await Txn.updateOne({ _id: id }, { $set: { title: 'has a record' } });
+  expect(conn.commands).toEqual(replicaSet ? ['findAndModify', 'update', 'commitTransaction'] : ['find', 'update']);
+  conn.resetCommands();
+  await Txn.updateOne({ title: 'has a record' }, { $set: { title: 'by a field' } });
+  expect(conn.commands).toEqual(replicaSet ? ['find', 'findAndModify', 'update', 'commitTransaction'] : ['find', 'find', 'update']);
+
   const { _id: other } = await NoTxn.create({ title: 'counted' });
   conn.resetCommands();
   await NoTxn.updateOne({ _id: other }, { $set: { title: 'counted twice' } });
-  expect(conn.commands).toEqual(['find', 'find', 'update']);
+  expect(conn.commands).toEqual(['find', 'update']);
   conn.resetCommands();
   await NoTxn.updateOne({ _id: other }, { $set: { title: 'unchecked' } }).setOptions({ skipLockCheck: true });
   expect(conn.commands).toEqual(['update']);

@@ -114,7 +114,8 @@ describe('Model.acquireLock', () => {
   test('`await using` releases at the end of the block', async () => {
     const { _id: id } = await WorkItem.create({ title: 'scoped' });
     {
-      await using handle = await WorkItem.acquireLock(id, 'scoped-owner');
+      // A ttl far above the block's length: this test is about the release, not renewal timing.
+      await using handle = await WorkItem.acquireLock(id, 'scoped-owner', { ttl: 10_000 });
       expect(handle).toBeInstanceOf(LockHandle);
       expect(await WorkItem.isLocked(id)).toBe(true);
       handle.document.title = 'edited in scope';

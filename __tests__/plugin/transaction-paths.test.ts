@@ -1,7 +1,8 @@
 /**
  * The two lock-collection commands of the write guard that only run inside a transaction with
- * more than the simplest input: the holder's own write to several locked documents (one `update`
- * claiming every target, then one `find` reading the claims back), and a locked document saved
+ * more than the simplest input: the holder's own write to several locked documents (a lock check
+ * before the batch, then in the batch's transaction one `find` of the targets' records and one
+ * `update` claiming the existing ones; issue 10), and a locked document saved
  * inside the caller's own transaction (its lock record is written, so a takeover conflicts with
  * the transaction). docs/mongodb-compatibility.md documents both; these tests make the suite send
  * them, so the recorded command list (docs/lock-commands.json) covers them.
@@ -33,7 +34,7 @@ function needsTransactions(): boolean {
   return replicaSet;
 }
 
-test('the holder updates several locked documents: one update claims every target, one find reads the claims back', async () => {
+test('the holder updates several locked documents: a lock check, then one find of the records and one update claiming them in the batch transaction', async () => {
   if (!needsTransactions()) return;
   const docs = await WorkItem.create([{ title: 'a' }, { title: 'b' }, { title: 'c' }]);
   const ids = docs.map((doc) => doc._id);
@@ -41,7 +42,10 @@ test('the holder updates several locked documents: one update claims every targe
   conn.resetCommands();
   const result = await WorkItem.updateMany({ _id: { $in: ids } }, { $set: { title: 'by the holder' } }).setOptions({ lockOwner: 'holder' });
   expect(result.modifiedCount).toBe(3);
-  expect(conn.commands).toEqual(['find', 'update', 'find', 'update', 'commitTransaction']);
+  // The check before the batch (find), the batch: the records (find), their claim (update), the
+  // write as one statement per document (update), the commit. Every target had a record (locked),
+  // so nothing was inserted and nothing is deleted.
+  expect(conn.commands).toEqual(['find', 'find', 'update', 'update', 'commitTransaction']);
   for (const id of ids) expect(await WorkItem.isLocked(id)).toBe(true);
   await WorkItem.releaseAllFor('holder');
 });

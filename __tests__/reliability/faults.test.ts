@@ -1,7 +1,10 @@
 /**
  * Faults (issue 5): network errors, closed connections, timeouts and a non-retryable server
  * error, injected with the `failCommand` fail point into each lock operation: acquire
- * (findAndModify), release (update), renew (findAndModify) and the guarded save (update).
+ * (findAndModify), release (update), renew (findAndModify) and the guarded save (update; on the
+ * check-then-write path, `transactions: 'never'`, where the save's own command meets the fault).
+ * On the atomic path the guarded save runs in the guard's own transaction, which retries
+ * transient faults as the driver's withTransaction does (issue 10): see the last describe.
  *
  * After every fault:
  *  - no lock is held by nobody for longer than its TTL: whatever the fault left behind, another
@@ -47,6 +50,10 @@ let slow: MonitoredConnection;
 let Clean: WorkItemModel;
 let Faulty: WorkItemModel;
 let Slow: WorkItemModel;
+/** The same, with the check-then-write guard (`transactions: 'never'`), on their own collection. */
+let CleanNever: WorkItemModel;
+let FaultyNever: WorkItemModel;
+let SlowNever: WorkItemModel;
 
 beforeAll(async () => {
   const started = await startRestartableBackend(dataDir.path);
@@ -63,6 +70,9 @@ beforeAll(async () => {
   Clean = await workItemModel(clean.connection, { ttl: TTL_MS }, 'FaultItem');
   Faulty = await workItemModel(faulty.connection, { ttl: TTL_MS }, 'FaultItem');
   Slow = await workItemModel(slow.connection, { ttl: TTL_MS }, 'FaultItem');
+  CleanNever = await workItemModel(clean.connection, { ttl: TTL_MS, transactions: 'never' }, 'FaultItemNever');
+  FaultyNever = await workItemModel(faulty.connection, { ttl: TTL_MS, transactions: 'never' }, 'FaultItemNever');
+  SlowNever = await workItemModel(slow.connection, { ttl: TTL_MS, transactions: 'never' }, 'FaultItemNever');
 }, 60_000);
 
 afterAll(async () => {
@@ -109,6 +119,8 @@ interface Operation {
   target: 'locks' | 'documents';
   /** Locks beforehand (without faults) when the operation needs a held lock. */
   needsLock: boolean;
+  /** Runs on the check-then-write models (`transactions: 'never'`). */
+  checkThenWrite?: boolean;
   run(model: WorkItemModel, id: Types.ObjectId, held: Doc | undefined): Promise<unknown>;
 }
 
@@ -117,16 +129,19 @@ const operations: Operation[] = [
   { name: 'release (doc.unlock)', command: 'update', target: 'locks', needsLock: true, run: (_model, _id, held) => held!.unlock() },
   { name: 'renew (doc.extendLock)', command: 'findAndModify', target: 'locks', needsLock: true, run: (_model, _id, held) => held!.extendLock() },
   {
-    name: 'guarded save (doc.save)',
+    name: "guarded save (doc.save, transactions: 'never')",
     command: 'update',
     target: 'documents',
     needsLock: true,
+    checkThenWrite: true,
     run: (_model, _id, held) => {
       held!.title = 'written by A under a fault';
       return held!.save();
     },
   },
 ];
+
+const Clean0 = () => Clean;
 
 /** What each scenario left for its "typed error" test. */
 const seen = new Map<string, unknown>();
@@ -136,7 +151,8 @@ describe.each(operations)('$name', (operation) => {
     const key = `${operation.name} / ${fault.name}`;
 
     test('the fault reaches the caller, and afterwards another owner gets the lock within ttl and the faulted caller cannot write', async () => {
-      const model = fault.timeout ? Slow : Faulty;
+      const model = operation.checkThenWrite ? (fault.timeout ? SlowNever : FaultyNever) : fault.timeout ? Slow : Faulty;
+      const Clean = operation.checkThenWrite ? CleanNever : Clean0();
       const { _id: id } = await Clean.create({ title: 'original' });
       let held: Doc | undefined = operation.needsLock ? ((await model.lock(id, 'owner-A')) as Doc) : undefined;
       const fenceBefore = held?.heldLock()?.fence ?? 0;
@@ -272,4 +288,39 @@ describe('a storm: contenders through random faults on every lock command', () =
     expect(database.length).toBeGreaterThan(0);
     expect(database.filter((e) => !e.retryable)).toEqual([]);
   });
+});
+
+describe("guarded save in the guard's own transaction (transactions: 'auto' on a replica set)", () => {
+  test.each(faults)('with $name: transient faults are retried inside the transaction, anything else reaches the caller typed', async (fault) => {
+    const hello = await clean.connection.getClient().db('admin').command({ hello: 1 });
+    if (typeof hello.setName !== 'string') return; // no transactions: the check-then-write path above
+    const model = fault.timeout ? Slow : Faulty;
+    const { _id: id } = await Clean.create({ title: 'original' });
+    const held = (await model.lock(id, 'owner-A', { ttl: 20_000 })) as Doc;
+    held.title = 'written by A';
+    await failPoint(Clean.collection.collectionName, fault.mode, { failCommands: ['update'], ...fault.data });
+    let error: unknown;
+    try {
+      await held.save();
+    } catch (e) {
+      error = e;
+    } finally {
+      await failPointOff();
+    }
+    if (fault.timeout) await sleep(BLOCK_MS + 200); // a blocked attempt still runs on the server, then aborts with its transaction
+    const stored = (await Clean.findById(id).lean())!;
+    if (fault.retryable) {
+      // TransientTransactionError (network errors and timeouts in a transaction carry it): the
+      // guard aborted the attempt and ran the transaction again; the save landed once.
+      expect(error).toBeUndefined();
+      expect(stored.title).toBe('written by A');
+    } else {
+      expect(error).toBeInstanceOf(LockDatabaseError);
+      expect((error as LockDatabaseError).retryable).toBe(false);
+      expect((error as Error).cause).toBeInstanceOf(MongoError);
+      expect(stored.title).toBe('original');
+    }
+    expect(await Clean.isLocked(id)).toBe(true); // a plain save keeps the lock
+    await held.unlock();
+  }, 30_000);
 });

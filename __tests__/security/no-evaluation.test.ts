@@ -104,6 +104,32 @@ describe.each(['hash', 'plain'] as const)('ownerStorage %s: $-prefixed owners ar
     expect((await WorkItem.findById(id).orFail()).title).toBe('held');
     await holder.unlock();
   });
+
+  test('guarded writes by a $-prefixed holder (one target, a batch of targets, a save) go through, and no command evaluates the owner', async () => {
+    sent.length = 0;
+    for (const [n, owner] of dollarOwners.entries()) {
+      const docs = await WorkItem.create([{ title: `a${n}` }, { title: `b${n}` }, { title: `c${n}` }]);
+      const ids = docs.map((d) => d._id);
+      await WorkItem.lock(ids[0], owner);
+      await WorkItem.lock(ids[1], owner);
+      const asOwner = { lockOwner: owner } as Record<string, unknown>;
+      await WorkItem.updateOne({ _id: ids[0] }, { $set: { title: `one${n}` } }, asOwner);
+      await WorkItem.updateMany({ _id: { $in: ids } }, { $set: { status: 'done' } }, asOwner);
+      await WorkItem.updateMany({ title: { $in: [`one${n}`, `b${n}`, `c${n}`] } }, { $inc: { edits: 1 } }, asOwner);
+      const held = await WorkItem.lock(ids[2], owner);
+      held.edits = 10;
+      await held.saveAndUnlock();
+      expect((await WorkItem.find({ _id: { $in: ids } }).sort({ _id: 1 }).lean()).map((d) => [d.status, d.edits])).toEqual([
+        ['done', 1],
+        ['done', 1],
+        ['done', 10],
+      ]);
+      // Someone else is still refused on the two documents the owner holds.
+      await expect(WorkItem.updateMany({ _id: { $in: ids } }, { $set: { title: 'x' } }, { lockOwner: 'mallory' } as Record<string, unknown>)).rejects.toBeInstanceOf(LockedError);
+    }
+    expect(sent.length).toBeGreaterThan(0);
+    for (const command of sent) for (const s of evaluatedStrings(command)) expect(ALLOWED_DOLLAR_STRINGS).toContain(s);
+  });
 });
 
 // Issue 11: labels, tickets, the status of a page and the admin listing carry caller values too.

@@ -28,6 +28,16 @@ export interface ContenderConfig {
   backoffCapMs: number;
   /** Upper bound of the random pause after each critical section, in ms (pacing). */
   thinkMs: number;
+  /**
+   * Wall-clock time (epoch ms) after which workers start no new critical section once this
+   * process has run `minSections`: the test is sized by a time budget, so a loaded machine runs
+   * fewer sections instead of timing out.
+   */
+  deadline: number;
+  /** Sections this process runs even past `deadline` (but not past `hardDeadline`). */
+  minSections: number;
+  /** Wall-clock time (epoch ms) after which no new section starts at all. */
+  hardDeadline: number;
 }
 
 export interface ContenderReport {
@@ -67,7 +77,11 @@ async function main(): Promise<void> {
   const worker = async (w: number): Promise<void> => {
     const owner = `proc${config.process}-worker${w}`;
     let backoff = config.backoffMs;
-    for (let done = 0; done < config.sectionsPerWorker; ) {
+    const more = () => {
+      const now = Date.now();
+      return now < config.hardDeadline && (now < config.deadline || report.sections < config.minSections);
+    };
+    for (let done = 0; done < config.sectionsPerWorker && more(); ) {
       const d = Math.floor(Math.random() * ids.length);
       let doc;
       try {

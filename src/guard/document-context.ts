@@ -1,0 +1,41 @@
+/**
+ * What the guard knows about the document a `save()` or `doc.deleteOne()` writes: the lock the
+ * instance carries (checked by its token, so a stale instance stays refused even after its owner
+ * locked the document again) and whether the write should also release it (`saveAndUnlock`).
+ * Mongoose builds the write itself and calls the collection; this context travels with that
+ * call through AsyncLocalStorage, and the guard uses it only for a write of this very document
+ * on its model's collection.
+ */
+import { AsyncLocalStorage } from 'node:async_hooks';
+import type { HeldLockState } from '../held-lock';
+import { idKey } from './targets';
+
+export interface DocumentWrite {
+  /** The Mongoose collection the document belongs to. */
+  collection: object;
+  /** Key of the document's `_id` (see idKey). */
+  idKey: string;
+  /** The lock the instance carries, if any (released or lost ones included: they refuse). */
+  state: HeldLockState | undefined;
+  /** `save()` (requireLock applies) or `doc.deleteOne()`. */
+  kind: 'save' | 'delete';
+  /** saveAndUnlock: release the lock in the same transaction as the write. */
+  release: boolean;
+  /** Set by the guard once the lock was released with the write. */
+  released: boolean;
+  /** Set by the guard once the write of this document, checked against its lock, was sent. */
+  written: boolean;
+}
+
+const storage = new AsyncLocalStorage<DocumentWrite>();
+
+export function runAsDocumentWrite<T>(context: DocumentWrite, fn: () => T): T {
+  return storage.run(context, fn);
+}
+
+/** The document context for a write of `filterId` on `collection`, if there is one. */
+export function documentWriteFor(collection: object, filterId: unknown): DocumentWrite | undefined {
+  const context = storage.getStore();
+  if (!context || context.collection !== collection || filterId === undefined) return undefined;
+  return context.idKey === idKey(filterId) ? context : undefined;
+}

@@ -1,0 +1,108 @@
+/**
+ * Which documents a write touches, worked out from the write itself: the filter exactly as
+ * Mongoose hands it to the driver (cast, aliases translated, `strictQuery` applied), with the
+ * write's own sort, collation, hint and `let` variables. Nothing here re-casts a filter, so the
+ * guard can never disagree with the write about its targets.
+ */
+import { mongo } from 'mongoose';
+
+type Document = mongo.Document;
+
+/** Read options of a write that decide which documents its filter selects. */
+export interface SelectionOptions {
+  sort?: unknown;
+  collation?: unknown;
+  hint?: unknown;
+  let?: unknown;
+}
+
+/** A plain object whose keys are query operators (`{ $in: [...] }`), as opposed to a value. */
+function isOperatorObject(value: unknown): value is Record<string, unknown> {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) return false;
+  if ((value as { _bsontype?: unknown })._bsontype !== undefined) return false; // ObjectId, Decimal128, ...
+  const keys = Object.keys(value);
+  return keys.length > 0 && keys.every((key) => key.startsWith('$'));
+}
+
+/** A value that `{ _id: value }` compares by equality (a regex would match by pattern instead). */
+function isEqualityValue(value: unknown): boolean {
+  if (value === undefined || value === null || value instanceof RegExp || Array.isArray(value)) return false;
+  if (typeof value === 'object' && (value as { _bsontype?: unknown })._bsontype === 'BSONRegExp') return false;
+  if (typeof value === 'object' && !isOperatorObject(value) && (value as { _bsontype?: unknown })._bsontype === undefined) {
+    // An embedded-document _id is compared by equality too, unless it hides operators.
+    return Object.keys(value).every((key) => !key.startsWith('$'));
+  }
+  return !isOperatorObject(value);
+}
+
+/**
+ * The `_id`s a filter names by equality at its top level (`{ _id: v }`, `{ _id: { $eq: v } }`,
+ * `{ _id: { $in: [...] } }`, alone or beside other conditions): the write can only touch these,
+ * so no target search is needed. Undefined when the filter does not name its `_id`s.
+ */
+export function idsNamedBy(filter: Document | undefined): unknown[] | undefined {
+  if (!filter || typeof filter !== 'object' || !Object.prototype.hasOwnProperty.call(filter, '_id')) return undefined;
+  const value: unknown = filter._id;
+  if (isOperatorObject(value)) {
+    const keys = Object.keys(value);
+    if (keys.length !== 1) return undefined;
+    if (keys[0] === '$eq') return isEqualityValue(value.$eq) ? [value.$eq] : undefined;
+    if (keys[0] === '$in' && Array.isArray(value.$in) && value.$in.every(isEqualityValue)) return value.$in as unknown[];
+    return undefined;
+  }
+  return isEqualityValue(value) ? [value] : undefined;
+}
+
+/**
+ * `filter` narrowed to the given `_id`s, so a write touches only documents the guard checked.
+ * The filter's own conditions stay, and the server re-evaluates them at the write.
+ */
+export function pinnedTo(filter: Document, ids: unknown[]): Document {
+  const idCondition = ids.length === 1 ? ids[0] : { $in: ids };
+  if (!Object.prototype.hasOwnProperty.call(filter, '_id')) return { ...filter, _id: idCondition };
+  return { $and: [filter, { _id: idCondition }] };
+}
+
+/** A stable key for an `_id` value (BSON types included), for de-duplication. */
+export function idKey(id: unknown): string {
+  return mongo.BSON.EJSON.stringify({ id } as Document, { relaxed: false });
+}
+
+/** `ids` without repetitions, in their first order. */
+export function distinctIds(ids: unknown[]): unknown[] {
+  const seen = new Set<string>();
+  const out: unknown[] = [];
+  for (const id of ids) {
+    const key = idKey(id);
+    if (seen.has(key)) continue;
+    seen.add(key);
+    out.push(id);
+  }
+  return out;
+}
+
+/** The read options of a find that selects what `options`' write selects. */
+function findOptions(options: SelectionOptions, session: mongo.ClientSession | undefined, limit: number | undefined): mongo.FindOptions {
+  const out: mongo.FindOptions = { projection: { _id: 1 }, session };
+  if (options.sort !== undefined) out.sort = options.sort as mongo.Sort;
+  if (options.collation !== undefined) out.collation = options.collation as mongo.CollationOptions;
+  if (options.hint !== undefined) out.hint = options.hint as mongo.Hint;
+  if (options.let !== undefined) out.let = options.let as Document;
+  if (limit !== undefined) out.limit = limit;
+  return out;
+}
+
+/**
+ * The `_id`s of the documents `filter` selects, read through the write's own collection with the
+ * write's selection options (one `find`; `limit` for single-document writes).
+ */
+export async function findTargets(
+  collection: mongo.Collection<Document>,
+  filter: Document,
+  options: SelectionOptions,
+  session: mongo.ClientSession | undefined,
+  limit?: number,
+): Promise<unknown[]> {
+  const docs = await collection.find(filter, findOptions(options, session, limit)).toArray();
+  return docs.map((doc) => doc._id);
+}

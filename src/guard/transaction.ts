@@ -1,0 +1,102 @@
+/**
+ * The guard's own transactions: started, committed and retried here, following the rules of the
+ * driver's convenient transaction API (mongodb/specifications,
+ * source/transactions-convenient-api/transactions-convenient-api.md):
+ *  - an error labelled TransientTransactionError (e.g. WriteConflict, code 112, which mongod
+ *    returns at once when two transactions write one document: "First Updater Wins",
+ *    jstests/core/txns/transactions_write_conflicts.js) aborts the attempt and the whole
+ *    transaction is retried, after a jittered exponential backoff (5 ms × 1.5^attempt, at most
+ *    500 ms), until 120 s have passed;
+ *  - a commit that fails with UnknownTransactionCommitResult is retried as a commit (the driver
+ *    then sends it with w: 'majority'), within the same 120 s.
+ * The retried body must be safe to run again: the guard's bodies re-send the same commands.
+ */
+import type { Connection, mongo } from 'mongoose';
+
+type ClientSession = mongo.ClientSession;
+
+/** How long the guard keeps retrying one transaction: the convenient API's bound. */
+export const TRANSACTION_RETRY_BUDGET_MS = 120_000;
+const BACKOFF_INITIAL_MS = 5;
+const BACKOFF_MAX_MS = 500;
+const BACKOFF_GROWTH = 1.5;
+
+function hasLabel(error: unknown, label: string): boolean {
+  const withLabels = error as { hasErrorLabel?: (label: string) => boolean } | null;
+  return typeof withLabels?.hasErrorLabel === 'function' && withLabels.hasErrorLabel(label);
+}
+
+/** A MaxTimeMSExpired commit is not retried (the spec's exception to the commit retry rule). */
+function isMaxTimeExpired(error: unknown): boolean {
+  const e = error as { code?: unknown; writeConcernError?: { code?: unknown } } | null;
+  return e?.code === 50 || e?.writeConcernError?.code === 50;
+}
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/** Transaction options for the guard: reads from the primary; the write's own write concern at commit. */
+export interface GuardTransactionOptions {
+  writeConcern?: mongo.WriteConcernSettings;
+}
+
+/**
+ * Runs `body` in a transaction on `session` (the caller's session outside a transaction, so its
+ * causal consistency is kept) or on a new session of `connection`, and commits it. Retries as
+ * described above; any other error aborts the transaction and reaches the caller unchanged.
+ */
+export async function runInTransaction<T>(
+  connection: Connection,
+  session: ClientSession | undefined,
+  body: (session: ClientSession) => Promise<T>,
+  options: GuardTransactionOptions = {},
+): Promise<T> {
+  // The driver's session, not Mongoose's connection.startSession(): that one first waits for
+  // Mongoose to call the connection "connected" again after a network error, which takes until
+  // the driver's next heartbeat (up to 10 s), while the driver itself selects a server at once.
+  const own = session ?? (connection.getClient().startSession() as ClientSession);
+  const deadline = Date.now() + TRANSACTION_RETRY_BUDGET_MS;
+  const transactionOptions: mongo.TransactionOptions = { readPreference: 'primary' };
+  if (options.writeConcern) transactionOptions.writeConcern = options.writeConcern;
+  try {
+    for (let attempt = 0; ; attempt++) {
+      own.startTransaction(transactionOptions);
+      let result: T;
+      try {
+        result = await body(own);
+      } catch (error) {
+        if (own.inTransaction()) await own.abortTransaction().catch(() => undefined);
+        if (hasLabel(error, 'TransientTransactionError') && (await backedOff(attempt, deadline))) continue;
+        throw error;
+      }
+      try {
+        await commit(own, deadline);
+        return result;
+      } catch (error) {
+        if (hasLabel(error, 'TransientTransactionError') && !hasLabel(error, 'UnknownTransactionCommitResult') && (await backedOff(attempt, deadline))) continue;
+        throw error;
+      }
+    }
+  } finally {
+    if (!session) await own.endSession().catch(() => undefined);
+  }
+}
+
+/** Sleeps the backoff for `attempt`; false (no sleep) when that would pass the deadline. */
+async function backedOff(attempt: number, deadline: number): Promise<boolean> {
+  const backoff = Math.random() * Math.min(BACKOFF_INITIAL_MS * BACKOFF_GROWTH ** attempt, BACKOFF_MAX_MS);
+  if (Date.now() + backoff >= deadline) return false;
+  await sleep(backoff);
+  return true;
+}
+
+async function commit(session: ClientSession, deadline: number): Promise<void> {
+  for (;;) {
+    try {
+      await session.commitTransaction();
+      return;
+    } catch (error) {
+      if (hasLabel(error, 'UnknownTransactionCommitResult') && !isMaxTimeExpired(error) && Date.now() < deadline) continue;
+      throw error;
+    }
+  }
+}

@@ -1,0 +1,406 @@
+/**
+ * The write guard: refuses writes to documents someone else has locked, on every write method of
+ * a model's Mongoose collection (the object through which Mongoose sends every update, replace,
+ * delete, findAndModify and bulkWrite: queries, `save()`, `doc.deleteOne()`, `Model.bulkWrite`).
+ * At that point the write is final: its filter is cast exactly as it will run (setters, aliases,
+ * `strictQuery`), its session is resolved (including `transactionAsyncLocalStorage`), and no
+ * Mongoose middleware option can skip it.
+ *
+ * Three ways to run a guarded write:
+ *  - joined: the write is inside the caller's transaction. The guard claims the targets' lock
+ *    records in that transaction and the write commits or aborts with it (PRODUCT.md property 10).
+ *  - atomic (`transactions: 'auto'` on a replica set or sharded cluster): the guard runs the
+ *    claim and the write in a transaction of its own, retried on transient conflicts, so nothing
+ *    happens between the check and the write (property 5). A session the caller passed outside a
+ *    transaction carries that transaction (its causal consistency is kept).
+ *  - check, then write (`transactions: 'never'`, standalone servers): a read of the lock records,
+ *    then the write. See README, Limits, for the window this leaves.
+ */
+import type { Connection, mongo } from 'mongoose';
+import { supportsTransactions } from '../deployment';
+import { InvalidLockArgumentError, LockNotHeldError, LockedError } from '../errors';
+import { toLockError } from '../failures';
+import { lostError, settleRelease } from '../held-lock';
+import { ClaimRaceError, type Blocker, type ClaimResult, type LockStore } from '../lock-store';
+import type { OwnerKey } from '../owner-key';
+import { documentWriteFor, type DocumentWrite } from './document-context';
+import { LockedDuringWriteError, type CommittedWrites } from './errors';
+import { takeLockOptions } from './options';
+import { distinctIds, findTargets, idsNamedBy, pinnedTo, type SelectionOptions } from './targets';
+import { runInTransaction } from './transaction';
+
+type ClientSession = mongo.ClientSession;
+type Document = mongo.Document;
+
+/**
+ * Documents per transaction of a guarded multi-document write. Each batch claims, writes and
+ * releases at most this many documents, so transactions stay small whatever the write's size.
+ */
+export const GUARD_BATCH_SIZE = 1_000;
+
+/** The Mongoose collection methods the guard wraps: every driver method that can change an existing document. */
+export const GUARDED_METHODS = [
+  'updateOne',
+  'updateMany',
+  'replaceOne',
+  'deleteOne',
+  'deleteMany',
+  'findOneAndUpdate',
+  'findOneAndReplace',
+  'findOneAndDelete',
+  'bulkWrite',
+] as const;
+export type GuardedMethod = (typeof GUARDED_METHODS)[number];
+
+const SINGLE_DOCUMENT: ReadonlySet<GuardedMethod> = new Set(['updateOne', 'replaceOne', 'deleteOne', 'findOneAndUpdate', 'findOneAndReplace', 'findOneAndDelete']);
+const WITH_UPDATE: ReadonlySet<GuardedMethod> = new Set(['updateOne', 'updateMany', 'replaceOne', 'findOneAndUpdate', 'findOneAndReplace']);
+/** What save(), doc.deleteOne(), doc.updateOne() and doc.replaceOne() send. */
+const DOCUMENT_METHODS: ReadonlySet<GuardedMethod> = new Set(['updateOne', 'replaceOne', 'deleteOne']);
+const BULK_KINDS = ['insertOne', 'updateOne', 'updateMany', 'replaceOne', 'deleteOne', 'deleteMany'] as const;
+
+/** Calls the collection's own (unguarded) method with the given arguments. */
+export type Invoke = (args: unknown[]) => Promise<unknown>;
+
+export interface GuardSettings {
+  connection: Connection;
+  store: LockStore;
+  /** Resolves once the lock collection exists. */
+  ready: Promise<unknown>;
+  ownerKey: OwnerKey;
+  transactions: 'auto' | 'never';
+  requireLock: boolean;
+}
+
+/** Who is writing: the holder of one acquisition (a locked instance), or an owner (or nobody). */
+type Writer =
+  | { kind: 'holder'; document: DocumentWrite }
+  | { kind: 'owner'; ownerKey: string | undefined; mustHold: boolean };
+
+type Mode = { kind: 'joined'; session: ClientSession } | { kind: 'atomic'; session: ClientSession | undefined } | { kind: 'check'; session: ClientSession | undefined };
+
+const REFUSED = ' The write was refused; nothing was written.';
+
+function refusal(blocker: Blocker): LockedError {
+  return new LockedError(blocker.documentId, blocker.expiresAt, REFUSED, blocker.remainingMs);
+}
+
+/** Runs one of the guard's own commands, converting driver errors as every plugin boundary does. */
+async function own<T>(operation: string, run: () => Promise<T>): Promise<T> {
+  try {
+    return await run();
+  } catch (error) {
+    if (error instanceof ClaimRaceError) throw error;
+    throw toLockError(operation, error);
+  }
+}
+
+function chunks<T>(items: T[], size: number): T[][] {
+  const out: T[][] = [];
+  for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size));
+  return out;
+}
+
+/** The write concern the caller asked for, moved to the commit (inside a transaction only commit takes one). */
+function commitWriteConcern(options: Record<string, unknown>): mongo.WriteConcernSettings | undefined {
+  const wc = (options.writeConcern as mongo.WriteConcernSettings | undefined) ?? {};
+  const merged: mongo.WriteConcernSettings = { ...wc };
+  if (options.w !== undefined) merged.w = options.w as mongo.W;
+  if (options.j !== undefined) merged.journal = options.j as boolean;
+  if (options.wtimeout !== undefined) merged.wtimeoutMS = options.wtimeout as number;
+  if (Object.keys(merged).length === 0 || merged.w === 0) return undefined; // unacknowledged commits are not allowed
+  return merged;
+}
+
+/** Whether a single-document write's result says it touched no document. */
+function touchedNothing(method: GuardedMethod, result: unknown): boolean {
+  const r = result as { matchedCount?: number; deletedCount?: number; upsertedCount?: number; value?: unknown; lastErrorObject?: unknown } | null;
+  if (method === 'updateOne' || method === 'replaceOne') return r?.matchedCount === 0 && !r.upsertedCount;
+  if (method === 'deleteOne') return r?.deletedCount === 0;
+  if (r === null) return true;
+  return r?.lastErrorObject !== undefined && r.value === null;
+}
+
+export class WriteGuard {
+  constructor(
+    private readonly collection: object,
+    private readonly raw: () => mongo.Collection<Document>,
+    private readonly settings: GuardSettings,
+  ) {}
+
+  /**
+   * Guards one call of `method` with `args`; `invoke` performs the unguarded call, `invokeBulk`
+   * an unguarded `bulkWrite` on the same collection (for batches of multi-document writes).
+   */
+  async run(method: GuardedMethod, callArgs: unknown[], invoke: Invoke, invokeBulk: Invoke): Promise<unknown> {
+    const args = [...callArgs];
+    const optionsAt = method === 'bulkWrite' ? 1 : WITH_UPDATE.has(method) ? 2 : 1;
+    const given = args[optionsAt];
+    const options: Record<string, unknown> = given !== null && typeof given === 'object' ? { ...(given as Record<string, unknown>) } : {};
+    args[optionsAt] = options;
+    const lockOptions = takeLockOptions(options);
+    if (method === 'bulkWrite') validateBulkOperations(args[0]);
+    if (lockOptions.skip) return invoke(args);
+
+    await this.settings.ready;
+    const filter = method === 'bulkWrite' ? undefined : ((args[0] ?? {}) as Document);
+    const document = DOCUMENT_METHODS.has(method) ? documentWriteFor(this.collection, filter?._id) : undefined;
+    const writer = this.writerFor(document, lockOptions.owner);
+    const mode = await this.modeFor(options.session as ClientSession | undefined);
+    const call: Call = { method, args, optionsAt, options, invoke, invokeBulk, writer, mode };
+    if (method === 'bulkWrite') return this.bulk(call);
+    if (SINGLE_DOCUMENT.has(method)) return this.single(call, filter!);
+    return this.multi(call, filter!);
+  }
+
+  private writerFor(document: DocumentWrite | undefined, owner: string | undefined): Writer {
+    if (document?.state) {
+      settleRelease(document.state);
+      // An instance whose lock is gone stays refused: retrying a refused save cannot slip
+      // through once the lock looks free.
+      if (document.state.lost !== undefined) throw lostError(document.state);
+      return { kind: 'holder', document };
+    }
+    const ownerKey = owner === undefined ? undefined : this.settings.ownerKey(owner);
+    return { kind: 'owner', ownerKey, mustHold: document?.kind === 'save' && this.settings.requireLock };
+  }
+
+  private async modeFor(session: ClientSession | undefined): Promise<Mode> {
+    if (session?.inTransaction()) return { kind: 'joined', session };
+    if (this.settings.transactions === 'auto' && (await own('write', () => supportsTransactions(this.settings.connection)))) return { kind: 'atomic', session };
+    return { kind: 'check', session };
+  }
+
+  /** Runs `body` as the mode says: in the caller's transaction, in the guard's own, or without one. */
+  private inMode<T>(call: Call, body: (session: ClientSession | undefined, atomic: boolean) => Promise<T>): Promise<T> {
+    const { mode } = call;
+    if (mode.kind === 'joined') return body(mode.session, true).catch((error: unknown) => Promise.reject(joinedError(error)));
+    if (mode.kind === 'atomic') {
+      return runInTransaction(this.settings.connection, mode.session, (session) => body(session, true), { writeConcern: commitWriteConcern(call.options) });
+    }
+    return body(mode.session, false);
+  }
+
+  /**
+   * Checks the targets for the writer. Atomic: claims them in the transaction (returns what to
+   * release after the write) or, for a holder, verifies (or, for saveAndUnlock, releases) its
+   * own acquisition by writing its record. Otherwise: reads.
+   */
+  private async check(call: Call, targets: unknown[], session: ClientSession | undefined, atomic: boolean): Promise<ClaimResult | undefined> {
+    const { store } = this.settings;
+    const { writer } = call;
+    if (writer.kind === 'holder') {
+      const { document } = writer;
+      const state = document.state!;
+      if (atomic && document.release) {
+        await own(call.method, () => store.release(state, session));
+        document.released = true;
+        return undefined;
+      }
+      await own(call.method, () => store.verify(state, session));
+      return undefined;
+    }
+    if (targets.length === 0) return undefined;
+    if (writer.mustHold) {
+      for (const id of targets) {
+        if (writer.ownerKey === undefined || !(await own(call.method, () => store.isHeldBy(id, writer.ownerKey!, session)))) {
+          throw new LockNotHeldError(id, 'not_locked');
+        }
+      }
+    }
+    if (atomic) {
+      const claimed = await own(call.method, () => store.claimForWrite(targets, writer.ownerKey, session!));
+      if (claimed.blocker) throw refusal(claimed.blocker);
+      return claimed;
+    }
+    for (const chunk of chunks(targets, GUARD_BATCH_SIZE)) {
+      const blocker = await own(call.method, () => store.findBlocking(chunk, writer.ownerKey, session));
+      if (blocker) throw refusal(blocker);
+    }
+    return undefined;
+  }
+
+  private async release(call: Call, claimed: ClaimResult | undefined, session: ClientSession | undefined): Promise<void> {
+    if (claimed && session) await own(call.method, () => this.settings.store.releaseClaims(claimed, session));
+  }
+
+  /** The write with `filter` as its filter and `session` as its session. */
+  private withFilterAndSession(call: Call, filter: Document | undefined, session: ClientSession | undefined): unknown[] {
+    const args = [...call.args];
+    if (filter !== undefined) args[0] = filter;
+    const options = { ...call.options };
+    if (session) options.session = session;
+    args[call.optionsAt] = options;
+    return args;
+  }
+
+  /**
+   * updateOne, replaceOne, deleteOne, findOneAnd*: the target is the `_id` the filter names, or
+   * else the one document a `find` with the write's filter, sort, collation and hint returns
+   * (limit 1); the write is then pinned to that `_id`, so it can only touch what was checked.
+   */
+  private single(call: Call, filter: Document): Promise<unknown> {
+    const named = idsNamedBy(filter);
+    const selection = call.options as SelectionOptions;
+    const attempt = async (session: ClientSession | undefined, atomic: boolean): Promise<{ result: unknown; pinned: boolean }> => {
+      let targets: unknown[];
+      let writeFilter = filter;
+      if (call.writer.kind === 'holder') targets = [filter._id];
+      else if (named) targets = distinctIds(named);
+      else {
+        targets = await own(call.method, () => findTargets(this.raw(), filter, selection, session, 1));
+        if (targets.length > 0) writeFilter = pinnedTo(filter, targets);
+      }
+      const claimed = await this.check(call, targets, session, atomic);
+      const result = await call.invoke(this.withFilterAndSession(call, writeFilter, session));
+      if (call.writer.kind === 'holder') call.writer.document.written = true;
+      await this.release(call, claimed, session);
+      return { result, pinned: writeFilter !== filter };
+    };
+    return this.inMode(call, async (session, atomic) => {
+      // Without a transaction the pinned document may stop matching between the find and the
+      // write; the write then looks for another target, as the unguarded write would have.
+      for (let round = 1; ; round++) {
+        const { result, pinned } = await attempt(session, atomic);
+        if (atomic || !pinned || round >= 3 || !touchedNothing(call.method, result)) return result;
+      }
+    });
+  }
+
+  /**
+   * updateMany, deleteMany. Targets: the `_id`s the filter names, or else every `_id` a `find`
+   * with the write's filter returns, read before any write (so a document the write moves is
+   * never visited twice, the server's own updateMany guarantee). All of them are checked first:
+   * a lock already there refuses the whole write. Then, in the guard's own transactions, batches
+   * of GUARD_BATCH_SIZE: claim, write, release, commit. A batch's write is one `update` (or
+   * `delete`) command holding one statement per document, the write's filter narrowed to that
+   * `_id`, so the server re-checks every condition per document, finds each through the `_id`
+   * index, and applies the same update with the same arrayFilters, collation and hint: what
+   * updateMany does per document. In the caller's transaction, or without transactions, the
+   * write is sent as it is, once.
+   */
+  private async multi(call: Call, filter: Document): Promise<unknown> {
+    const named = idsNamedBy(filter);
+    const selection = call.options as SelectionOptions;
+    const { mode } = call;
+    if (mode.kind !== 'atomic') {
+      return this.inMode(call, async (session, atomic) => {
+        const targets = named ? distinctIds(named) : await own(call.method, () => findTargets(this.raw(), filter, selection, session));
+        const claimed = await this.check(call, targets, session, atomic);
+        const result = await call.invoke(this.withFilterAndSession(call, undefined, session));
+        await this.release(call, claimed, session);
+        return result;
+      });
+    }
+    const targets = named ? distinctIds(named) : await own(call.method, () => findTargets(this.raw(), filter, selection, mode.session));
+    if (targets.length === 0) {
+      // Nothing matches now; the write (an upsert, say) runs in a transaction all the same, so it
+      // sees exactly what the search saw.
+      return this.inMode(call, (session) => call.invoke(this.withFilterAndSession(call, undefined, session)));
+    }
+    await this.check({ ...call, mode: { kind: 'check', session: mode.session } }, targets, mode.session, false);
+    const committed: CommittedWrites = { matchedCount: 0, modifiedCount: 0, deletedCount: 0 };
+    for (const batch of chunks(targets, GUARD_BATCH_SIZE)) {
+      let result: { matchedCount?: number; modifiedCount?: number; deletedCount?: number };
+      try {
+        result = await this.inMode(call, async (session, atomic) => {
+          const claimed = await this.check(call, batch, session, atomic);
+          const written = (await call.invokeBulk(this.perDocument(call, filter, batch, session))) as typeof result;
+          await this.release(call, claimed, session);
+          return written;
+        });
+      } catch (error) {
+        if (error instanceof LockedError && committed.matchedCount + committed.deletedCount > 0) throw new LockedDuringWriteError(error, committed);
+        throw error;
+      }
+      committed.matchedCount += result.matchedCount ?? 0;
+      committed.modifiedCount += result.modifiedCount ?? 0;
+      committed.deletedCount += result.deletedCount ?? 0;
+    }
+    if (call.method === 'deleteMany') return { acknowledged: true, deletedCount: committed.deletedCount };
+    return { acknowledged: true, matchedCount: committed.matchedCount, modifiedCount: committed.modifiedCount, upsertedCount: 0, upsertedId: null };
+  }
+
+  /** bulkWrite arguments applying an updateMany / deleteMany to each of `ids`, one statement per document. */
+  private perDocument(call: Call, filter: Document, ids: unknown[], session: ClientSession | undefined): unknown[] {
+    const { options } = call;
+    const named = Object.prototype.hasOwnProperty.call(filter, '_id') && idsNamedBy(filter) !== undefined;
+    const statementFor = (id: unknown): Document => {
+      const narrowed = named ? { ...filter, _id: id } : pinnedTo(filter, [id]);
+      const statement: Document = { filter: narrowed };
+      if (options.collation !== undefined) statement.collation = options.collation;
+      if (options.hint !== undefined) statement.hint = options.hint;
+      if (call.method === 'deleteMany') return { deleteOne: statement };
+      statement.update = call.args[1];
+      if (options.arrayFilters !== undefined) statement.arrayFilters = options.arrayFilters;
+      return { updateOne: statement };
+    };
+    const bulkOptions: Record<string, unknown> = { ordered: true, session };
+    for (const name of ['let', 'comment', 'bypassDocumentValidation'] as const) if (options[name] !== undefined) bulkOptions[name] = options[name];
+    return [ids.map(statementFor), bulkOptions];
+  }
+
+  /**
+   * Model.bulkWrite: the union of every operation's targets (inserts have none; an operation
+   * whose filter names its `_id`s needs no search; any other is checked against every document
+   * its filter matches, since the server picks among them), claimed together, then the whole
+   * bulk write, in one transaction. A document that only starts matching an operation because
+   * an earlier operation of the same bulk wrote it was claimed for that earlier operation.
+   */
+  private bulk(call: Call): Promise<unknown> {
+    const operations = call.args[0] as Record<string, { filter?: Document; collation?: unknown; hint?: unknown }>[];
+    const selection: SelectionOptions = { let: call.options.let };
+    return this.inMode(call, async (session, atomic) => {
+      const targets: unknown[] = [];
+      for (const operation of operations) {
+        const kind = Object.keys(operation)[0];
+        if (kind === 'insertOne') continue;
+        const body = operation[kind];
+        const opFilter = body?.filter ?? {};
+        const named = idsNamedBy(opFilter);
+        if (named) targets.push(...named);
+        else targets.push(...(await own('bulkWrite', () => findTargets(this.raw(), opFilter, { ...selection, collation: body?.collation, hint: body?.hint }, session))));
+      }
+      const claimed = await this.check(call, distinctIds(targets), session, atomic);
+      const result = await call.invoke(this.withFilterAndSession(call, undefined, session));
+      await this.release(call, claimed, session);
+      return result;
+    });
+  }
+}
+
+interface Call {
+  method: GuardedMethod;
+  args: unknown[];
+  optionsAt: number;
+  options: Record<string, unknown>;
+  invoke: Invoke;
+  invokeBulk: Invoke;
+  writer: Writer;
+  mode: Mode;
+}
+
+/** In the caller's transaction a lost insert race cannot be retried here: it is someone's new lock. */
+function joinedError(error: unknown): unknown {
+  if (error instanceof ClaimRaceError) {
+    const raced = (error.cause as { keyValue?: { _id?: unknown } } | null)?.keyValue?._id;
+    return new LockedError(raced, undefined, REFUSED);
+  }
+  return error;
+}
+
+/**
+ * A bulkWrite operation must be an object with exactly one known key: with two, the guard would
+ * check one and the driver could run the other.
+ */
+function validateBulkOperations(operations: unknown): void {
+  if (!Array.isArray(operations)) return; // Mongoose and the driver report this themselves
+  operations.forEach((operation: unknown, index) => {
+    const keys = operation !== null && typeof operation === 'object' ? Object.keys(operation) : [];
+    if (keys.length !== 1 || !(BULK_KINDS as readonly string[]).includes(keys[0])) {
+      throw new InvalidLockArgumentError(
+        `bulkWrite operation ${index}`,
+        `expected an object with exactly one of ${BULK_KINDS.join(', ')}, got ${keys.length === 0 ? 'none' : `the keys ${keys.join(', ')}`}. Split it into one operation per key.`,
+      );
+    }
+  });
+}
