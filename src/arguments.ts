@@ -3,7 +3,7 @@
  * ever a bounded string and an id only ever a scalar cast to the schema's `_id` type, so
  * neither can be interpreted as a query operator (no NoSQL injection).
  */
-import { Types, type Model, type Schema, type SchemaType } from 'mongoose';
+import { Types, mongo, type Model, type Schema, type SchemaType } from 'mongoose';
 import { InvalidLockArgumentError, InvalidLockOptionError } from './errors';
 import { MAX_TTL_MS, describeValue, validateTtl } from './options';
 
@@ -77,6 +77,8 @@ function isScalarId(value: unknown): boolean {
     value instanceof Date ||
     Buffer.isBuffer(value) ||
     value instanceof Types.Buffer ||
+    // A Buffer `_id` is cast by a query to a BSON Binary (and comes back from the server as one).
+    value instanceof mongo.Binary ||
     value instanceof Types.UUID ||
     value instanceof Types.Decimal128
   );
