@@ -17,6 +17,7 @@ import type { Connection, HydratedDocument, mongo } from 'mongoose';
 import { InvalidLockArgumentError, InvalidLockOptionError } from '../errors';
 import { toLockError } from '../failures';
 import { heldLockState } from '../held-lock';
+import { currentLockOwner, runWithLockOwner } from '../owner-context';
 import type { OwnerKey } from '../owner-key';
 import type { ResolvedLockOptions } from '../options';
 import type { AnyModel, AnySchema, ModelRuntime, RuntimeOf } from '../runtime';
@@ -235,6 +236,25 @@ export function installWriteGuard(schema: AnySchema, context: GuardContext): voi
     guardModel(model, context);
     guardDocuments(model);
   });
+  // Model.bulkSave builds its own bulkWrite from the documents, so the documents' locks cannot
+  // travel with each write; when every locked document among them is held by one owner (and no
+  // owner is named otherwise), the bulk write runs as that owner, as runWithLockOwner would.
+  schema.static(
+    'bulkSave',
+    marked(function bulkSave(this: AnyModel, documents: unknown, ...rest: unknown[]) {
+      const original = inherited(this, 'bulkSave');
+      const owners = new Set<string>();
+      if (Array.isArray(documents)) {
+        for (const doc of documents) {
+          const state = doc !== null && typeof doc === 'object' ? heldLockState(doc) : undefined;
+          if (state && state.lost === undefined) owners.add(state.lock.owner);
+        }
+      }
+      const named = (rest[0] as { lockOwner?: unknown } | undefined)?.lockOwner !== undefined || currentLockOwner() !== undefined;
+      if (owners.size !== 1 || named) return original.call(this, documents, ...rest);
+      return runWithLockOwner([...owners][0], () => original.call(this, documents, ...rest));
+    }),
+  );
   schema.static(
     'useConnection',
     marked(function useConnection(this: AnyModel, ...args: unknown[]) {
