@@ -1,5 +1,6 @@
 /**
- * The plugin reads lock records, and loads the locked document, from the primary whatever read
+ * The plugin reads lock records, loads the locked document and searches a guarded write's
+ * targets from the primary whatever read
  * preference the application's connection has: a secondary may lag, and a lagging read would
  * call a held lock free or hand the holder an old version of the document to edit. The driver
  * sends a non-primary read preference as `$readPreference` in the command (OP_MSG, server
@@ -48,6 +49,9 @@ replicaSetOnly('read preferences are sent only to replica sets and mongos')(
     item.title = 'saved';
     await item.save(); // the guard's check
     await item.unlock();
+    // The write guard's target search (a filter that names no _id), in and out of a transaction.
+    await WorkItem.updateMany({ title: 'saved' }, { $inc: { edits: 1 } });
+    await WorkItem.updateOne({ title: 'saved' }, { $inc: { edits: 1 } });
     expect(reads.length).toBeGreaterThanOrEqual(3);
     expect(reads.map(mode).filter((m) => m !== 'primary')).toEqual([]);
   },

@@ -83,7 +83,9 @@ export function distinctIds(ids: unknown[]): unknown[] {
 
 /** The read options of a find that selects what `options`' write selects. */
 function findOptions(options: SelectionOptions, session: mongo.ClientSession | undefined, limit: number | undefined): mongo.FindOptions {
-  const out: mongo.FindOptions = { projection: { _id: 1 }, session };
+  // From the primary whatever the connection's read preference: a lagging secondary would miss
+  // documents the write then reaches unchecked. (Inside a transaction it must be primary anyway.)
+  const out: mongo.FindOptions = { projection: { _id: 1 }, session, readPreference: 'primary' };
   if (options.sort !== undefined) out.sort = options.sort as mongo.Sort;
   if (options.collation !== undefined) out.collation = options.collation as mongo.CollationOptions;
   if (options.hint !== undefined) out.hint = options.hint as mongo.Hint;

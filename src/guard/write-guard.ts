@@ -293,9 +293,19 @@ export class WriteGuard {
     }
     const targets = named ? distinctIds(named) : await own(call.method, () => findTargets(this.raw(), filter, selection, mode.session));
     if (targets.length === 0) {
-      // Nothing matches now; the write (an upsert, say) runs in a transaction all the same, so it
-      // sees exactly what the search saw.
-      return this.inMode(call, (session) => call.invoke(this.withFilterAndSession(call, undefined, session)));
+      // Nothing matched the search above, which ran before any transaction existed: documents may
+      // have started to match since (someone else's save). So search again INSIDE the guard's
+      // transaction, whose first statement fixes its snapshot, check (claim) whatever that finds,
+      // and send the write (an upsert, say) in the same transaction: it sees exactly what the
+      // second search saw, and a document changed after that snapshot conflicts instead of being
+      // written unchecked.
+      return this.inMode(call, async (session, atomic) => {
+        const found = await own(call.method, () => findTargets(this.raw(), filter, selection, session));
+        const claimed = await this.check(call, found, session, atomic);
+        const result = await call.invoke(this.withFilterAndSession(call, undefined, session));
+        await this.release(call, claimed, session);
+        return result;
+      });
     }
     await this.check({ ...call, mode: { kind: 'check', session: mode.session } }, targets, mode.session, false);
     const committed: CommittedWrites = { matchedCount: 0, modifiedCount: 0, deletedCount: 0 };
