@@ -470,8 +470,9 @@ export class LockStore {
     return error;
   }
 
-  // ---- Commands added by the web story (issue 11); each is described, with the mongod rules it
-  // ---- relies on, in docs/mongodb-compatibility.md ("Commands added by the web story").
+  // ---- The web story's commands (tickets, unlock by owner, status, listing); each is described,
+  // ---- with the mongod rules it relies on, in docs/mongodb-compatibility.md (#cmd-resume,
+  // ---- #cmd-explain-stale-ticket, #cmd-unlock-by-owner, #cmd-lock-status, #cmd-list-locks).
 
   /**
    * Continues one acquisition (a lock ticket) for the owner that took it, only while it is still
