@@ -16,6 +16,12 @@ export function readmeFigures(results: BenchResults): string[] {
   for (const row of results.cycle) {
     lines.push(`| ${row.name} | ${row.commandsPerCycle ?? '–'} | ${ms(row.p50)} | ${ms(row.p99)} | ${row.opsPerSec.toFixed(1)} | ${ratio(row.ratioToRaw)} |`);
   }
+  if (results.identical?.mongooseLoadRatioP50 !== undefined) {
+    const i = results.identical;
+    lines.push(
+      `The plugin's cycle against the identical commands through the raw driver: ${ratio(i.ratioP50)} at p50, ${ratio(i.ratioOpsPerSec)} in throughput; against the same commands with the document loaded by Mongoose's \`findById\`: ${ratio(i.mongooseLoadRatioP50)} at p50, ${ratio(i.mongooseLoadRatioOpsPerSec)} in throughput.`,
+    );
+  }
   for (const command of results.commands) lines.push(`| \`${command.operation}\` | ${command.count} | ${command.names.join(', ')} |`);
   for (const handoff of results.handoff) {
     lines.push(`| ${handoff.mode} | ${handoff.waiters} | ${handoff.handoffsPerSec.toFixed(1)} | ${ms(handoff.p50)} ms | ${ms(handoff.p99)} ms |`);
