@@ -65,6 +65,12 @@ export class Persistence implements WriteSink {
         if (!c.findIndex((r.spec as IndexSpec).name)) c.addIndex(r.spec as IndexSpec);
         break;
       }
+      case 'indexSpec': {
+        const spec = r.spec as IndexSpec;
+        const idx = s.getCollection(r.db as string, r.coll as string)?.findIndex(spec.name);
+        if (idx) idx.spec.expireAfterSeconds = spec.expireAfterSeconds;
+        break;
+      }
       case 'dropIndex':
         s.getCollection(r.db as string, r.coll as string)?.dropIndex(r.name as string);
         break;
@@ -147,6 +153,9 @@ export class Persistence implements WriteSink {
   }
   dropIndex(db: string, coll: string, name: string): void {
     this.append({ op: 'dropIndex', db, coll, name });
+  }
+  updateIndex(db: string, coll: string, spec: IndexSpec): void {
+    this.append({ op: 'indexSpec', db, coll, spec });
   }
 
   close(): void {
