@@ -48,6 +48,11 @@ export interface CommandCtx {
   exec: ExecCtx;
   /** OP_MSG exhaustAllowed flag: used by streaming hello. */
   exhaustAllowed: boolean;
+  /**
+   * What a retry of this retryable write answers, when it differs from the reply (findAndModify:
+   * the stored image, unprojected). Set by the handler.
+   */
+  retryReply?: Document;
   /** Resolves when the connection closes (lets long waits end early). */
   closed: Promise<void>;
 }

@@ -199,7 +199,7 @@ export async function dispatch(state: ServerState, msg: IncomingMessage, conn: C
     if (retryable) {
       const prior = state.txns.retryResult(cmd);
       // A fail point's writeConcernError applies to the retried command's reply too.
-      if (prior) return withClusterTime(state, afterFailPoint({ ...prior, retriedStmtIds: undefined }));
+      if (prior) return withClusterTime(state, afterFailPoint({ ...prior }));
     }
     // onPrimaryTransactionalWrite (write-failpoints.ts): close the connection before the write, or after it.
     const writeFp = retryable && ctx.state.topology === 'replset' ? state.failPoints?.writes?.onRetryableWrite() : undefined;
@@ -208,8 +208,13 @@ export async function dispatch(state: ServerState, msg: IncomingMessage, conn: C
       return undefined;
     }
     checkWriteConcern(cmd, name, state.topology);
+    const seqBefore = state.storage.seq;
     const reply = withWriteConcernOutcome(cmd, name, state.topology, await handler(ctx));
-    if (retryable) state.txns.recordRetry(cmd, reply);
+    // A statement is recorded as executed only when it wrote (TransactionParticipant's executed
+    // statements come from the oplog entries of the write, onWriteOpCompletedOnPrimary); a write
+    // that changed nothing leaves no entry and runs again when retried. findAndModify records what
+    // parseOplogEntryForFindAndModify rebuilds from the oplog (see crud.ts), not its projected reply.
+    if (retryable) state.txns.recordRetry(cmd, state.storage.seq !== seqBefore ? (ctx.retryReply ?? reply) : undefined);
     if (writeFp?.kind === 'closeAfterWrite') {
       conn.close();
       return undefined;

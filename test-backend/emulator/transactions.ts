@@ -58,7 +58,7 @@ export class Transaction implements LockHolder {
 interface SessionState {
   txn?: Transaction;
   /** Highest txnNumber seen for retryable writes and its recorded reply. */
-  retry?: { txnNumber: number; reply: Document };
+  retry?: { txnNumber: number; reply: Document | undefined };
 }
 
 export class TransactionManager {
@@ -253,7 +253,8 @@ export class TransactionManager {
     return undefined;
   }
 
-  recordRetry(cmd: Document, reply: Document): void {
+  /** `reply` undefined: the write changed nothing, so a retry with this txnNumber runs it again. */
+  recordRetry(cmd: Document, reply: Document | undefined): void {
     const lsid = cmd.lsid as Document | undefined;
     if (!lsid || cmd.txnNumber === undefined) return;
     this.session(lsid).retry = { txnNumber: txnNum(cmd.txnNumber), reply };
