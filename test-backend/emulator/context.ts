@@ -12,6 +12,8 @@ export type Topology = 'replset' | 'standalone';
 export interface ServerParams {
   ttlMonitorSleepSecs: number;
   transactionLifetimeLimitSeconds: number;
+  /** How long a command that creates its collection waits before it runs (see server.ts, createsCollection). */
+  collectionCreationLatencyMs: number;
 }
 
 export interface ServerState {

@@ -77,6 +77,8 @@ export interface EmulatorOptions {
   /** Persistence directory; in-memory only when absent. */
   dbpath?: string;
   setParameters?: { ttlMonitorSleepSecs?: number; transactionLifetimeLimitSeconds?: number };
+  /** How long a command that creates a collection waits before it runs (default 20 ms; see server.ts). */
+  collectionCreationLatencyMs?: number;
   /** 'replset' (default): primary of a one-node replica set; 'standalone': a mongod without --replSet. */
   topology?: Topology;
   /** Default 'rs0' (replset topology only). */
@@ -112,6 +114,7 @@ export async function startEmulator(opts: EmulatorOptions = {}): Promise<Running
   const params = {
     ttlMonitorSleepSecs: opts.setParameters?.ttlMonitorSleepSecs ?? 60,
     transactionLifetimeLimitSeconds: opts.setParameters?.transactionLifetimeLimitSeconds ?? 60,
+    collectionCreationLatencyMs: opts.collectionCreationLatencyMs ?? 20,
   };
   txns.transactionLifetimeLimitSeconds = params.transactionLifetimeLimitSeconds;
   const persistence = opts.dbpath ? new Persistence(opts.dbpath, storage) : undefined;
