@@ -6,11 +6,11 @@
  */
 import * as fs from 'fs';
 import * as path from 'path';
-import { deserialize, serialize, type Document } from 'bson';
+import { serialize, type Document } from 'bson';
 import type { IndexSpec } from './indexes';
 import type { Storage, WriteSink } from './storage/engine';
 import { keyOf } from './values';
-import { BSON_READ_OPTIONS } from './wire';
+import { readDocument } from './wire';
 
 const SNAPSHOT = 'snapshot.bson';
 const JOURNAL = 'journal.bson';
@@ -27,7 +27,7 @@ function* records(file: string): Iterable<Document> {
   while (pos + 4 <= buf.length) {
     const size = buf.readInt32LE(pos);
     if (size < 5 || pos + size > buf.length) break; // torn tail write: ignore
-    yield deserialize(buf.subarray(pos, pos + size), BSON_READ_OPTIONS);
+    yield readDocument(buf.subarray(pos, pos + size));
     pos += size;
   }
 }
