@@ -11,7 +11,7 @@ import { Timestamp, type Document } from 'bson';
 import type { ChangeEvent, ChangeSource } from '../hooks';
 import { Codes, MongoCommandError } from '../errors';
 import { compareIndexOptions, normalizeSpec, type IndexSpec } from '../indexes';
-import { clone, formatValue, isPlainObject, keyOf, valuesEqual } from '../values';
+import { clone, formatValue, isPlainObject, keyOf, typedKeyOf } from '../values';
 import { Collection } from './collection';
 
 export type WriteKind = 'insert' | 'update' | 'replace' | 'delete';
@@ -306,7 +306,7 @@ export function diff(before: Document, after: Document): { updatedFields: Docume
       const path = prefix + k;
       if (!(k in a)) updatedFields[path] = clone(b[k]);
       else if (isPlainObject(a[k]) && isPlainObject(b[k])) walk(a[k] as Document, b[k] as Document, `${path}.`);
-      else if (!valuesEqual(a[k], b[k])) updatedFields[path] = clone(b[k]);
+      else if (typedKeyOf(a[k]) !== typedKeyOf(b[k])) updatedFields[path] = clone(b[k]);
     }
     for (const k of Object.keys(a)) if (!(k in b)) removedFields.push(prefix + k);
   };
