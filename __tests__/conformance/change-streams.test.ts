@@ -9,6 +9,12 @@
  * transactions" (events at commit, with lsid and txnNumber), "Resume a Change Stream" (resumeAfter /
  * startAfter); change-streams spec (mongodb/specifications source/change-streams/change-streams.md)
  * for maxAwaitTimeMS being sent as the getMore's maxTimeMS.
+ * Where a new stream starts: a stream opened without resumeAfter/startAfter/startAtOperationTime
+ * starts "one tick beyond the most recent operation, to ensure that the stream does not return it"
+ * (DocumentSourceChangeStream::getStartTimeForNewStream, src/mongo/db/pipeline/
+ * document_source_change_stream.cpp: the node's last applied optime + 1), so a write acknowledged
+ * before the stream's aggregate was sent, by this client or another, is never reported, and every
+ * write committed after it is.
  */
 import {
   Timestamp,
@@ -127,6 +133,26 @@ describeIf(facts.setName !== undefined, 'change streams need a replica set; this
     expect(new Set([insert, update, replace, remove].map((e) => JSON.stringify(e._id))).size).toBe(4);
 
     await expectQuiet(stream, 400);
+  });
+
+  test('a new stream starts after the last applied write: earlier writes of any client are not reported, later ones are', async () => {
+    const coll = await fresh('cs_start');
+    const other = await openClient();
+    try {
+      const elsewhere = other.db(dbName).collection<Loose>('cs_start');
+      await elsewhere.insertOne({ _id: 'before-other' });
+      await coll.insertOne({ _id: 'before-mine' });
+      await other.db(dbName).collection<Loose>('cs_start_dropped').insertOne({ _id: 1 });
+      await other.db(dbName).collection('cs_start_dropped').drop();
+      const stream = await openStream(coll);
+      await elsewhere.insertOne({ _id: 'after-other' });
+      await coll.insertOne({ _id: 'after-mine' });
+      const events = (await nextEvents(stream, 2)).map(doc);
+      expect(events.map((e) => (e.documentKey as Document)._id)).toEqual(['after-other', 'after-mine']);
+      await expectQuiet(stream, 400);
+    } finally {
+      await other.close();
+    }
   });
 
   test('updateMany produces one update event per modified document', async () => {

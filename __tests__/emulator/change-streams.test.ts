@@ -467,6 +467,26 @@ describe('change streams (through the driver)', () => {
     }
   });
 
+  it("a stream opened while another connection's first insert creates the collection reports that insert (the creation takes collectionCreationLatencyMs)", async () => {
+    const other = new MongoClient(emulator.uri, { serverSelectionTimeoutMS: 5000 });
+    await other.connect();
+    try {
+      await other.db('cs').command({ ping: 1 });
+      const name = `new${++n}`;
+      const stream = client.db('cs').collection<Doc>(name).watch([], { maxAwaitTimeMS: 100 });
+      // The insert arrives first, but creating its collection takes time; the aggregate, sent in
+      // the same moment on another connection, runs meanwhile and starts the stream before it.
+      const inserted = other.db('cs').collection<Doc>(name).insertOne({ _id: 'same-moment' });
+      const first = await stream.tryNext();
+      await inserted;
+      const events = first ? [first as Document] : await take(stream, 1);
+      expect(events.map((e) => e.documentKey._id)).toEqual(['same-moment']);
+      await stream.close();
+    } finally {
+      await other.close();
+    }
+  });
+
   it('rejects unsupported options with an error naming them', async () => {
     const stream = fresh().watch([], { fullDocument: 'required' });
     await expect(stream.tryNext()).rejects.toMatchObject({ message: expect.stringContaining('changeStreamPreAndPostImages') });

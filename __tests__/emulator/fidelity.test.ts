@@ -1,10 +1,10 @@
 /**
- * Emulator fidelity limits and safety nets: `$type` on numeric BSON types
- * fails loudly (numbers do not keep their BSON type), fast-path updates give
+ * Emulator fidelity limits and safety nets: numbers keep their BSON type and
+ * operators that would lose it fail loudly (numeric-expressions.ts), fast-path updates give
  * mingo's results, and non-transactional writes never clash with a running
  * transaction's uncommitted unique keys (they wait, then see E11000).
  */
-import { MongoClient, MongoServerError, type Collection, type Document } from 'mongodb';
+import { Double, Long, MongoClient, MongoServerError, type Collection, type Document } from 'mongodb';
 import { startEmulator, type RunningEmulator } from '../../test-backend/emulator';
 import { serverError } from './support/errors';
 
@@ -22,19 +22,20 @@ afterAll(async () => {
   await emu.stop();
 });
 
-test('$type on a numeric BSON type fails with NotImplemented instead of answering wrongly', async () => {
+test('numbers keep their BSON type, so $type on a numeric type answers; operators that would lose the type refuse', async () => {
   const c = client.db('fid').collection<{ _id: number } & Document>('types');
-  await c.insertOne({ _id: 1, a: 1, s: 'x' });
-  for (const filter of [{ a: { $type: 'int' } }, { a: { $type: 'double' } }, { a: { $type: 18 } }, { $or: [{ a: { $type: ['long', 'string'] } }] }]) {
-    const e = await serverError(c.find(filter as Document).toArray());
-    expect(e.codeName).toBe('NotImplemented');
-    expect(e.message).toContain('$type');
-  }
-  // Non-numeric aliases and 'number' are exact and still work.
+  await c.insertOne({ _id: 1, a: 1, d: new Double(1), l: Long.fromNumber(1), s: 'x' });
+  expect(await c.countDocuments({ a: { $type: 'int' } })).toBe(1);
+  expect(await c.countDocuments({ d: { $type: 'double' } })).toBe(1);
+  expect(await c.countDocuments({ l: { $type: 18 } })).toBe(1);
+  expect(await c.countDocuments({ $or: [{ a: { $type: ['long', 'string'] } }] })).toBe(0);
   expect(await c.countDocuments({ s: { $type: 'string' } })).toBe(1);
   expect(await c.countDocuments({ a: { $type: 'number' } })).toBe(1);
-  const agg = await serverError(c.aggregate([{ $project: { isInt: { $eq: [{ $type: '$a' }, 'int'] } } }]).toArray());
-  expect(agg.codeName).toBe('NotImplemented');
+  const [types] = await c.aggregate([{ $project: { _id: 0, a: { $type: '$a' }, d: { $type: '$d' }, l: { $type: '$l' } } }]).toArray();
+  expect(types).toEqual({ a: 'int', d: 'double', l: 'long' });
+  // A mingo operator that would treat the Long as an opaque object is refused, never answered.
+  const e = await serverError(c.aggregate([{ $project: { u: { $setUnion: [['$l'], [1]] } } }]).toArray());
+  expect(e.codeName).toBe('NotImplemented');
 });
 
 test('simple $set/$inc and constant pipeline updates give the same documents as the general path', async () => {

@@ -13,6 +13,7 @@
  * field (type, then name, then value), arrays element by element.
  */
 import type { Binary, Document } from 'bson';
+import { compareNumeric } from './numbers';
 import { isPlainObject } from './values';
 
 /** Canonical type ranks (BSONElement::canonicalType, src/mongo/bson/bsonelement.cpp). */
@@ -67,15 +68,6 @@ export function canonicalRank(v: unknown): number {
   }
 }
 
-function num(v: unknown): number {
-  if (typeof v === 'number') return v;
-  if (typeof v === 'bigint') return Number(v);
-  const t = (v as { _bsontype?: string })._bsontype;
-  if (t === 'Long') return (v as { toNumber(): number }).toNumber();
-  if (t === 'Decimal128') return Number((v as { toString(): string }).toString());
-  return Number((v as { valueOf(): number }).valueOf());
-}
-
 function cmpNum(a: number, b: number): number {
   // NaN is the smallest number (value.cpp compareDoubles).
   if (Number.isNaN(a)) return Number.isNaN(b) ? 0 : -1;
@@ -111,7 +103,7 @@ export function compareValues(a: unknown, b: unknown): number {
     case 127:
       return 0;
     case 10:
-      return cmpNum(num(a), num(b));
+      return compareNumeric(a, b);
     case 15: {
       const x = String(typeof a === 'string' ? a : (a as { valueOf(): unknown }).valueOf());
       const y = String(typeof b === 'string' ? b : (b as { valueOf(): unknown }).valueOf());

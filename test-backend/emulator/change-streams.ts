@@ -69,8 +69,15 @@ const CODE_NAMES: Record<number, string> = {
   286: 'ChangeStreamHistoryLost',
 };
 
+/**
+ * ChangeStreamFatalError (280) and ChangeStreamHistoryLost (286) are in the NonResumableChangeStreamError
+ * category (src/mongo/base/error_codes.yml), and every reply with such a code carries that label
+ * (ErrorLabelBuilder::isNonResumableChangeStreamError / build, src/mongo/db/error_labels.cpp).
+ */
+const NON_RESUMABLE = new Set<number>([Code.ChangeStreamFatalError, Code.ChangeStreamHistoryLost]);
+
 function fail(code: number, errmsg: string): never {
-  throw new MongoCommandError(code, errmsg, {}, CODE_NAMES[code] ?? `Location${code}`);
+  throw new MongoCommandError(code, errmsg, NON_RESUMABLE.has(code) ? { errorLabels: ['NonResumableChangeStreamError'] } : {}, CODE_NAMES[code] ?? `Location${code}`);
 }
 
 /** Stages mongod accepts after $changeStream; they keep one output per event, so resuming stays exact. */

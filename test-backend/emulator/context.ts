@@ -12,6 +12,8 @@ export type Topology = 'replset' | 'standalone';
 export interface ServerParams {
   ttlMonitorSleepSecs: number;
   transactionLifetimeLimitSeconds: number;
+  /** How long a command that creates its collection waits before it runs (see server.ts, createsCollection). */
+  collectionCreationLatencyMs: number;
 }
 
 export interface ServerState {
@@ -48,6 +50,11 @@ export interface CommandCtx {
   exec: ExecCtx;
   /** OP_MSG exhaustAllowed flag: used by streaming hello. */
   exhaustAllowed: boolean;
+  /**
+   * What a retry of this retryable write answers, when it differs from the reply (findAndModify:
+   * the stored image, unprojected). Set by the handler.
+   */
+  retryReply?: Document;
   /** Resolves when the connection closes (lets long waits end early). */
   closed: Promise<void>;
 }

@@ -20,14 +20,10 @@
  * persistence, indexes, storage/*.
  *
  * Known gaps (refused loudly unless stated):
- *  - Number types do not round-trip (NOT refused; documented wrong answer).
- *    Requests are decoded with bson's promoteValues, so Int32, Int64 (when
- *    exactly representable) and Double all become JS numbers; on output an
- *    integral number is encoded as Int32 (or Int64/Double when out of range).
- *    A stored Double 1.0 comes back as Int32 1, a small Int64 as Int32, and a
- *    driver asking for bigint gets a number. Values compare and sort correctly.
- *    `$type` on numeric types (double/int/long/decimal) and `$type`
- *    expressions compared with numeric type names are refused (NotImplemented).
+ *  - Number types: Int32, Int64, Double and Decimal128 keep their BSON type
+ *    (numbers.ts); update and aggregation arithmetic give mongod's types
+ *    (update-arithmetic.ts, numeric-expressions.ts); operators that would
+ *    meet a type they do not track are refused (NotImplemented).
  *  - Not implemented (NotImplemented naming the feature): collation; text
  *    search ($text, text indexes); geo ($near, $geoWithin, ..., 2d/2dsphere
  *    indexes); hashed indexes; $where; $jsonSchema and collection validators;
@@ -77,6 +73,8 @@ export interface EmulatorOptions {
   /** Persistence directory; in-memory only when absent. */
   dbpath?: string;
   setParameters?: { ttlMonitorSleepSecs?: number; transactionLifetimeLimitSeconds?: number };
+  /** How long a command that creates a collection waits before it runs (default 20 ms; see server.ts). */
+  collectionCreationLatencyMs?: number;
   /** 'replset' (default): primary of a one-node replica set; 'standalone': a mongod without --replSet. */
   topology?: Topology;
   /** Default 'rs0' (replset topology only). */
@@ -112,6 +110,7 @@ export async function startEmulator(opts: EmulatorOptions = {}): Promise<Running
   const params = {
     ttlMonitorSleepSecs: opts.setParameters?.ttlMonitorSleepSecs ?? 60,
     transactionLifetimeLimitSeconds: opts.setParameters?.transactionLifetimeLimitSeconds ?? 60,
+    collectionCreationLatencyMs: opts.collectionCreationLatencyMs ?? 20,
   };
   txns.transactionLifetimeLimitSeconds = params.transactionLifetimeLimitSeconds;
   const persistence = opts.dbpath ? new Persistence(opts.dbpath, storage) : undefined;

@@ -8,7 +8,7 @@ import type { Document } from 'bson';
 import type { Query } from 'mingo';
 import { makeQuery } from './mingo-context';
 import { Codes, MongoCommandError, unsupported } from './errors';
-import { formatValue, getPath, keyOf } from './values';
+import { clone, formatValue, getPath, isPlainObject, keyOf } from './values';
 
 export interface IndexSpec {
   v: number;
@@ -27,11 +27,23 @@ export function indexNameFor(key: Document): string {
   return Object.entries(key).map(([k, v]) => `${k}_${String(v)}`).join('_');
 }
 
-/** Validates a createIndexes entry, failing loudly on options the emulator does not implement. */
+/**
+ * Validates a createIndexes entry, failing loudly on options the emulator does not implement, and
+ * returns the spec as mongod stores and lists it: IndexCatalogImpl::_fixIndexSpec
+ * (src/mongo/db/catalog/index_catalog_impl.cpp) rebuilds it as `v`, `unique: true` (when truthy,
+ * else dropped), `hidden: true` (likewise), `key`, `name` (`_id_` for the `{_id: 1}` key), then the
+ * remaining fields in the order sent (`dropDups` and `ns` dropped).
+ */
 export function normalizeSpec(raw: Document): IndexSpec {
-  if (!raw || typeof raw.key !== 'object' || Object.keys(raw.key as Document).length === 0) {
-    throw new MongoCommandError(Codes.BadValue, "Error in specification: 'key' must be a non-empty object");
-  }
+  if (!isPlainObject(raw)) throw unsupported('an index specification that is not a document');
+  // index_key_validate::validateIndexSpec, reported through parseAndValidateIndexSpecs'
+  // "Error in specification <spec> :: caused by :: ..." (src/mongo/db/catalog/index_key_validate.cpp).
+  const inSpec = (code: number, why: string): MongoCommandError => new MongoCommandError(code, `Error in specification ${formatValue(raw)} :: caused by :: ${why}`);
+  if (raw.key === undefined) throw inSpec(Codes.FailedToParse, "The 'key' field is a required property of an index specification");
+  if (!isPlainObject(raw.key)) throw unsupported('an index key that is not a document');
+  if (Object.keys(raw.key).length === 0) throw unsupported('an empty index key pattern');
+  if (raw.name === undefined) throw inSpec(Codes.FailedToParse, "The 'name' field is a required property of an index specification");
+  if (typeof raw.name !== 'string') throw unsupported('an index name that is not a string');
   // Loud where unsupported: options and index types the emulator does not implement answer
   // NotImplemented naming the feature (geo '2d'/'2dsphere', 'text', 'hashed', collation...).
   for (const opt of Object.keys(raw)) {
@@ -39,34 +51,82 @@ export function normalizeSpec(raw: Document): IndexSpec {
   }
   if (raw.collation !== undefined) throw unsupported("createIndexes option 'collation'");
   for (const [field, dir] of Object.entries(raw.key as Document)) {
-    if (dir !== 1 && dir !== -1) {
+    const n = numericValue(dir);
+    if (n !== 1 && n !== -1) {
       const feature = dir === '2d' || dir === '2dsphere' || dir === 'geoHaystack' ? 'geo' : dir === 'text' ? 'text search' : String(dir);
       throw unsupported(`index type ${JSON.stringify(dir)} (${feature}) on field '${field}'`);
     }
   }
-  const spec: IndexSpec = { v: 2, key: { ...(raw.key as Document) }, name: typeof raw.name === 'string' ? raw.name : indexNameFor(raw.key as Document) };
+  const keys = Object.keys(raw.key as Document);
+  const isId = keys.length === 1 && keys[0] === '_id' && numericValue((raw.key as Document)._id) === 1;
+  if (isId) {
+    // validateIdIndexSpec refuses other fields on an _id index; its list of allowed fields is not
+    // sourced here, so anything beyond key, name and v is refused.
+    for (const k of Object.keys(raw)) if (k !== 'key' && k !== 'name' && k !== 'v') throw unsupported(`the option '${k}' on an _id index`);
+  }
+  const v = raw.v === undefined ? 2 : numericValue(raw.v);
+  if (v !== 1 && v !== 2) throw unsupported(`index version ${String(raw.v)}`);
+  const spec: IndexSpec = { v } as IndexSpec;
   if (raw.unique) spec.unique = true;
-  if (raw.sparse) spec.sparse = true;
   if (raw.hidden) spec.hidden = true;
+  spec.key = isId ? { _id: 1 } : clone(raw.key as Document);
+  spec.name = isId ? '_id_' : raw.name;
+  for (const k of Object.keys(raw)) {
+    if (['v', 'unique', 'hidden', 'prepareUnique', 'key', 'name', 'dropDups', 'ns', '_id'].includes(k) || raw[k] === undefined) continue;
+    spec[k] = clone(raw[k]);
+  }
   if (raw.expireAfterSeconds !== undefined) {
     // mongod refuses TTL on _id, on compound keys (5.0+; older servers ignored the option) and
     // out-of-range values; the exact codes and messages differ between releases and the emulator
     // has not pinned them to a source, so it refuses them as NotImplemented rather than guess.
-    const s = raw.expireAfterSeconds;
-    const keys = Object.keys(raw.key as Document);
-    if (keys.length === 1 && keys[0] === '_id') throw unsupported('a TTL index on _id (mongod refuses it)');
+    const s = numericValue(raw.expireAfterSeconds);
     if (keys.length > 1) throw unsupported('a TTL option on a compound index (mongod refuses or ignores it, depending on the release)');
-    if (typeof s !== 'number' || !Number.isInteger(s) || s < 0 || s > 2147483647) throw unsupported(`expireAfterSeconds ${JSON.stringify(s)} (mongod refuses values that are not integers between 0 and 2147483647)`);
-    spec.expireAfterSeconds = s;
+    if (s === undefined || !Number.isInteger(s) || s < 0 || s > 2147483647) throw unsupported(`expireAfterSeconds ${JSON.stringify(raw.expireAfterSeconds)} (mongod refuses values that are not integers between 0 and 2147483647)`);
   }
-  if (raw.partialFilterExpression) spec.partialFilterExpression = raw.partialFilterExpression as Document;
   return spec;
 }
 
-/** Options compared when an index of the same name or key already exists. */
-export function sameIndex(a: IndexSpec, b: IndexSpec): boolean {
-  return keyOf(a.key) === keyOf(b.key) && !!a.unique === !!b.unique && !!a.sparse === !!b.sparse &&
-    a.expireAfterSeconds === b.expireAfterSeconds && keyOf(a.partialFilterExpression ?? null) === keyOf(b.partialFilterExpression ?? null);
+/** The value of a number of any BSON numeric type (undefined for anything else). */
+export function numericValue(v: unknown): number | undefined {
+  if (typeof v === 'number') return v;
+  if (typeof v === 'bigint') return Number(v);
+  const t = (v as { _bsontype?: string } | null)?._bsontype;
+  if (t === 'Int32' || t === 'Double') return (v as { valueOf(): number }).valueOf();
+  if (t === 'Long') return (v as { toNumber(): number }).toNumber();
+  if (t === 'Decimal128') return Number((v as { toString(): string }).toString());
+  return undefined;
+}
+
+/**
+ * IndexDescriptor::compareIndexOptions (src/mongo/db/index/index_descriptor.cpp, 5.0+ form, where
+ * unique, sparse, partialFilterExpression, collation and wildcardProjection identify an index):
+ *  - 'different': the key pattern or an identifying option differs (unique and sparse by their
+ *    truth value; partialFilterExpression present on one only, or not equivalent);
+ *  - 'equivalent': identifying options match, other options (expireAfterSeconds, ...) differ;
+ *  - 'identical': every option matches. `v`, `name`, `background`, `ns`, the text/2dsphere index
+ *    versions and `dropDups` are never compared (populateOptionsMapForEqualityCheck).
+ * Partial filters are compared as written; mongod compares the parsed, normalised expressions
+ * (`MatchExpression::equivalent`), so `{a: 1}` and `{a: {$eq: 1}}` are equivalent there and
+ * different here (documented in FIDELITY.md). `hidden` is left out of the comparison in 5.0 and
+ * part of it in later releases: two specs differing only in `hidden` are refused (NotImplemented).
+ */
+export type IndexComparison = 'different' | 'equivalent' | 'identical';
+
+const NOT_COMPARED = new Set(['key', 'ns', 'name', 'v', 'textIndexVersion', '2dsphereIndexVersion', 'background', 'dropDups', 'collation', 'partialFilterExpression', 'unique', 'sparse', 'wildcardProjection', 'hidden']);
+
+export function compareIndexOptions(candidate: Document, existing: Document): IndexComparison {
+  if (keyOf(candidate.key) !== keyOf(existing.key)) return 'different';
+  const isId = (s: Document): boolean => keyOf(s.key) === keyOf({ _id: 1 });
+  if ((isId(candidate) || !!candidate.unique) !== (isId(existing) || !!existing.unique)) return 'different';
+  if (!!candidate.sparse !== !!existing.sparse) return 'different';
+  if ((candidate.partialFilterExpression === undefined) !== (existing.partialFilterExpression === undefined)) return 'different';
+  if (candidate.partialFilterExpression !== undefined && keyOf(candidate.partialFilterExpression) !== keyOf(existing.partialFilterExpression)) return 'different';
+  const options = (s: Document): Map<string, string> => new Map(Object.keys(s).filter((k) => !NOT_COMPARED.has(k) && s[k] !== undefined).map((k) => [k, keyOf(s[k])]));
+  const a = options(candidate);
+  const b = options(existing);
+  const identical = a.size === b.size && [...a].every(([k, v]) => b.get(k) === v);
+  if (identical && !!candidate.hidden !== !!existing.hidden) throw unsupported("an index request differing from an existing index only in 'hidden' (compared or not depending on the release)");
+  return identical ? 'identical' : 'equivalent';
 }
 
 export class Index {

@@ -6,12 +6,15 @@
  *    (src/mongo/db/pipeline/expression.cpp, ExpressionCompare::evaluate uses
  *    ValueComparator::compare), so `{ $lte: ['$missing', '$$NOW'] }` is true. mingo only compares
  *    values of the same type and answers false otherwise.
+ *  - operators over BSON numbers (numeric-expressions.ts): computed with their BSON types, guarded
+ *    or refused.
  *  - `let` variables (`variables`), visible as `$$name` in expressions.
  */
 import type { Document } from 'bson';
 import type { Aggregator, Context as ContextType, Query } from 'mingo';
 import { compareValues } from './bson-order';
-import { QUERY_OVERRIDES, setElementQueryFactory } from './query-operators';
+import { numericAccumulatorOps, numericExpressionOps, numericPipelineOps } from './numeric-expressions';
+import { QUERY_OVERRIDES, setElementQueryFactory, setExpressionEvaluator } from './query-operators';
 
 type Options = NonNullable<ConstructorParameters<typeof Query>[1]>;
 /* eslint-disable @typescript-eslint/no-require-imports */
@@ -54,9 +57,9 @@ const COMPARISONS = {
 };
 
 const CONTEXT = Context.init({
-  accumulator: OPS.accumulator as never,
-  expression: { ...OPS.expression, ...COMPARISONS } as never,
-  pipeline: OPS.pipeline as never,
+  accumulator: numericAccumulatorOps(OPS.accumulator as never) as never,
+  expression: { ...numericExpressionOps(OPS.expression as never), ...COMPARISONS } as never,
+  pipeline: numericPipelineOps(OPS.pipeline as never) as never,
   projection: OPS.projection as never,
   query: { ...OPS.query, ...QUERY_OVERRIDES } as never,
   window: OPS.window as never,
@@ -76,6 +79,7 @@ export function makeQuery(filter: Document, o?: EvalOptions): Query {
 }
 
 setElementQueryFactory((filter) => makeQuery(filter));
+setExpressionEvaluator((doc, expr, options) => evalExpr(doc, expr, options as Options));
 
 export function makeAggregator(stages: Document[], o: EvalOptions & { collectionResolver?: (name: string) => Document[] } = {}): Aggregator {
   return new BaseAggregator(stages, { ...options(o), ...(o.collectionResolver ? { collectionResolver: o.collectionResolver } : {}) });

@@ -6,11 +6,11 @@
  */
 import * as fs from 'fs';
 import * as path from 'path';
-import { deserialize, serialize, type Document } from 'bson';
+import { serialize, type Document } from 'bson';
 import type { IndexSpec } from './indexes';
 import type { Storage, WriteSink } from './storage/engine';
 import { keyOf } from './values';
-import { BSON_READ_OPTIONS } from './wire';
+import { readDocument } from './wire';
 
 const SNAPSHOT = 'snapshot.bson';
 const JOURNAL = 'journal.bson';
@@ -27,7 +27,7 @@ function* records(file: string): Iterable<Document> {
   while (pos + 4 <= buf.length) {
     const size = buf.readInt32LE(pos);
     if (size < 5 || pos + size > buf.length) break; // torn tail write: ignore
-    yield deserialize(buf.subarray(pos, pos + size), BSON_READ_OPTIONS);
+    yield readDocument(buf.subarray(pos, pos + size));
     pos += size;
   }
 }
@@ -63,6 +63,12 @@ export class Persistence implements WriteSink {
       case 'index': {
         const c = s.ensureCollection(r.db as string, r.coll as string);
         if (!c.findIndex((r.spec as IndexSpec).name)) c.addIndex(r.spec as IndexSpec);
+        break;
+      }
+      case 'indexSpec': {
+        const spec = r.spec as IndexSpec;
+        const idx = s.getCollection(r.db as string, r.coll as string)?.findIndex(spec.name);
+        if (idx) idx.spec.expireAfterSeconds = spec.expireAfterSeconds;
         break;
       }
       case 'dropIndex':
@@ -147,6 +153,9 @@ export class Persistence implements WriteSink {
   }
   dropIndex(db: string, coll: string, name: string): void {
     this.append({ op: 'dropIndex', db, coll, name });
+  }
+  updateIndex(db: string, coll: string, spec: IndexSpec): void {
+    this.append({ op: 'indexSpec', db, coll, spec });
   }
 
   close(): void {

@@ -3,10 +3,17 @@
  * operator table (mingo-context.ts):
  *
  *  - `$type` with BSON types mingo does not recognise on the driver's value classes (objectId 7,
- *    binData 5, timestamp 17, regex 11, minKey -1, maxKey 127, ...). Manual, "$type": matches when the
- *    field's value is of the type, or, for an array field, when the array itself ('array') or any
- *    element is of the type. Numeric type names are refused earlier (query.ts), because the emulator
- *    does not keep numbers' BSON types.
+ *    binData 5, timestamp 17, regex 11, minKey -1, maxKey 127, ...) and the numeric types of the
+ *    emulator's number representation (numbers.ts: int 16, long 18, double 1, decimal 19, "number").
+ *    Manual, "$type": matches when the field's value is of the type, or, for an array field, when the
+ *    array itself ('array') or any element is of the type.
+ *  - `$eq`, `$ne`, `$in`, `$nin`, `$gt`, `$gte`, `$lt`, `$lte`: BSON equality and order (numbers by
+ *    value across Int32, Int64, Double and Decimal128, exactly; bson-order.ts), ranges within the
+ *    operand's type bracket (manual, "Comparison Query Operators", "Type Bracketing"), null matching
+ *    a missing field, an array field matching by any element or as a whole. NaN equals NaN and is
+ *    neither greater nor less than anything (ComparisonMatchExpressionBase, expression_leaf.cpp (*)).
+ *  - `$mod` and `$size` with operands of any numeric type; `$expr` with mongod's truthiness (every
+ *    number but 0 is true, NaN included; Value::coerceToBool, value.cpp (*)).
  *  - `$all` on a field that is not an array: manual, "$all": "{ tags: { $all: [ 'ssl', 'security' ] } }
  *    is equivalent to { $and: [ { tags: 'ssl' }, { tags: 'security' } ] }", so a scalar field equal to
  *    every listed value matches; an empty list matches nothing.
@@ -17,7 +24,9 @@
  */
 import type { Binary, Document } from 'bson';
 import { canonicalRank, compareValues } from './bson-order';
-import { isPlainObject } from './values';
+import { MongoCommandError, unsupported } from './errors';
+import { isNumeric, numKind, toBigInt, toNumber } from './numbers';
+import { isPlainObject, keyOf } from './values';
 
 /* eslint-disable @typescript-eslint/no-require-imports */
 const { resolve } = require('mingo/util') as { resolve: (obj: unknown, selector: string, opts?: { unwrapArray?: boolean }) => unknown };
@@ -36,7 +45,8 @@ function typeCode(v: unknown): number {
   if (v === undefined) return 6;
   if (typeof v === 'string') return 2;
   if (typeof v === 'boolean') return 8;
-  if (typeof v === 'number') return Number.isInteger(v) && Math.abs(v) < 2 ** 31 ? 16 : 1;
+  const k = numKind(v);
+  if (k) return k === 'int' ? 16 : k === 'long' ? 18 : k === 'double' ? 1 : 19;
   if (typeof v === 'bigint') return 18;
   if (Array.isArray(v)) return 4;
   if (v instanceof Date) return 9;
@@ -46,10 +56,6 @@ function typeCode(v: unknown): number {
     case 'ObjectId': return 7;
     case 'Binary': return 5;
     case 'Timestamp': return 17;
-    case 'Long': return 18;
-    case 'Int32': return 16;
-    case 'Double': return 1;
-    case 'Decimal128': return 19;
     case 'BSONRegExp': return 11;
     case 'MinKey': return -1;
     case 'MaxKey': return 127;
@@ -65,7 +71,7 @@ function matchesType(v: unknown, wanted: unknown[]): boolean {
   const code = typeCode(v);
   return wanted.some((w) => {
     if (w === 'number') return code === 1 || code === 16 || code === 18 || code === 19;
-    const c = typeof w === 'string' ? TYPE_CODES[w] : Number(w);
+    const c = typeof w === 'string' ? TYPE_CODES[w] : toNumber(w);
     return c === code;
   });
 }
@@ -91,7 +97,7 @@ const $all: QueryOp = (selector, value, options) => {
     return list.every((e) => {
       if (e instanceof RegExp) return typeof v === 'string' && e.test(v);
       if (isPlainObject(e) && '$elemMatch' in e) return false;
-      return compareValues(e, v) === 0 && (typeCode(e) === typeCode(v) || (typeof e === 'number' && typeof v === 'number'));
+      return equal(e, v);
     });
   };
 };
@@ -103,7 +109,7 @@ function bytesOf(v: unknown): Uint8Array | undefined {
 }
 
 function positionsOf(mask: unknown): number[] | undefined {
-  if (Array.isArray(mask)) return mask.map(Number);
+  if (Array.isArray(mask)) return mask.map(toNumber);
   const bytes = bytesOf(mask);
   const out: number[] = [];
   if (bytes) {
@@ -112,8 +118,10 @@ function positionsOf(mask: unknown): number[] | undefined {
     });
     return out;
   }
-  if (typeof mask === 'number' && Number.isInteger(mask) && mask >= 0) {
-    for (let bit = 0; bit < 53; bit++) if (Math.floor(mask / 2 ** bit) % 2 === 1) out.push(bit);
+  const k = numKind(mask);
+  if ((k === 'int' || k === 'long' || k === 'double') && Number.isInteger(toNumber(mask)) && toNumber(mask) >= 0) {
+    const m = k === 'long' ? toBigInt(mask) : BigInt(toNumber(mask));
+    for (let bit = 0n; m >> bit > 0n; bit++) if ((m >> bit) & 1n) out.push(Number(bit));
     return out;
   }
   return undefined;
@@ -126,32 +134,160 @@ function bitsOp(name: string, test: (set: boolean[]) => boolean): QueryOp {
     return (obj) => {
       const v = resolve(obj, selector, { unwrapArray: true });
       const bytes = bytesOf(v);
-      // Only integral numbers and BinData can match a bitwise operator ("Bitwise Query Operators").
-      if (!bytes) return (typeof v === 'number' && Number.isInteger(v)) || ['Int32', 'Long'].includes((v as { _bsontype?: string } | null)?._bsontype ?? '') ? original(obj) : false;
       if (!positions) return original(obj);
-      return test(positions.map((p) => p >> 3 < bytes.length && (bytes[p >> 3] & (1 << (p & 7))) !== 0));
+      if (bytes) return test(positions.map((p) => p >> 3 < bytes.length && (bytes[p >> 3] & (1 << (p & 7))) !== 0));
+      // Only integral numbers (as 64-bit two's complement, sign-extended beyond bit 63) and BinData
+      // can match a bitwise operator ("Bitwise Query Operators").
+      const k = numKind(v);
+      if (!k || k === 'decimal') return false;
+      let b: bigint;
+      if (k === 'int' || k === 'long') b = toBigInt(v);
+      else {
+        const x = toNumber(v);
+        if (!Number.isInteger(x) || Math.abs(x) >= 2 ** 63) return false;
+        b = BigInt(x);
+      }
+      return test(positions.map((p) => ((b >> BigInt(p)) & 1n) === 1n));
     };
   };
 }
 
-/**
- * `$lt`/`$lte`/`$gt`/`$gte` with a BinData, ObjectId or Timestamp operand: the query language compares
- * only values of the operand's type bracket (manual, "Comparison Query Operators" / "Type
- * Bracketing"), in BSON order (BinData by length, subtype, bytes). mingo did not order BinData.
- */
-function rangeOp(name: string, test: (c: number) => boolean): QueryOp {
-  return (selector, value, options) => {
-    const original = mingoQuery[name](selector, value, options);
-    const t = (value as { _bsontype?: string } | null)?._bsontype;
-    if (t !== 'Binary' && t !== 'ObjectId' && t !== 'Timestamp' && !ArrayBuffer.isView(value)) return original;
-    const rank = canonicalRank(value);
+/** A query-language value: a missing field compares as null. */
+function q(v: unknown): unknown {
+  return v === undefined ? null : v;
+}
+
+function isNaNValue(v: unknown): boolean {
+  const k = numKind(v);
+  if (!k || k === 'int' || k === 'long') return false;
+  if (k === 'decimal') return (v as { toString(): string }).toString().endsWith('NaN');
+  return Number.isNaN(toNumber(v));
+}
+
+function equal(a: unknown, b: unknown): boolean {
+  return keyOf(q(a)) === keyOf(q(b));
+}
+
+/** The values a query condition on `selector` looks at: the value, or an array's elements (and, flattened, nested paths). */
+function resolved(obj: unknown, selector: string): unknown {
+  return resolve(obj, selector, { unwrapArray: true });
+}
+
+function depthOf(selector: string): number {
+  let depth = 0;
+  for (let i = selector.indexOf('.'); i !== -1; i = selector.indexOf('.', i + 1)) depth++;
+  return depth;
+}
+
+function eqPredicate(selector: string, value: unknown): (obj: unknown) => boolean {
+  const depth = depthOf(selector);
+  return (obj) => {
+    const a = resolved(obj, selector);
+    if (equal(a, value)) return true;
+    if (!Array.isArray(a)) return false;
+    if (a.some((x) => equal(x, value))) return true;
+    return depth > 0 && flatten(a, depth).some((x) => equal(x, value));
+  };
+}
+
+function flatten(a: unknown[], depth: number): unknown[] {
+  let out = a;
+  for (let i = 0; i < depth; i++) out = out.flatMap((x) => (Array.isArray(x) ? x : [x]));
+  return out;
+}
+
+const $eq: QueryOp = (selector, value) => eqPredicate(selector, value);
+const $ne: QueryOp = (selector, value) => {
+  const eq = eqPredicate(selector, value);
+  return (obj) => !eq(obj);
+};
+
+function rangeOp(test: (c: number) => boolean, acceptsEqual: boolean): QueryOp {
+  return (selector, value) => {
+    const b = q(value);
+    const rank = canonicalRank(b);
+    const bNaN = isNaNValue(b);
+    const unbounded = rank === -1 || rank === 127; // MinKey / MaxKey compare with every type
+    const matches = (x: unknown): boolean => {
+      const v = q(x);
+      if (!unbounded && canonicalRank(v) !== rank) return false;
+      if (bNaN || isNaNValue(v)) return acceptsEqual && bNaN && isNaNValue(v);
+      return test(compareValues(v, b));
+    };
     return (obj) => {
-      const v = resolve(obj, selector, { unwrapArray: true });
-      const candidates = Array.isArray(v) ? v : [v];
-      return candidates.some((x) => canonicalRank(x) === rank && test(compareValues(x, value)));
+      const a = resolved(obj, selector);
+      if (!Array.isArray(a)) return matches(a);
+      if (a.some(matches)) return true;
+      return Array.isArray(value) && matches(a);
     };
   };
 }
+
+function inPredicate(selector: string, list: unknown): (obj: unknown) => boolean {
+  if (!Array.isArray(list)) throw new MongoCommandError(2, '$in needs an array');
+  const keys = new Set(list.filter((x) => !(x instanceof RegExp)).map((x) => keyOf(q(x))));
+  const patterns = list.filter((x): x is RegExp => x instanceof RegExp);
+  const one = (x: unknown): boolean => keys.has(keyOf(q(x))) || (typeof x === 'string' && patterns.some((re) => re.test(x)));
+  return (obj) => {
+    const a = resolved(obj, selector);
+    if (one(a)) return true;
+    return Array.isArray(a) && a.some(one);
+  };
+}
+
+const $in: QueryOp = (selector, value) => inPredicate(selector, value);
+const $nin: QueryOp = (selector, value) => {
+  const p = inPredicate(selector, value);
+  return (obj) => !p(obj);
+};
+
+/** `$mod: [divisor, remainder]` on numbers of any type (the value's and the operands' numeric values). */
+const $mod: QueryOp = (selector, value, options) => {
+  if (!Array.isArray(value) || value.length !== 2 || !value.every(isNumeric)) return mingoQuery.$mod(selector, value, options);
+  const [d, r] = value.map(toNumber);
+  if (!Number.isSafeInteger(d) || !Number.isSafeInteger(r)) throw unsupported('$mod with a divisor or remainder that is not an integer of at most 53 bits');
+  return (obj) => {
+    const a = resolved(obj, selector);
+    return (Array.isArray(a) ? a : [a]).some((x) => {
+      if (!isNumeric(x)) return false;
+      const n = toNumber(x);
+      if (!Number.isFinite(n)) return false;
+      const t = Math.trunc(n);
+      if (!Number.isSafeInteger(t)) throw unsupported('$mod on a value beyond 53 bits');
+      return t % d === r;
+    });
+  };
+};
+
+const $size: QueryOp = (selector, value, options) => {
+  if (!isNumeric(value)) return mingoQuery.$size(selector, value, options);
+  const n = toNumber(value);
+  return (obj) => {
+    const a = resolved(obj, selector);
+    return Array.isArray(a) && a.length === n;
+  };
+};
+
+let evaluateExpr: (doc: unknown, expr: unknown, options: unknown) => unknown = () => {
+  throw new Error('query-operators: evaluateExpr not wired');
+};
+
+/** mingo-context.ts wires its typed expression evaluator in. */
+export function setExpressionEvaluator(f: (doc: unknown, expr: unknown, options: unknown) => unknown): void {
+  evaluateExpr = f;
+}
+
+/** Value::coerceToBool: false, null, missing and numeric zero are false; everything else (NaN, "", [], {}) is true. */
+export function bsonTruthy(v: unknown): boolean {
+  if (v === undefined || v === null || v === false) return false;
+  if (isNumeric(v)) {
+    if (isNaNValue(v)) return true;
+    return compareValues(v, 0) !== 0;
+  }
+  return true;
+}
+
+const $expr: QueryOp = (_selector, value, options) => (obj) => bsonTruthy(evaluateExpr(obj, value, options));
 
 const DBREF_FIELDS = new Set(['$ref', '$id', '$db']);
 
@@ -209,10 +345,17 @@ export function setElementQueryFactory(f: (filter: Document) => { test(doc: unkn
 
 export const QUERY_OVERRIDES: Record<string, QueryOp> = {
   $elemMatch,
-  $lt: rangeOp('$lt', (c) => c < 0),
-  $lte: rangeOp('$lte', (c) => c <= 0),
-  $gt: rangeOp('$gt', (c) => c > 0),
-  $gte: rangeOp('$gte', (c) => c >= 0),
+  $eq,
+  $ne,
+  $in,
+  $nin,
+  $mod,
+  $size,
+  $expr,
+  $lt: rangeOp((c) => c < 0, false),
+  $lte: rangeOp((c) => c <= 0, true),
+  $gt: rangeOp((c) => c > 0, false),
+  $gte: rangeOp((c) => c >= 0, true),
   $type,
   $all,
   $bitsAllSet: bitsOp('$bitsAllSet', (s) => s.every(Boolean)),

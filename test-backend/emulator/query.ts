@@ -11,7 +11,7 @@ import { rejectProtoKeys, rejectUnsupportedQueryFeatures } from './unsupported-f
 import type { Index } from './indexes';
 import type { Collection } from './storage/collection';
 import type { Transaction } from './transactions';
-import { MongoCommandError, toCommandError, unsupported } from './errors';
+import { MongoCommandError, toCommandError } from './errors';
 import { isPlainObject, keyOf } from './values';
 
 export interface SystemVars {
@@ -76,55 +76,8 @@ export function bindFilter(filter: Document, vars: SystemVars): Document {
   return out;
 }
 
-/**
- * Numbers lose their BSON type on the way in (see the header of index.ts): a
- * stored Int32, Int64 and Double are all JS numbers here. A `$type` test that
- * tells them apart would answer wrongly, so it fails loudly instead.
- */
-const NUMERIC_TYPE_ALIASES = new Set<unknown>(['double', 'int', 'long', 'decimal', 1, 16, 18, 19]);
-const QUERY_TYPE_ALIASES_OK = new Set<unknown>(['string', 'object', 'array', 'binData', 'objectId', 'bool', 'date', 'null', 'regex', 'timestamp', 'number', 'minKey', 'maxKey', 'undefined', 'javascript', 'symbol', 'dbPointer']);
-
-function typeUnsupported(detail: string): MongoCommandError {
-  return unsupported(`${detail} (the emulator does not keep the BSON type of numbers: Int32, Int64 and Double are all stored as plain numbers)`);
-}
-
-/** Rejects `$type` conditions on numeric BSON types in a query filter (at any depth). */
-export function rejectNumericTypeTests(v: unknown, inExpression = false, root: unknown = v): void {
-  if (Array.isArray(v)) {
-    for (const x of v) rejectNumericTypeTests(x, inExpression, root);
-    return;
-  }
-  if (!isPlainObject(v)) return;
-  for (const k of Object.keys(v)) {
-    const x = v[k];
-    if (k === '$type') {
-      const aliases = Array.isArray(x) ? x : [x];
-      if (inExpression) {
-        // The `$type` expression names a value's type; for numbers that name is a guess,
-        // so an expression that compares it with a numeric type name is refused.
-        if (!(typeof x === 'string' && QUERY_TYPE_ALIASES_OK.has(x)) && mentionsNumericTypeName(root)) throw typeUnsupported('the $type aggregation expression compared with a numeric type name');
-      } else if (aliases.some((a) => NUMERIC_TYPE_ALIASES.has(a) || (a !== null && typeof a === 'object'))) {
-        throw typeUnsupported(`$type ${JSON.stringify(x)} in a query filter`);
-      }
-      continue;
-    }
-    if (k === '$literal') continue;
-    rejectNumericTypeTests(x, inExpression || k === '$expr', root);
-  }
-}
-
-function mentionsNumericTypeName(v: unknown): boolean {
-  if (typeof v === 'string') return v === 'double' || v === 'int' || v === 'long' || v === 'decimal';
-  if (Array.isArray(v)) return v.some(mentionsNumericTypeName);
-  return isPlainObject(v) && Object.values(v).some(mentionsNumericTypeName);
-}
-
 /** Aggregation stages: `$match` is a filter, every other stage holds expressions. */
 export function bindPipeline(pipeline: Document[], vars: SystemVars): Document[] {
-  for (const stage of pipeline) {
-    if (isPlainObject(stage) && isPlainObject(stage.$match)) rejectNumericTypeTests(stage.$match, false, pipeline);
-    else rejectNumericTypeTests(stage, true, pipeline);
-  }
   return pipeline.map((stage) => {
     if (isPlainObject(stage) && isPlainObject(stage.$match)) return { $match: bindFilter(stage.$match, vars) };
     return bindExpression(stage, vars);
@@ -156,7 +109,6 @@ export function compileFilter(filter: Document | undefined, vars: SystemVars): M
     const hit = compiledFilters.get(cacheKey);
     if (hit) return hit;
   }
-  rejectNumericTypeTests(filter);
   rejectUnsupportedQueryFeatures(filter);
   rejectProtoKeys(filter);
   let q: Query;

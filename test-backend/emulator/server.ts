@@ -199,7 +199,7 @@ export async function dispatch(state: ServerState, msg: IncomingMessage, conn: C
     if (retryable) {
       const prior = state.txns.retryResult(cmd);
       // A fail point's writeConcernError applies to the retried command's reply too.
-      if (prior) return withClusterTime(state, afterFailPoint({ ...prior, retriedStmtIds: undefined }));
+      if (prior) return withClusterTime(state, afterFailPoint({ ...prior }));
     }
     // onPrimaryTransactionalWrite (write-failpoints.ts): close the connection before the write, or after it.
     const writeFp = retryable && ctx.state.topology === 'replset' ? state.failPoints?.writes?.onRetryableWrite() : undefined;
@@ -208,8 +208,14 @@ export async function dispatch(state: ServerState, msg: IncomingMessage, conn: C
       return undefined;
     }
     checkWriteConcern(cmd, name, state.topology);
+    if (!inTransaction && createsCollection(state, cmd, name, db)) await new Promise((r) => setTimeout(r, state.params.collectionCreationLatencyMs));
+    const seqBefore = state.storage.seq;
     const reply = withWriteConcernOutcome(cmd, name, state.topology, await handler(ctx));
-    if (retryable) state.txns.recordRetry(cmd, reply);
+    // A statement is recorded as executed only when it wrote (TransactionParticipant's executed
+    // statements come from the oplog entries of the write, onWriteOpCompletedOnPrimary); a write
+    // that changed nothing leaves no entry and runs again when retried. findAndModify records what
+    // parseOplogEntryForFindAndModify rebuilds from the oplog (see crud.ts), not its projected reply.
+    if (retryable) state.txns.recordRetry(cmd, state.storage.seq !== seqBefore ? (ctx.retryReply ?? reply) : undefined);
     if (writeFp?.kind === 'closeAfterWrite') {
       conn.close();
       return undefined;
@@ -223,6 +229,28 @@ export async function dispatch(state: ServerState, msg: IncomingMessage, conn: C
     }
     return withClusterTime(state, afterFailPoint(err.toReply()));
   }
+}
+
+/**
+ * Whether the command creates its collection (explicitly, or implicitly with a first insert or an
+ * upsert). Such a command runs only after `collectionCreationLatencyMs`: on mongod, creating a
+ * collection (a catalog entry and the storage tables of the collection and its `_id` index) takes
+ * time during which commands on other connections run, so a change stream opened in the same
+ * moment on another connection starts before the write commits and reports it (a new stream starts
+ * one tick after the last applied operation: DocumentSourceChangeStream::getStartTimeForNewStream,
+ * src/mongo/db/pipeline/document_source_change_stream.cpp). The latency is a schedule, not a rule:
+ * with any value every answer is one mongod can give (the write is invisible to everyone until it
+ * runs, and commands on its own connection stay in order); it only picks the interleaving mongod
+ * usually shows.
+ */
+const CREATING_COMMANDS = new Set(['insert', 'update', 'findAndModify', 'findandmodify', 'create', 'createIndexes']);
+function createsCollection(state: ServerState, cmd: Document, name: string, db: string): boolean {
+  if (!CREATING_COMMANDS.has(name) || state.params.collectionCreationLatencyMs <= 0) return false;
+  const coll = cmd[name];
+  if (typeof coll !== 'string' || state.storage.getCollection(db, coll)) return false;
+  if (name === 'update') return Array.isArray(cmd.updates) && (cmd.updates as Document[]).some((u) => u?.upsert);
+  if (name === 'findAndModify' || name === 'findandmodify') return !!cmd.upsert;
+  return true;
 }
 
 /**

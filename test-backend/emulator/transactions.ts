@@ -6,8 +6,9 @@
  * writes; commit replays the writes through the storage's committed path in
  * order, so change events appear at commit time.
  */
-import type { Document } from 'bson';
+import { Long, type Document } from 'bson';
 import { Codes, MongoCommandError, writeConflict } from './errors';
+import { toNumber } from './numbers';
 import type { Collection } from './storage/collection';
 import type { DocWrite, LockHolder, Storage } from './storage/engine';
 
@@ -18,7 +19,7 @@ export function lsidKey(lsid: Document | undefined): string | undefined {
 }
 
 function txnNum(v: unknown): number {
-  return typeof v === 'number' ? v : Number(v as bigint);
+  return toNumber(v);
 }
 
 let nextTxnId = 1;
@@ -58,7 +59,7 @@ export class Transaction implements LockHolder {
 interface SessionState {
   txn?: Transaction;
   /** Highest txnNumber seen for retryable writes and its recorded reply. */
-  retry?: { txnNumber: number; reply: Document };
+  retry?: { txnNumber: number; reply: Document | undefined };
 }
 
 export class TransactionManager {
@@ -136,7 +137,7 @@ export class TransactionManager {
       this.storage.locks.delete(this.storage.lockKey(op.coll, op.key));
     }
     txn.markFinished('committed');
-    for (const op of txn.ops) this.storage.commit(op, { txnNumber: txn.txnNumber, lsid: txn.lsid });
+    for (const op of txn.ops) this.storage.commit(op, { txnNumber: Long.fromNumber(txn.txnNumber), lsid: txn.lsid });
     this.storage.pruneHistory();
   }
 
@@ -253,7 +254,8 @@ export class TransactionManager {
     return undefined;
   }
 
-  recordRetry(cmd: Document, reply: Document): void {
+  /** `reply` undefined: the write changed nothing, so a retry with this txnNumber runs it again. */
+  recordRetry(cmd: Document, reply: Document | undefined): void {
     const lsid = cmd.lsid as Document | undefined;
     if (!lsid || cmd.txnNumber === undefined) return;
     this.session(lsid).retry = { txnNumber: txnNum(cmd.txnNumber), reply };

@@ -7,6 +7,7 @@
 import type { Document } from 'bson';
 import type { ServerState } from './context';
 import { getPath } from './values';
+import { numericValue } from './indexes';
 
 export function expiryOf(value: unknown, expireAfterSeconds: number): number | undefined {
   const dates = (Array.isArray(value) ? value : [value]).filter((v): v is Date => v instanceof Date);
@@ -55,7 +56,7 @@ export class TtlMonitor {
         const expired: Array<[string, Document]> = [];
         for (const [key, rec] of coll.docs) {
           for (const idx of ttl) {
-            const at = expiryOf(getPath(rec.doc, idx.fields[0]), idx.spec.expireAfterSeconds!);
+            const at = expiryOf(getPath(rec.doc, idx.fields[0]), numericValue(idx.spec.expireAfterSeconds)!);
             if (at !== undefined && at <= now) {
               expired.push([key, rec.doc]);
               break;

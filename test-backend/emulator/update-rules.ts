@@ -7,7 +7,8 @@
  *    update the value of the _id field").
  *  - The positional `$` resolves to the first array element the query matched (manual, "$
  *    (update)"), once for all paths of the update, so `'arr.$.a'` and `'arr.$.b'` are two different
- *    fields and do not conflict. The emulator computes the index and substitutes it.
+ *    fields and do not conflict. The emulator computes the index and substitutes it; the array's
+ *    conditions may sit inside `$and` (see andConditions).
  *  - `$push` onto a field that holds no array fails with BadValue "The field '<path>' must be an
  *    array but is of type <type> in document {_id: <id>}" (src/mongo/db/update/push_node_test.cpp).
  *  - `$pull` with a condition made of `$or`/`$and`/`$nor` removes the elements the condition matches,
@@ -69,11 +70,28 @@ function checkPathViable(doc: Document, path: string): void {
   }
 }
 
+/**
+ * The field conditions of a filter as the update stage sees them when it asks for the matched array
+ * position: the top level and, through `$and` (at any depth), its children's — UpdateStage re-matches
+ * the document with `matchDetails.requestElemMatchKey()` and AndMatchExpression::matches hands the
+ * details to each child (src/mongo/db/exec/update_stage.cpp; AndMatchExpression::matches in
+ * src/mongo/db/matcher/expression_tree.cpp). Conditions under `$or`/`$nor` are not searched (what
+ * mongod records there is not sourced here; such an update stays refused).
+ */
+function andConditions(filter: Document): Array<[string, unknown]> {
+  const out: Array<[string, unknown]> = [];
+  for (const [k, v] of Object.entries(filter)) {
+    if (k === '$and' && Array.isArray(v)) for (const sub of v) if (isPlainObject(sub)) out.push(...andConditions(sub));
+    if (!k.startsWith('$')) out.push([k, v]);
+  }
+  return out;
+}
+
 /** Index of the first element of the array at `path` that satisfies the filter's conditions on it. */
 function positionalIndex(doc: Document, arrayPath: string, filter: Document): number | undefined {
   const arr = valueAt(doc, arrayPath.split('.')).value;
   if (!Array.isArray(arr)) return undefined;
-  const conds = Object.entries(filter).filter(([k]) => k === arrayPath || k.startsWith(`${arrayPath}.`));
+  const conds = andConditions(filter).filter(([k]) => k === arrayPath || k.startsWith(`${arrayPath}.`));
   if (!conds.length) return undefined;
   for (let i = 0; i < arr.length; i++) {
     const probe: Document = {};

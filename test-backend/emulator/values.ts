@@ -4,6 +4,7 @@
  * shell-like formatting mongod uses in duplicate-key messages.
  */
 import { Binary, Decimal128, Double, Int32, Long, ObjectId, Timestamp, type Document } from 'bson';
+import { numericKey, numKind, typedNumericKey } from './numbers';
 
 type BsonTyped = { _bsontype?: string };
 
@@ -14,29 +15,37 @@ export function isPlainObject(v: unknown): v is Document {
   return true;
 }
 
-/** Number-like values compare equal across types in MongoDB (1 == 1.0 == NumberLong(1)). */
-function numericKey(n: number): string {
-  return Object.is(n, -0) ? 'n:0' : `n:${n}`;
-}
-
 /** Canonical encoding of a BSON value; equal values (by MongoDB equality) get equal strings. */
 export function keyOf(v: unknown): string {
-  if (v === undefined || v === null) return 'z';
+  return encode(v, false);
+}
+
+/**
+ * Like keyOf, but equal only for identical values: numbers keep their BSON type (1, 1.0 and
+ * NumberLong(1) differ), as mongod's binary comparison does when it decides whether a write changed
+ * a document.
+ */
+export function typedKeyOf(v: unknown): string {
+  return encode(v, true);
+}
+
+function encode(v: unknown, typed: boolean): string {
+  if (v === undefined || v === null) return v === null || !typed ? 'z' : 'u';
   switch (typeof v) {
     case 'string':
       return `s:${v}`;
     case 'number':
-      return numericKey(v);
+      return typed ? typedNumericKey(v) : numericKey(v);
     case 'boolean':
       return v ? 'b:1' : 'b:0';
     case 'bigint':
-      return numericKey(Number(v));
+      return numericKey(Long.fromBigInt(v));
     case 'object':
       break;
     default:
       return `?:${String(v)}`;
   }
-  if (Array.isArray(v)) return `[${v.map(keyOf).join(',')}]`;
+  if (Array.isArray(v)) return `[${v.map((x) => encode(x, typed)).join(',')}]`;
   if (v instanceof Date) return `d:${v.getTime()}`;
   if (v instanceof RegExp) return `r:${v.source}/${v.flags}`;
   const t = (v as BsonTyped)._bsontype;
@@ -45,14 +54,10 @@ export function keyOf(v: unknown): string {
       case 'ObjectId':
         return `o:${(v as ObjectId).toHexString()}`;
       case 'Long':
-        return numericKey((v as Long).toNumber());
       case 'Int32':
       case 'Double':
-        return numericKey((v as Int32 | Double).valueOf());
-      case 'Decimal128': {
-        const n = Number((v as Decimal128).toString());
-        return Number.isFinite(n) ? numericKey(n) : `n:${(v as Decimal128).toString()}`;
-      }
+      case 'Decimal128':
+        return typed ? typedNumericKey(v) : numericKey(v);
       case 'Timestamp':
         return `t:${(v as Timestamp).toString()}`;
       case 'Binary':
@@ -66,7 +71,7 @@ export function keyOf(v: unknown): string {
   const parts: string[] = [];
   for (const k of Object.keys(v)) {
     const val = (v as Document)[k];
-    if (val !== undefined) parts.push(`${JSON.stringify(k)}=${keyOf(val)}`);
+    if (val !== undefined) parts.push(`${JSON.stringify(k)}=${encode(val, typed)}`);
   }
   return `{${parts.join(',')}}`;
 }
@@ -106,14 +111,16 @@ export function getPath(doc: Document, path: string): unknown {
 export function formatValue(v: unknown): string {
   if (v === undefined || v === null) return 'null';
   if (typeof v === 'string') return JSON.stringify(v);
-  if (typeof v === 'number' || typeof v === 'boolean' || typeof v === 'bigint') return String(v);
+  if (typeof v === 'number') return formatDouble(v);
+  if (typeof v === 'boolean' || typeof v === 'bigint') return String(v);
   if (v instanceof Date) return `new Date(${v.getTime()})`;
   if (Array.isArray(v)) return `[ ${v.map(formatValue).join(', ')} ]`;
   const t = (v as BsonTyped)._bsontype;
   if (t === 'ObjectId') return `ObjectId('${(v as ObjectId).toHexString()}')`;
   if (t === 'Long') return (v as Long).toString();
   if (t === 'Decimal128') return `NumberDecimal("${(v as Decimal128).toString()}")`;
-  if (t === 'Int32' || t === 'Double') return String((v as Int32).valueOf());
+  if (t === 'Int32') return String((v as Int32).valueOf());
+  if (t === 'Double') return formatDouble((v as Double).valueOf(), true);
   if (t === 'Timestamp') return `Timestamp(${(v as Timestamp).t}, ${(v as Timestamp).i})`;
   if (t === 'Binary') return `BinData(${(v as Binary).sub_type}, ${Buffer.from((v as Binary).buffer).toString('hex').toUpperCase()})`;
   if (isPlainObject(v)) {
@@ -121,6 +128,17 @@ export function formatValue(v: unknown): string {
     return keys.length ? `{ ${keys.map((k) => `${k}: ${formatValue(v[k])}`).join(', ')} }` : '{}';
   }
   return String(v);
+}
+
+/**
+ * A number as BSONElement::toString prints it: integers plainly; doubles with up to 16 significant
+ * digits and a trailing ".0" when integral (the ".0" as in mongod's messages, e.g. "max: 178.0").
+ */
+function formatDouble(x: number, isDouble = numKind(x) === 'double'): string {
+  if (!isDouble) return String(x);
+  if (!Number.isFinite(x)) return Number.isNaN(x) ? 'nan.0' : x > 0 ? 'inf.0' : '-inf.0';
+  const s = String(Number(x.toPrecision(16)));
+  return /[.e]/.test(s) ? s : `${s}.0`;
 }
 
 export function isDate(v: unknown): v is Date {

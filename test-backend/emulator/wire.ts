@@ -3,6 +3,7 @@
  * decodes/encodes OP_MSG, legacy OP_QUERY (handshake only) and OP_REPLY.
  */
 import { deserialize, serialize, type Document } from 'bson';
+import { normalizeIn } from './numbers';
 
 export const OP_REPLY = 1;
 export const OP_QUERY = 2004;
@@ -13,8 +14,16 @@ export const FLAG_CHECKSUM_PRESENT = 1 << 0;
 export const FLAG_MORE_TO_COME = 1 << 1;
 export const FLAG_EXHAUST_ALLOWED = 1 << 16;
 
-/** Deserialisation keeps Long values that do not fit a double exactly, and never turns binaries into Buffers. */
-export const BSON_READ_OPTIONS = { promoteBuffers: false, promoteLongs: true, promoteValues: true, bsonRegExp: false } as const;
+/**
+ * Deserialisation keeps every number's BSON type (no promotion) and never turns binaries into
+ * Buffers; `readDocument` then normalises numbers into the emulator's representation (numbers.ts).
+ */
+export const BSON_READ_OPTIONS = { promoteBuffers: false, promoteLongs: false, promoteValues: false, bsonRegExp: false } as const;
+
+/** A BSON document as the emulator holds it: numbers normalised (numbers.ts). */
+export function readDocument(buf: Uint8Array): Document {
+  return normalizeIn(deserialize(buf, BSON_READ_OPTIONS));
+}
 
 export interface IncomingMessage {
   requestId: number;
@@ -80,7 +89,7 @@ function decodeOpMsg(buf: Buffer, requestId: number): IncomingMessage {
     const kind = buf[pos++];
     if (kind === 0) {
       const size = buf.readInt32LE(pos);
-      body = deserialize(buf.subarray(pos, pos + size), BSON_READ_OPTIONS);
+      body = readDocument(buf.subarray(pos, pos + size));
       pos += size;
     } else if (kind === 1) {
       const size = buf.readInt32LE(pos);
@@ -92,7 +101,7 @@ function decodeOpMsg(buf: Buffer, requestId: number): IncomingMessage {
       const docs: Document[] = [];
       while (p < sectionEnd) {
         const dsize = buf.readInt32LE(p);
-        docs.push(deserialize(buf.subarray(p, p + dsize), BSON_READ_OPTIONS));
+        docs.push(readDocument(buf.subarray(p, p + dsize)));
         p += dsize;
       }
       sequences.push([id, docs]);
@@ -112,7 +121,7 @@ function decodeOpQuery(buf: Buffer, requestId: number): IncomingMessage {
   const fullCollectionName = buf.toString('utf8', pos, nul);
   pos = nul + 1 + 8; // skip numberToSkip, numberToReturn
   const size = buf.readInt32LE(pos);
-  let command = deserialize(buf.subarray(pos, pos + size), BSON_READ_OPTIONS);
+  let command = readDocument(buf.subarray(pos, pos + size));
   // Legacy wrapped form: { $query: {...}, $readPreference: ... }
   if (command.$query && typeof command.$query === 'object') command = command.$query as Document;
   return { requestId, opCode: OP_QUERY, flags: 0, command, fullCollectionName };

@@ -6,19 +6,21 @@
  */
 import { calculateObjectSize, ObjectId, type Document } from 'bson';
 import { evaluate, makeAggregator, runUpdateOne } from './mingo-context';
-import { compareValues } from './bson-order';
 import { Codes, MongoCommandError, toCommandError, unsupported } from './errors';
 import { duplicateKeyError } from './indexes';
 import { checkUpsertPredicate } from './rules/upsert';
 import { ensureColl, getColl } from './namespaces';
 import { prepareModifier } from './update-rules';
+import { sortDocs } from './sort';
+export { sortDocs } from './sort';
+import { assignPath, checkIntResults, planArithmetic } from './update-arithmetic';
 import { rejectProtoKeys } from './unsupported-features';
-import { bindExpression, bindFilter, compileFilter, equalityValue, rejectNumericTypeTests, View, withRestriction, type SystemVars } from './query';
+import { bindExpression, bindFilter, compileFilter, equalityValue, View, withRestriction, type SystemVars } from './query';
 import { resolveHint } from './hint';
 import type { Collection } from './storage/collection';
 import { WaitForLock, type DocWrite, type Storage, type WriteKind } from './storage/engine';
 import type { Transaction, TransactionManager } from './transactions';
-import { clone, getPath, isPlainObject, keyOf, valuesEqual } from './values';
+import { clone, isPlainObject, keyOf, typedKeyOf, valuesEqual } from './values';
 
 export interface ExecCtx {
   storage: Storage;
@@ -179,26 +181,36 @@ export function computeUpdate(old: Document, update: UpdateSpec, opts: { filter?
     next = withIdFirst(clone(update), update._id !== undefined ? update._id : old._id);
     if (next._id === undefined) delete next._id;
   } else {
-    if (Array.isArray(update)) rejectNumericTypeTests(update, true);
-    const modifier = Array.isArray(update) ? bindExpression(update, opts.vars) : prepareModifier(old, normalizeModifier(update, opts.vars, opts.inserting), opts.filter, opts.inserting);
-    if (!Array.isArray(modifier) && Object.keys(modifier).length === 0) return old;
-    if (!Array.isArray(modifier)) checkArithmeticTypes(old, modifier);
-    const fast = Array.isArray(modifier) ? fastPipelineSet(old, modifier) : fastSetInc(old, modifier);
-    if (fast) return fast;
-    if (Array.isArray(modifier)) return runPipelineUpdate(old, modifier, opts.vars);
-    const docs = [clone(old)];
-    const boundFilter = opts.filter && !opts.inserting ? bindFilter(opts.filter, opts.vars) : {};
-    try {
-      runUpdateOne(docs, boundFilter, modifier, { arrayFilters: opts.arrayFilters }, { variables: opts.vars.let });
-    } catch (e) {
-      if (!/would create a conflict/.test((e as Error).message)) throw toCommandError(e);
-      applyPathByPath(docs, boundFilter, modifier, opts);
-    }
-    next = docs[0];
+    const prepared = Array.isArray(update) ? bindExpression(update, opts.vars) : prepareModifier(old, normalizeModifier(update, opts.vars, opts.inserting), opts.filter, opts.inserting);
+    if (!Array.isArray(prepared) && Object.keys(prepared).length === 0) return old;
+    if (Array.isArray(prepared)) return fastPipelineSet(old, prepared) ?? runPipelineUpdate(old, prepared, opts.vars);
+    checkArithmeticTypes(old, prepared);
+    // $inc/$mul/$min/$max with BSON numeric types (update-arithmetic.ts), the rest through mingo.
+    const plan = planArithmetic(old, prepared);
+    const modifier = plan.rest;
+    let base: Document = old;
+    if (Object.keys(modifier).length) base = fastSetInc(old, modifier) ?? applyModifier(old, modifier, opts);
+    if (plan.checkIntPrefixes.length) checkIntResults(base, plan.checkIntPrefixes);
+    if (!plan.assign.length && base === old) return old;
+    for (const [path, v] of plan.assign) base = assignPath(base, path, v);
+    next = base;
     if (old._id !== undefined && !valuesEqual(next._id, old._id)) throw immutableId();
     if (next._id !== undefined) next = withIdFirst(next, next._id);
   }
   return next;
+}
+
+/** mingo's updater on a copy of `old`. */
+function applyModifier(old: Document, modifier: Document, opts: { filter?: Document; arrayFilters?: Document[]; vars: SystemVars; inserting: boolean }): Document {
+  const docs = [clone(old)];
+  const boundFilter = opts.filter && !opts.inserting ? bindFilter(opts.filter, opts.vars) : {};
+  try {
+    runUpdateOne(docs, boundFilter, modifier, { arrayFilters: opts.arrayFilters }, { variables: opts.vars.let });
+  } catch (e) {
+    if (!/would create a conflict/.test((e as Error).message)) throw toCommandError(e);
+    applyPathByPath(docs, boundFilter, modifier, opts);
+  }
+  return docs[0];
 }
 
 /**
@@ -317,32 +329,18 @@ function plainField(f: string): boolean {
 }
 
 /**
- * Fast path for the most common modifier shapes: only `$set` and `$inc` on
- * plain top-level fields (no dots, no positional operators, not `_id`), with
- * `$inc` only on a missing field or a plain JS number by a plain number. The
- * result is what mingo's updater gives for these (existing fields keep their
- * position, new ones are appended in the modifier's order, values are deep
- * copies); anything else returns undefined and goes through mingo.
+ * Fast path for the most common modifier shape: only `$set` on plain top-level fields (no dots, no
+ * positional operators, not `_id`). The result is what mingo's updater gives (existing fields keep
+ * their position, new ones are appended in the modifier's order, values are deep copies); anything
+ * else returns undefined and goes through mingo. ($inc is computed in update-arithmetic.ts.)
  */
 function fastSetInc(old: Document, modifier: Document): Document | undefined {
   const ops = Object.keys(modifier);
-  if (!ops.length || ops.some((op) => op !== '$set' && op !== '$inc')) return undefined;
+  if (ops.length !== 1 || ops[0] !== '$set') return undefined;
   const set = modifier.$set as Document | undefined;
-  const inc = modifier.$inc as Document | undefined;
-  if (set !== undefined && (!isPlainObject(set) || !Object.keys(set).every(plainField))) return undefined;
-  if (inc !== undefined) {
-    if (!isPlainObject(inc)) return undefined;
-    for (const f of Object.keys(inc)) {
-      if (!plainField(f) || typeof inc[f] !== 'number' || (set && f in set)) return undefined;
-      if (old[f] !== undefined && typeof old[f] !== 'number') return undefined;
-    }
-  }
+  if (!isPlainObject(set) || !Object.keys(set).every(plainField)) return undefined;
   const next: Document = { ...old };
-  // mingo applies the operators in the modifier's key order.
-  for (const op of ops) {
-    if (op === '$set') for (const f of Object.keys(set!)) next[f] = clone(set![f]);
-    else for (const f of Object.keys(inc!)) next[f] = old[f] === undefined ? inc![f] : (old[f] as number) + (inc![f] as number);
-  }
+  for (const f of Object.keys(set)) next[f] = clone(set[f]);
   return next;
 }
 
@@ -489,7 +487,7 @@ export function updateStatement(
     for (const [key, old] of matches) {
       const next = computeUpdate(old, st.u, { filter, arrayFilters: st.arrayFilters, vars: ctx.vars, inserting: false });
       first ??= { before: old, after: next };
-      if (next === old || keyOf(next) === keyOf(old)) continue;
+      if (next === old || typedKeyOf(next) === typedKeyOf(old)) continue;
       checkUpdatedSize(next);
       writes.push({ coll, key, before: old, after: next, kind });
     }
@@ -545,37 +543,3 @@ export function sortEntries(entries: Array<[string, Document]>, sort: Document):
   return sortDocs(entries.map(([, d]) => d), sort).map((d) => [byDoc.get(d)!, d]);
 }
 
-/**
- * find / findAndModify / update `sort`: documents in the order of their sort keys, compared in BSON
- * order (bson-order.ts). A missing field sorts as null ("The comparison treats a non-existent field
- * as if it were null", manual "Comparison/Sort Order"); an array field sorts by its smallest element
- * ascending and its largest descending (same page, "Arrays"). An empty array's place is not pinned
- * down here from a source, so sorting on one is refused.
- */
-export function sortDocs(docs: Document[], sort: Document): Document[] {
-  if (!sort || !Object.keys(sort).length) return docs;
-  const specs = Object.entries(sort).map(([path, dir]) => {
-    if (isPlainObject(dir)) throw unsupported(`sort by ${JSON.stringify(dir)} (text score / $meta)`);
-    const n = Number(dir);
-    if (n !== 1 && n !== -1) throw new MongoCommandError(Codes.BadValue, `$sort key ordering must be 1 (for ascending) or -1 (for descending)`);
-    return { path, dir: n };
-  });
-  const keyed = docs.map((doc, i) => ({
-    doc,
-    i,
-    keys: specs.map(({ path, dir }) => {
-      const v = getPath(doc, path);
-      if (!Array.isArray(v)) return v === undefined ? null : v;
-      if (!v.length) throw unsupported(`sorting on '${path}' where a document holds an empty array`);
-      return v.reduce((best, x) => (compareValues(x, best) * dir < 0 ? x : best));
-    }),
-  }));
-  keyed.sort((a, b) => {
-    for (let k = 0; k < specs.length; k++) {
-      const c = compareValues(a.keys[k], b.keys[k]) * specs[k].dir;
-      if (c) return c;
-    }
-    return a.i - b.i;
-  });
-  return keyed.map((x) => x.doc);
-}

@@ -1,10 +1,11 @@
 /** Namespace and index commands: create, drop, dropDatabase, listCollections, listDatabases, createIndexes, listIndexes, dropIndexes. */
-import type { Document } from 'bson';
+import { Long, type Document } from 'bson';
 import { makeQuery } from '../mingo-context';
 import type { CommandCtx, Handler } from '../context';
 import { Codes, MongoCommandError, toCommandError, unsupported } from '../errors';
-import { keyOf } from '../values';
+import { formatValue, isPlainObject, keyOf } from '../values';
 import { ensureColl, getColl } from '../namespaces';
+import { numericValue } from '../indexes';
 
 function nsNotFound(ctx: CommandCtx, name: string): MongoCommandError {
   return new MongoCommandError(Codes.NamespaceNotFound, `ns does not exist: ${ctx.db}.${name}`);
@@ -125,13 +126,71 @@ const dropIndexes: Handler = (ctx) => {
   return { nIndexesWas, ok: 1 };
 };
 
+/**
+ * collMod, index form only: `{ collMod: <coll>, index: { name | keyPattern, expireAfterSeconds } }`
+ * (manual, collMod, "Change Expiration Value for Indexes"). Checks in the order of
+ * parseCollModRequest (src/mongo/db/catalog/coll_mod.cpp, 6.x/7.0) and the reply of
+ * processCollModIndexRequest (src/mongo/db/catalog/coll_mod_index.cpp): `expireAfterSeconds_old`
+ * (when the index had one) and `expireAfterSeconds_new`, both NumberLong, also when unchanged; an
+ * index without a TTL becomes one (5.1+), except `_id` and compound indexes (InvalidOptions). The
+ * value is checked by index_key_validate::validateExpireAfterSeconds (kSecondaryTTLIndex): below 0
+ * is InvalidOptions. Every other collMod option (validators, views, hidden, unique, capped, pre-
+ * and post-images...) answers NotImplemented, as do values whose refusal is not sourced here (not
+ * an integer, above the 32-bit range).
+ */
+const COLLMOD_GENERIC = new Set(['collMod', '$db', 'lsid', 'txnNumber', '$clusterTime', 'writeConcern', '$readPreference', 'comment', 'apiVersion', 'apiStrict', 'apiDeprecationErrors', 'maxTimeMS']);
+
+const collMod: Handler = (ctx) => {
+  noTxn(ctx);
+  const name = ctx.cmd.collMod;
+  if (typeof name !== 'string') throw unsupported('collMod with a non-string collection name');
+  for (const k of Object.keys(ctx.cmd)) if (!COLLMOD_GENERIC.has(k) && k !== 'index') throw unsupported(`the collMod option '${k}'`);
+  const index = ctx.cmd.index as Document | undefined;
+  if (index === undefined) throw unsupported('collMod without an index modification');
+  if (!isPlainObject(index)) throw unsupported('collMod with a non-document index option');
+  for (const k of Object.keys(index)) if (!['name', 'keyPattern', 'expireAfterSeconds'].includes(k)) throw unsupported(`the collMod index option '${k}'`);
+  const coll = ctx.state.storage.getCollection(ctx.db, name);
+  if (!coll) throw new MongoCommandError(Codes.NamespaceNotFound, 'ns does not exist');
+  if (index.name !== undefined && index.keyPattern !== undefined) throw new MongoCommandError(Codes.InvalidOptions, 'Cannot specify both key pattern and name.');
+  if (index.name === undefined && index.keyPattern === undefined) throw new MongoCommandError(Codes.InvalidOptions, 'Must specify either index name or key pattern.');
+  if (index.name !== undefined && typeof index.name !== 'string') throw unsupported('collMod with a non-string index name');
+  if (index.keyPattern !== undefined && !isPlainObject(index.keyPattern)) throw unsupported('collMod with a non-document keyPattern');
+  if (index.expireAfterSeconds === undefined) throw new MongoCommandError(Codes.InvalidOptions, 'no expireAfterSeconds, hidden, unique, or prepareUnique field');
+  const secs = numericValue(index.expireAfterSeconds);
+  if (secs === undefined || !Number.isInteger(secs) || secs > 2147483647) throw unsupported(`collMod expireAfterSeconds ${String(index.expireAfterSeconds)} (mongod's answer is not sourced here)`);
+  if (secs < 0) throw new MongoCommandError(Codes.InvalidOptions, "TTL index 'expireAfterSeconds' option cannot be less than 0");
+  const ns = `${ctx.db}.${name}`;
+  let spec: Document | undefined;
+  if (typeof index.name === 'string') {
+    spec = coll.allSpecs().find((s) => s.name === index.name);
+    if (!spec) throw new MongoCommandError(Codes.IndexNotFound, `cannot find index ${index.name} for ns ${ns}`);
+  } else {
+    const matches = coll.allSpecs().filter((s) => keyOf(s.key) === keyOf(index.keyPattern));
+    if (matches.length > 1) throw new MongoCommandError(181, `index keyPattern ${formatValue(index.keyPattern)} matches ${matches.length} indexes, must use index name. Conflicting indexes:${formatValue(matches[0])}, ${formatValue(matches[1])}`, {}, 'AmbiguousIndexKeyPattern');
+    if (!matches.length) throw new MongoCommandError(Codes.IndexNotFound, `cannot find index ${formatValue(index.keyPattern)} for ns ${ns}`);
+    spec = matches[0];
+  }
+  const old = numericValue(spec.expireAfterSeconds);
+  if (old === undefined) {
+    if (spec.name === '_id_') throw new MongoCommandError(Codes.InvalidOptions, 'the _id field does not support TTL indexes');
+    if (Object.keys(spec.key as Document).length !== 1) throw new MongoCommandError(Codes.InvalidOptions, 'TTL indexes are single-field indexes, compound indexes do not support TTL');
+  }
+  const idx = coll.findIndex(spec.name as string)!;
+  ctx.state.storage.setIndexExpiry(coll, idx.name, secs);
+  const reply: Document = {};
+  if (old !== undefined) reply.expireAfterSeconds_old = Long.fromNumber(old);
+  reply.expireAfterSeconds_new = Long.fromNumber(secs);
+  reply.ok = 1;
+  return reply;
+};
+
 /** Commands mongod has that the emulator does not implement: NotImplemented, not CommandNotFound. */
 const notImplemented = (what: string): Handler => () => {
   throw unsupported(what);
 };
 
 export const adminCommands: Record<string, Handler> = {
-  collMod: notImplemented('the collMod command'),
+  collMod,
   renameCollection: notImplemented('the renameCollection command'),
   bulkWrite: notImplemented('the bulkWrite command (client-level bulk write, 8.0+)'),
   mapReduce: notImplemented('the mapReduce command'),

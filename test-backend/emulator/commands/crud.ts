@@ -114,6 +114,15 @@ function project(docs: Document[], projection: Document | undefined, ctx: Comman
   }
 }
 
+/**
+ * findAndModify. A retryable one (lsid + txnNumber) that wrote is answered, when retried, as
+ * parseOplogEntryForFindAndModify (src/mongo/db/query/write_ops/write_ops_retryability.cpp) rebuilds
+ * it from the oplog: lastErrorObject `{n: 1}` (remove), `{n: 1, updatedExisting: true}` (update) or
+ * `{n: 1, updatedExisting: false, upserted: <_id>}` (upsert), `value` the stored pre- or post-image
+ * (the inserted document for an upsert with `new`, else null) without the request's `fields`
+ * (SERVER-31242, SERVER-48368), and `retriedStmtId` (find_and_modify.cpp: setRetriedStmtId, stmtId
+ * defaulting to 0). server.ts stores `ctx.retryReply` only when the command wrote.
+ */
 const findAndModify: Handler = async (ctx) => {
   const name = collName(ctx);
   const c = ctx.cmd;
@@ -128,6 +137,7 @@ const findAndModify: Handler = async (ctx) => {
       const r = deleteStatement(ctx.exec, ctx.db, name, { q: c.query as Document, limit: 1, sort: c.sort as Document, hint: c.hint });
       leo.n = r.n;
       value = r.deleted;
+      ctx.retryReply = { lastErrorObject: { n: 1 }, value: r.deleted, retriedStmtId: 0, ok: 1 };
     } else {
       const r = updateStatement(ctx.exec, ctx.db, name, {
         q: c.query as Document,
@@ -141,6 +151,12 @@ const findAndModify: Handler = async (ctx) => {
       leo.updatedExisting = r.n > 0 && r.upsertedId === undefined;
       if (r.upsertedId !== undefined) leo.upserted = r.upsertedId;
       value = c.new ? (r.after ?? null) : r.upsertedId !== undefined ? null : (r.before ?? null);
+      ctx.retryReply = {
+        lastErrorObject: r.upsertedId !== undefined ? { n: 1, updatedExisting: false, upserted: r.upsertedId } : { n: 1, updatedExisting: true },
+        value,
+        retriedStmtId: 0,
+        ok: 1,
+      };
     }
     if (value && c.fields) value = project([value], c.fields as Document, ctx, c.query as Document | undefined)[0];
     return { lastErrorObject: leo, value, ok: 1 };

@@ -10,8 +10,8 @@ import { EventEmitter } from 'events';
 import { Timestamp, type Document } from 'bson';
 import type { ChangeEvent, ChangeSource } from '../hooks';
 import { Codes, MongoCommandError } from '../errors';
-import { normalizeSpec, sameIndex, type IndexSpec } from '../indexes';
-import { clone, isPlainObject, keyOf, valuesEqual } from '../values';
+import { compareIndexOptions, normalizeSpec, type IndexSpec } from '../indexes';
+import { clone, formatValue, isPlainObject, keyOf, typedKeyOf } from '../values';
 import { Collection } from './collection';
 
 export type WriteKind = 'insert' | 'update' | 'replace' | 'delete';
@@ -33,6 +33,8 @@ export interface WriteSink {
   dropCollection(db: string, name: string): void;
   createIndex(db: string, name: string, spec: IndexSpec): void;
   dropIndex(db: string, name: string, indexName: string): void;
+  /** An index's options changed (collMod). */
+  updateIndex(db: string, name: string, spec: IndexSpec): void;
 }
 
 /** What a lock holder (a transaction) must offer to a waiting writer. */
@@ -145,23 +147,45 @@ export class Storage implements ChangeSource {
    */
   createIndex(coll: Collection, raw: Document, opts: { dryRun?: boolean; pending?: boolean } = {}): 'created' | 'exists' {
     const spec = normalizeSpec(raw);
-    if (keyOf(spec.key) === keyOf({ _id: 1 }) && !spec.unique && !spec.expireAfterSeconds) {
-      if (spec.name === '_id_' || raw.name === undefined) return 'exists';
+    const isIdKey = keyOf(spec.key) === keyOf({ _id: 1 });
+    // parseAndValidateIndexSpecs (src/mongo/db/catalog/index_key_validate.cpp).
+    if (!isIdKey && spec.name === '_id_') {
+      throw new MongoCommandError(Codes.BadValue, `The index name '_id_' is reserved for the _id index, which must have key pattern {_id: 1}, found key: ${formatValue(spec.key)}`);
     }
+    // IndexCatalogImpl::_doesSpecConflictWithExisting (src/mongo/db/catalog/index_catalog_impl.cpp):
+    // first an index of the same name, then one of the same key pattern and identifying options.
+    const requested = formatValue(spec);
     const byName = coll.allSpecs().find((s) => s.name === spec.name);
     if (byName) {
-      if (sameIndex(byName, spec) || (byName.name === '_id_')) return 'exists';
-      throw new MongoCommandError(Codes.IndexKeySpecsConflict, `An existing index has the same name as the requested index. When index names are not specified, they are auto generated and can cause conflicts. Please refer to our documentation. Requested index: ${JSON.stringify(spec)}, existing index: ${JSON.stringify(byName)}`);
+      const cmp = compareIndexOptions(spec, byName);
+      if (cmp === 'different') {
+        throw new MongoCommandError(Codes.IndexKeySpecsConflict, `An existing index has the same name as the requested index. When index names are not specified, they are auto generated and can cause conflicts. Please refer to our documentation. Requested index: ${requested}, existing index: ${formatValue(byName)}`);
+      }
+      if (cmp === 'equivalent') {
+        throw new MongoCommandError(Codes.IndexOptionsConflict, `An equivalent index already exists with the same name but different options. Requested index: ${requested}, existing index: ${formatValue(byName)}`);
+      }
+      return 'exists';
     }
-    const byKey = coll.indexes.find((i) => keyOf(i.spec.key) === keyOf(spec.key) && keyOf(i.spec.partialFilterExpression ?? null) === keyOf(spec.partialFilterExpression ?? null));
-    if (byKey) {
-      if (sameIndex(byKey.spec, spec)) return 'exists';
-      throw new MongoCommandError(Codes.IndexOptionsConflict, `An equivalent index already exists with a different name and options. Requested index: ${JSON.stringify(spec)}, existing index: ${JSON.stringify(byKey.spec)}`);
+    for (const existing of coll.allSpecs()) {
+      const cmp = compareIndexOptions(spec, existing);
+      if (cmp === 'different') continue;
+      if (cmp === 'equivalent') {
+        throw new MongoCommandError(Codes.IndexOptionsConflict, `An equivalent index already exists with a different name and options. Requested index: ${requested}, existing index: ${formatValue(existing)}`);
+      }
+      throw new MongoCommandError(Codes.IndexOptionsConflict, `Index already exists with a different name: ${existing.name}`);
     }
     if (opts.dryRun) return 'created';
     coll.addIndex(spec);
     if (!opts.pending) this.sink?.createIndex(coll.db, coll.name, spec);
     return 'created';
+  }
+
+  /** collMod's TTL change: the index's `expireAfterSeconds` (journaled). */
+  setIndexExpiry(coll: Collection, name: string, secs: number): void {
+    const idx = coll.findIndex(name);
+    if (!idx) return;
+    idx.spec.expireAfterSeconds = secs;
+    this.sink?.updateIndex(coll.db, coll.name, idx.spec);
   }
 
   dropIndex(coll: Collection, name: string): void {
@@ -282,7 +306,7 @@ export function diff(before: Document, after: Document): { updatedFields: Docume
       const path = prefix + k;
       if (!(k in a)) updatedFields[path] = clone(b[k]);
       else if (isPlainObject(a[k]) && isPlainObject(b[k])) walk(a[k] as Document, b[k] as Document, `${path}.`);
-      else if (!valuesEqual(a[k], b[k])) updatedFields[path] = clone(b[k]);
+      else if (typedKeyOf(a[k]) !== typedKeyOf(b[k])) updatedFields[path] = clone(b[k]);
     }
     for (const k of Object.keys(a)) if (!(k in b)) removedFields.push(prefix + k);
   };
