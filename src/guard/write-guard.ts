@@ -12,7 +12,8 @@
  *  - atomic (`transactions: 'auto'` on a replica set or sharded cluster): the guard runs the
  *    claim and the write in a transaction of its own, retried on transient conflicts, so nothing
  *    happens between the check and the write (property 5). A session the caller passed outside a
- *    transaction carries that transaction (its causal consistency is kept).
+ *    transaction never carries it (several writes may share that session at once); the guard's
+ *    session continues from the caller's times and advances them afterwards (transaction.ts).
  *  - check, then write (`transactions: 'never'`, standalone servers): a read of the lock records,
  *    then the write. See README, Limits, for the window this leaves.
  */
