@@ -192,11 +192,15 @@ export class WriteGuard {
     if (writer.kind === 'holder') {
       const { document } = writer;
       const state = document.state!;
-      if (atomic && document.release) {
+      if (document.release && call.mode.kind === 'atomic') {
+        // saveAndUnlock in the guard's own transaction: the release is the check. If the write
+        // then matches nothing (a failed save), single() aborts the transaction, release included.
         await own(call.method, () => store.release(state, session));
         document.released = true;
         return undefined;
       }
+      // Elsewhere (the caller's transaction, or none) verify first; in the caller's transaction
+      // single() releases after a write that touched the document, so a failed save releases nothing.
       await own(call.method, () => store.verify(state, session));
       return undefined;
     }
@@ -218,6 +222,32 @@ export class WriteGuard {
       if (blocker) throw refusal(blocker);
     }
     return undefined;
+  }
+
+  /**
+   * After a holder's write of its document. A write that matched nothing (a save whose version or
+   * document is gone) is a failed save: with saveAndUnlock in the guard's own transaction, whose
+   * release came first, the transaction is aborted (NothingWritten) so the lock stays held. A write
+   * that touched the document, with saveAndUnlock in the caller's transaction, releases the lock
+   * now, in that transaction (a lock that expired since the verify is free all the same).
+   */
+  private async afterHolderWrite(call: Call, document: DocumentWrite, result: unknown, session: ClientSession | undefined): Promise<void> {
+    if (touchedNothing(call.method, result)) {
+      if (document.released) {
+        document.released = false;
+        throw new NothingWritten(result);
+      }
+      return;
+    }
+    document.written = true;
+    if (document.release && !document.released && call.mode.kind === 'joined') {
+      try {
+        await own(call.method, () => this.settings.store.release(document.state!, session));
+      } catch (error) {
+        if (!(error instanceof LockNotHeldError)) throw error;
+      }
+      document.released = true;
+    }
   }
 
   private async release(call: Call, claimed: ClaimResult | undefined, session: ClientSession | undefined): Promise<void> {
@@ -253,10 +283,19 @@ export class WriteGuard {
       }
       const claimed = await this.check(call, targets, session, atomic);
       const result = await call.invoke(this.withFilterAndSession(call, writeFilter, session));
-      if (call.writer.kind === 'holder') call.writer.document.written = true;
+      if (call.writer.kind === 'holder') await this.afterHolderWrite(call, call.writer.document, result, session);
       await this.release(call, claimed, session);
       return { result, pinned: writeFilter !== filter };
     };
+    if (call.writer.kind === 'holder' && call.writer.document.release && call.mode.kind === 'atomic') {
+      // A save that matched nothing comes back as NothingWritten, its transaction (and with it the
+      // release) aborted; Mongoose gets the result and reports the failed save (VersionError,
+      // DocumentNotFoundError) itself, with the lock still held.
+      return this.inMode(call, async (session, atomic) => (await attempt(session, atomic)).result).catch((error: unknown) => {
+        if (error instanceof NothingWritten) return error.result;
+        throw error;
+      });
+    }
     return this.inMode(call, async (session, atomic) => {
       // Without a transaction the pinned document may stop matching between the find and the
       // write; the write then looks for another target, as the unguarded write would have.
@@ -388,6 +427,14 @@ interface Call {
   invokeBulk: Invoke;
   writer: Writer;
   mode: Mode;
+}
+
+/** A holder's saveAndUnlock write matched nothing: its transaction is aborted, and Mongoose gets `result`. */
+class NothingWritten extends Error {
+  constructor(readonly result: unknown) {
+    super('mongoose-pessimistic-lock: the holder\'s write matched nothing; its transaction was aborted');
+    this.name = 'NothingWritten';
+  }
 }
 
 /** In the caller's transaction a lost insert race cannot be retried here: it is someone's new lock. */
