@@ -155,6 +155,8 @@ function applyIf(condition: unknown, fields: Record<string, unknown>): Document[
   for (const [name, value] of Object.entries(fields)) set[name] = { $cond: [condition, value, `$${name}`] };
   return [{ $set: set }];
 }
+/** The expiry of a claim record the guard inserts: long past (free), and purged by the TTL index. */
+const CLAIM_EXPIRED = new Date(0);
 /** Pipeline stage that ends an acquisition: expired now, no owner, fence kept. */
 const RELEASE = [{ $set: { expiresAt: '$$NOW', owner: null, token: null, label: null } }];
 /** Next fence: previous + 1, but never below the server clock in microseconds. */
@@ -396,7 +398,10 @@ export class LockStore {
       const known = new Set(records.map((r) => idKey(r._id)));
       const missing = ids.filter((id) => !known.has(idKey(id)));
       if (missing.length > 0) {
-        await this.locks.insertMany(missing.map((id) => ({ _id: id, claim }) as Document), { ordered: false, session });
+        // `expiresAt` at the epoch: a claim record is free (an expiry in the past, whatever the
+        // clocks), and should one ever outlive its transaction, the TTL index deletes it on its
+        // next pass instead of never (a document without a date is never deleted: manual, TTL Indexes).
+        await this.locks.insertMany(missing.map((id) => ({ _id: id, claim, expiresAt: CLAIM_EXPIRED }) as Document), { ordered: false, session });
       }
       if (records.length > 0) {
         const result = await this.locks.bulkWrite(

@@ -250,6 +250,25 @@ export class WriteGuard {
     }
   }
 
+  /**
+   * Sends the write itself. In the caller's transaction, a write that fails in the driver before
+   * anything reached the server (a bad argument, say) leaves that transaction running, and the
+   * caller may catch the error and commit: the claim records inserted for the write are deleted
+   * first, so none is committed with it. A server's error (or a network error) has aborted the
+   * transaction on the server (transactions spec: an error in a transaction aborts it), taking the
+   * claims with it; nothing more is sent then.
+   */
+  private async write(call: Call, claimed: ClaimResult | undefined, session: ClientSession | undefined, args: unknown[]): Promise<unknown> {
+    try {
+      return await call.invoke(args);
+    } catch (error) {
+      if (call.mode.kind === 'joined' && claimed && claimed.inserted.length > 0 && !reachedServer(error)) {
+        await this.release(call, claimed, session).catch(() => undefined);
+      }
+      throw error;
+    }
+  }
+
   private async release(call: Call, claimed: ClaimResult | undefined, session: ClientSession | undefined): Promise<void> {
     if (claimed && session) await own(call.method, () => this.settings.store.releaseClaims(claimed, session));
   }
@@ -282,7 +301,7 @@ export class WriteGuard {
         if (targets.length > 0) writeFilter = pinnedTo(filter, targets);
       }
       const claimed = await this.check(call, targets, session, atomic);
-      const result = await call.invoke(this.withFilterAndSession(call, writeFilter, session));
+      const result = await this.write(call, claimed, session, this.withFilterAndSession(call, writeFilter, session));
       if (call.writer.kind === 'holder') await this.afterHolderWrite(call, call.writer.document, result, session);
       await this.release(call, claimed, session);
       return { result, pinned: writeFilter !== filter };
@@ -326,7 +345,7 @@ export class WriteGuard {
       return this.inMode(call, async (session, atomic) => {
         const targets = named ? distinctIds(named) : await own(call.method, () => findTargets(this.raw(), filter, selection, session));
         const claimed = await this.check(call, targets, session, atomic);
-        const result = await call.invoke(this.withFilterAndSession(call, undefined, session));
+        const result = await this.write(call, claimed, session, this.withFilterAndSession(call, undefined, session));
         await this.release(call, claimed, session);
         return result;
       });
@@ -342,7 +361,7 @@ export class WriteGuard {
       return this.inMode(call, async (session, atomic) => {
         const found = await own(call.method, () => findTargets(this.raw(), filter, selection, session));
         const claimed = await this.check(call, found, session, atomic);
-        const result = await call.invoke(this.withFilterAndSession(call, undefined, session));
+        const result = await this.write(call, claimed, session, this.withFilterAndSession(call, undefined, session));
         await this.release(call, claimed, session);
         return result;
       });
@@ -411,7 +430,7 @@ export class WriteGuard {
         else targets.push(...(await own('bulkWrite', () => findTargets(this.raw(), opFilter, { ...selection, collation: body?.collation, hint: body?.hint }, session))));
       }
       const claimed = await this.check(call, distinctIds(targets), session, atomic);
-      const result = await call.invoke(this.withFilterAndSession(call, undefined, session));
+      const result = await this.write(call, claimed, session, this.withFilterAndSession(call, undefined, session));
       await this.release(call, claimed, session);
       return result;
     });
@@ -427,6 +446,14 @@ interface Call {
   invokeBulk: Invoke;
   writer: Writer;
   mode: Mode;
+}
+
+/** Whether an error came from the server or the network (a code, or a transaction label), not from the driver's own checks. */
+function reachedServer(error: unknown): boolean {
+  const e = error as { code?: unknown; name?: unknown; hasErrorLabel?: (label: string) => boolean } | null;
+  if (e === null || typeof e !== 'object') return false;
+  if (typeof e.code === 'number' || (typeof e.name === 'string' && /^Mongo(Network|ServerSelection)/.test(e.name))) return true;
+  return typeof e.hasErrorLabel === 'function' && (e.hasErrorLabel('TransientTransactionError') || e.hasErrorLabel('UnknownTransactionCommitResult'));
 }
 
 /** A holder's saveAndUnlock write matched nothing: its transaction is aborted, and Mongoose gets `result`. */
