@@ -22,6 +22,7 @@ import type { OwnerKey } from '../owner-key';
 import type { ResolvedLockOptions } from '../options';
 import type { AnyModel, AnySchema, ModelRuntime, RuntimeOf } from '../runtime';
 import { runAsDocumentWrite, type DocumentWrite } from './document-context';
+import { refuseSaveLockOptions } from './options';
 import { idKey } from './targets';
 import { GUARDED_METHODS, WriteGuard } from './write-guard';
 
@@ -214,6 +215,11 @@ function guardDocuments(model: AnyModel): void {
   const proto = model.prototype as Record<string, unknown>;
   if (Object.prototype.hasOwnProperty.call(proto, 'save') && (proto.save as Record<symbol, unknown>)[PLUGIN_WRAPPER]) return;
   const save = marked(function save(this: AnyDoc, options?: unknown) {
+    try {
+      refuseSaveLockOptions(options, 'save');
+    } catch (error) {
+      return Promise.reject(error);
+    }
     if (this.isNew) return inherited(this, 'save').call(this, options);
     return saveWithContext(this, options, false).then(() => this);
   });
