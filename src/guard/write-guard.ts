@@ -24,7 +24,7 @@ import { toLockError } from '../failures';
 import { lostError, settleRelease } from '../held-lock';
 import { ClaimRaceError, type Blocker, type ClaimResult, type LockStore } from '../lock-store';
 import type { OwnerKey } from '../owner-key';
-import { documentWriteFor, type DocumentWrite } from './document-context';
+import { documentWriteFor, inBulkSave, type DocumentWrite } from './document-context';
 import { LockedDuringWriteError, type CommittedWrites } from './errors';
 import { takeLockOptions } from './options';
 import { distinctIds, findTargets, idsNamedBy, pinnedTo, type SelectionOptions } from './targets';
@@ -145,7 +145,7 @@ export class WriteGuard {
     await this.settings.ready;
     const filter = method === 'bulkWrite' ? undefined : ((args[0] ?? {}) as Document);
     const document = DOCUMENT_METHODS.has(method) ? documentWriteFor(this.collection, filter?._id) : undefined;
-    const writer = this.writerFor(document, lockOptions.owner);
+    const writer = this.writerFor(document, lockOptions.owner, method === 'bulkWrite' && inBulkSave(this.collection));
     const mode = await this.modeFor(options.session as ClientSession | undefined);
     const call: Call = { method, args, optionsAt, options, invoke, invokeBulk, writer, mode };
     if (method === 'bulkWrite') return this.bulk(call);
@@ -153,7 +153,7 @@ export class WriteGuard {
     return this.multi(call, filter!);
   }
 
-  private writerFor(document: DocumentWrite | undefined, owner: string | undefined): Writer {
+  private writerFor(document: DocumentWrite | undefined, owner: string | undefined, bulkSave = false): Writer {
     if (document?.state) {
       settleRelease(document.state);
       // An instance whose lock is gone stays refused: retrying a refused save cannot slip
@@ -162,7 +162,7 @@ export class WriteGuard {
       return { kind: 'holder', document };
     }
     const ownerKey = owner === undefined ? undefined : this.settings.ownerKey(owner);
-    return { kind: 'owner', ownerKey, mustHold: document?.kind === 'save' && this.settings.requireLock };
+    return { kind: 'owner', ownerKey, mustHold: (document?.kind === 'save' || bulkSave) && this.settings.requireLock };
   }
 
   private async modeFor(session: ClientSession | undefined): Promise<Mode> {
