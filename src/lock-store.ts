@@ -27,6 +27,8 @@
 import { randomBytes } from 'node:crypto';
 import type { mongo } from 'mongoose';
 import { LockExpiredError, LockNotHeldError, LockedError, describeId } from './errors';
+import { LockedByTransactionError } from './guard/errors';
+import { callerTransactions } from './guard/open-transactions';
 import { idKey } from './guard/targets';
 import { estimatedServerNow, type HeldLockState } from './held-lock';
 import type { TicketParts } from './ticket';
@@ -189,6 +191,24 @@ export class LockStore {
   constructor(private readonly locks: Collection<Document>) {}
 
   /**
+   * Notes that the caller's transaction on `session` writes the lock records of `ids` (the guard's
+   * joined writes), so that a lock call outside it is refused instead of waiting for it.
+   */
+  noteCallerTransaction(ids: unknown[], session: ClientSession): void {
+    callerTransactions.note(this.locks.namespace, ids, session);
+  }
+
+  /**
+   * Refuses a write of `documentId`'s lock record outside a transaction while an open caller
+   * transaction of this process writes it (see guard/open-transactions.ts): mongod would make it
+   * wait for that transaction (R17), which cannot end if its own callback is the one waiting.
+   */
+  private refuseIfInOpenTransaction(documentId: unknown, session?: ClientSession): void {
+    if (session?.inTransaction()) return;
+    if (callerTransactions.writing(this.locks.namespace, documentId)) throw new LockedByTransactionError(documentId);
+  }
+
+  /**
    * Takes the lock for `ownerKey` if it is free, expired, or already held by the same owner
    * (then it is renewed under a new token). One `findAndModify`:
    *  - filter `{ _id }` only, with `upsert: true`: the `_id` index finds the record (IDHACK), or
@@ -208,6 +228,7 @@ export class LockStore {
    * upsert's filter would be refused: QueryFeatureNotAllowed 224; see docs/mongodb-compatibility.md.)
    */
   async acquire(documentId: unknown, ownerKey: string, ttl: number, label: string | null = null): Promise<Grant> {
+    this.refuseIfInOpenTransaction(documentId);
     for (let attempt = 1; ; attempt++) {
       const token = newLockToken();
       let record: Document | null;
@@ -260,6 +281,7 @@ export class LockStore {
    */
   async release(state: HeldLockState, session?: ClientSession): Promise<void> {
     const { documentId, token } = state.lock;
+    this.refuseIfInOpenTransaction(documentId, session);
     const result = await this.locks.updateOne({ _id: documentId, token, ...UNEXPIRED } as Document, RELEASE, { session });
     if (result.matchedCount === 1) return;
     throw await this.explainLoss(state, session);
@@ -271,6 +293,7 @@ export class LockStore {
    */
   async extend(state: HeldLockState, ttl: number): Promise<Date> {
     const { documentId, token } = state.lock;
+    this.refuseIfInOpenTransaction(documentId);
     const record = await this.locks.findOneAndUpdate(
       { _id: documentId, token, ...UNEXPIRED } as Document,
       [{ $set: { expiresAt: { $add: ['$$NOW', lit(ttl)] } } }],
@@ -453,6 +476,7 @@ export class LockStore {
 
   /** Administrative release of whoever holds the lock. */
   async forceRelease(documentId: unknown): Promise<boolean> {
+    this.refuseIfInOpenTransaction(documentId);
     const result = await this.locks.updateOne({ _id: documentId, ...UNEXPIRED } as Document, RELEASE);
     return result.modifiedCount === 1;
   }
@@ -496,6 +520,7 @@ export class LockStore {
    * When nothing matched, one more read (`explainStaleTicket`) says why.
    */
   async resume(documentId: unknown, ownerKey: string, ticket: TicketParts, ttl: number): Promise<Grant> {
+    this.refuseIfInOpenTransaction(documentId);
     const record = await this.locks.findOneAndUpdate(
       { _id: documentId, owner: ownerKey, token: ticket.token, ...UNEXPIRED } as Document,
       [{ $set: { expiresAt: { $add: ['$$NOW', lit(ttl)] } } }],
@@ -553,6 +578,7 @@ export class LockStore {
    * that nobody else's lock is ever released. Resolves to whether a lock was released.
    */
   async releaseHeld(documentId: unknown, ownerKey: string, token?: string): Promise<boolean> {
+    this.refuseIfInOpenTransaction(documentId);
     const filter: Document = { _id: documentId, owner: ownerKey, ...UNEXPIRED };
     if (token !== undefined) filter.token = token;
     const result = await this.locks.updateOne(filter, RELEASE);

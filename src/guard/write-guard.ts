@@ -189,6 +189,7 @@ export class WriteGuard {
   private async check(call: Call, targets: unknown[], session: ClientSession | undefined, atomic: boolean): Promise<ClaimResult | undefined> {
     const { store } = this.settings;
     const { writer } = call;
+    if (call.mode.kind === 'joined') store.noteCallerTransaction(writer.kind === 'holder' ? [writer.document.state!.lock.documentId] : targets, call.mode.session);
     if (writer.kind === 'holder') {
       const { document } = writer;
       const state = document.state!;

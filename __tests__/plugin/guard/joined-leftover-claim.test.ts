@@ -38,7 +38,7 @@ const needsTransactions = replicaSetOnly('caller transactions need a replica set
 type RawWrite = (...args: unknown[]) => Promise<unknown>;
 const raw = (name: string): RawWrite => {
   const collection = M.collection as unknown as Record<string, RawWrite>;
-  return (...args) => collection[name].apply(collection, args);
+  return (...args) => collection[name].call(collection, ...args);
 };
 
 needsTransactions.each([
