@@ -22,7 +22,7 @@ export type { LockHandle } from './lock-handle';
 export { runWithLockOwner, currentLockOwner, lockOwnerMiddleware, type LockOwnerMiddlewareOptions, type RequestWithSession } from './owner-context';
 export { lockErrorHandler, lockErrorBody, type LockErrorBody, type LockErrorHandler, type LockErrorResponse } from './express';
 export type { LockQueryOptions } from './guard/options';
-export { LockedDuringWriteError, type CommittedWrites } from './guard/errors';
+export { LockedDuringWriteError, LockedByTransactionError, type CommittedWrites } from './guard/errors';
 export type { LockInfo, LockRecord, LockStatus, LockPage } from './lock-store';
 export { MAX_STATUS_IDS, MAX_LIST_LIMIT, DEFAULT_LIST_LIMIT, type LockStatusOptions, type ListLocksOptions, type UnlockOptions } from './status-arguments';
 export { MAX_TICKET_LENGTH } from './ticket';

@@ -27,6 +27,8 @@
 import { randomBytes } from 'node:crypto';
 import type { mongo } from 'mongoose';
 import { LockExpiredError, LockNotHeldError, LockedError, describeId } from './errors';
+import { LockedByTransactionError } from './guard/errors';
+import { callerTransactions } from './guard/open-transactions';
 import { idKey } from './guard/targets';
 import { estimatedServerNow, type HeldLockState } from './held-lock';
 import type { TicketParts } from './ticket';
@@ -155,6 +157,8 @@ function applyIf(condition: unknown, fields: Record<string, unknown>): Document[
   for (const [name, value] of Object.entries(fields)) set[name] = { $cond: [condition, value, `$${name}`] };
   return [{ $set: set }];
 }
+/** The expiry of a claim record the guard inserts: long past (free), and purged by the TTL index. */
+const CLAIM_EXPIRED = new Date(0);
 /** Pipeline stage that ends an acquisition: expired now, no owner, fence kept. */
 const RELEASE = [{ $set: { expiresAt: '$$NOW', owner: null, token: null, label: null } }];
 /** Next fence: previous + 1, but never below the server clock in microseconds. */
@@ -187,6 +191,24 @@ export class LockStore {
   constructor(private readonly locks: Collection<Document>) {}
 
   /**
+   * Notes that the caller's transaction on `session` writes the lock records of `ids` (the guard's
+   * joined writes), so that a lock call outside it is refused instead of waiting for it.
+   */
+  noteCallerTransaction(ids: unknown[], session: ClientSession): void {
+    callerTransactions.note(this.locks.namespace, ids, session);
+  }
+
+  /**
+   * Refuses a write of `documentId`'s lock record outside a transaction while an open caller
+   * transaction of this process writes it (see guard/open-transactions.ts): mongod would make it
+   * wait for that transaction (R17), which cannot end if its own callback is the one waiting.
+   */
+  private refuseIfInOpenTransaction(documentId: unknown, session?: ClientSession): void {
+    if (session?.inTransaction()) return;
+    if (callerTransactions.writing(this.locks.namespace, documentId)) throw new LockedByTransactionError(documentId);
+  }
+
+  /**
    * Takes the lock for `ownerKey` if it is free, expired, or already held by the same owner
    * (then it is renewed under a new token). One `findAndModify`:
    *  - filter `{ _id }` only, with `upsert: true`: the `_id` index finds the record (IDHACK), or
@@ -206,6 +228,7 @@ export class LockStore {
    * upsert's filter would be refused: QueryFeatureNotAllowed 224; see docs/mongodb-compatibility.md.)
    */
   async acquire(documentId: unknown, ownerKey: string, ttl: number, label: string | null = null): Promise<Grant> {
+    this.refuseIfInOpenTransaction(documentId);
     for (let attempt = 1; ; attempt++) {
       const token = newLockToken();
       let record: Document | null;
@@ -258,6 +281,7 @@ export class LockStore {
    */
   async release(state: HeldLockState, session?: ClientSession): Promise<void> {
     const { documentId, token } = state.lock;
+    this.refuseIfInOpenTransaction(documentId, session);
     const result = await this.locks.updateOne({ _id: documentId, token, ...UNEXPIRED } as Document, RELEASE, { session });
     if (result.matchedCount === 1) return;
     throw await this.explainLoss(state, session);
@@ -269,6 +293,7 @@ export class LockStore {
    */
   async extend(state: HeldLockState, ttl: number): Promise<Date> {
     const { documentId, token } = state.lock;
+    this.refuseIfInOpenTransaction(documentId);
     const record = await this.locks.findOneAndUpdate(
       { _id: documentId, token, ...UNEXPIRED } as Document,
       [{ $set: { expiresAt: { $add: ['$$NOW', lit(ttl)] } } }],
@@ -396,7 +421,10 @@ export class LockStore {
       const known = new Set(records.map((r) => idKey(r._id)));
       const missing = ids.filter((id) => !known.has(idKey(id)));
       if (missing.length > 0) {
-        await this.locks.insertMany(missing.map((id) => ({ _id: id, claim }) as Document), { ordered: false, session });
+        // `expiresAt` at the epoch: a claim record is free (an expiry in the past, whatever the
+        // clocks), and should one ever outlive its transaction, the TTL index deletes it on its
+        // next pass instead of never (a document without a date is never deleted: manual, TTL Indexes).
+        await this.locks.insertMany(missing.map((id) => ({ _id: id, claim, expiresAt: CLAIM_EXPIRED }) as Document), { ordered: false, session });
       }
       if (records.length > 0) {
         const result = await this.locks.bulkWrite(
@@ -448,6 +476,7 @@ export class LockStore {
 
   /** Administrative release of whoever holds the lock. */
   async forceRelease(documentId: unknown): Promise<boolean> {
+    this.refuseIfInOpenTransaction(documentId);
     const result = await this.locks.updateOne({ _id: documentId, ...UNEXPIRED } as Document, RELEASE);
     return result.modifiedCount === 1;
   }
@@ -491,6 +520,7 @@ export class LockStore {
    * When nothing matched, one more read (`explainStaleTicket`) says why.
    */
   async resume(documentId: unknown, ownerKey: string, ticket: TicketParts, ttl: number): Promise<Grant> {
+    this.refuseIfInOpenTransaction(documentId);
     const record = await this.locks.findOneAndUpdate(
       { _id: documentId, owner: ownerKey, token: ticket.token, ...UNEXPIRED } as Document,
       [{ $set: { expiresAt: { $add: ['$$NOW', lit(ttl)] } } }],
@@ -548,6 +578,7 @@ export class LockStore {
    * that nobody else's lock is ever released. Resolves to whether a lock was released.
    */
   async releaseHeld(documentId: unknown, ownerKey: string, token?: string): Promise<boolean> {
+    this.refuseIfInOpenTransaction(documentId);
     const filter: Document = { _id: documentId, owner: ownerKey, ...UNEXPIRED };
     if (token !== undefined) filter.token = token;
     const result = await this.locks.updateOne(filter, RELEASE);

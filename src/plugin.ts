@@ -9,6 +9,7 @@ import { InvalidLockArgumentError, InvalidLockOptionError, LockNotHeldError, Loc
 import { attachHeldLock, heldLockState, lostError, newHeldLockState, type HeldLock, type HeldLockState } from './held-lock';
 import { typedErrors } from './failures';
 import { installWriteGuard, saveWithContext } from './guard/install';
+import { refuseSaveLockOptions } from './guard/options';
 import { LockHandle, asyncDispose } from './lock-handle';
 import { lockInfoFrom, type Grant, type LockPage, type LockStatus } from './lock-store';
 import { acquireWaiting } from './lock-waiter';
@@ -260,6 +261,7 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
     if (saveOptions !== undefined && (saveOptions === null || typeof saveOptions !== 'object' || Array.isArray(saveOptions))) {
       throw new InvalidLockOptionError('(save options)', `expected Mongoose save options (an object) or nothing, got ${describeValue(saveOptions)}.`);
     }
+    refuseSaveLockOptions(saveOptions, 'saveAndUnlock');
     const state = requireHeld(doc);
     const model = doc.constructor as AnyModel;
     const { store, ready } = runtimeOf(model);

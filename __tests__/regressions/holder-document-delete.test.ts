@@ -6,10 +6,12 @@
  * (`currentLockOwner()`), never the lock the document instance carries. So the holder, deleting
  * the very document `Model.lock` returned to it, is refused with "locked by another owner": its own
  * lock. `doc.save()` of the same instance is allowed (the save guard reads `heldLockState`).
- * The same for `Model.bulkSave([doc])` of the holder's own locked instance: its pre-save hooks pass
- * (the save guard knows the lock), then the bulkWrite guard, which knows no owner, refuses it.
+ * `Model.bulkSave([doc])` of the holder's own locked instance is refused loudly instead
+ * (InvalidLockArgumentError: a bulk write cannot check the instance's acquisition; running it as
+ * the instance's owner let a stale instance write, see bulksave-locked-instances.test.ts); the
+ * holder bulk-saves a copy as its owner (`lockOwner`).
  */
-import { LockedError } from '../../src';
+import { InvalidLockArgumentError, LockedError } from '../../src';
 import { connect, testDatabase, type MonitoredConnection } from '../support/db';
 import { workItemModel, type WorkItemModel } from '../support/work-item';
 
@@ -46,12 +48,18 @@ describe.each([
     expect(await M.collection.findOne({ _id: id })).toBeNull();
   });
 
-  test('the holder bulkSaves the document it locked (Model.bulkSave([doc]))', async () => {
+  test('Model.bulkSave([doc]) of the instance Model.lock returned is refused; the holder bulk-saves a copy as its owner', async () => {
     const M = model();
     const { _id: id } = await M.create({ title: 'original' });
     const item = await M.lock(id, 'alice');
     item.title = 'bulk saved by the holder';
-    const error = await M.bulkSave([item]).then(
+    await expect(M.bulkSave([item])).rejects.toBeInstanceOf(InvalidLockArgumentError);
+    expect((await M.collection.findOne({ _id: id }))!.title).toBe('original');
+    expect(item.heldLock()).not.toBeNull();
+
+    const copy = await M.findById(id).orFail();
+    copy.title = 'bulk saved by the holder';
+    const error = await M.bulkSave([copy], { lockOwner: 'alice' } as never).then(
       () => undefined,
       (e: unknown) => e,
     );

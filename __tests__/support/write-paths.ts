@@ -199,7 +199,9 @@ export const WRITE_PATHS: WritePath[] = [
     methods: ['Model.bulkSave', 'Model.buildBulkWriteOperations'],
     effect: 'update',
     run: (f, actor) => {
-      const d = doc(f, actor);
+      // A document from Model.lock is refused by bulkSave (it cannot check the acquisition): the
+      // holder writes a copy loaded without the lock, as its owner.
+      const d = f.plain;
       d.title = 'written';
       return f.model.bulkSave([d], owner(actor) as never);
     },

@@ -39,3 +39,19 @@ export function documentWriteFor(collection: object, filterId: unknown): Documen
   if (!context || context.collection !== collection || filterId === undefined) return undefined;
   return context.idKey === idKey(filterId) ? context : undefined;
 }
+
+/**
+ * `Model.bulkSave` under `requireLock`: the bulk write Mongoose builds from the documents reaches
+ * the guard without any document's context, so this marks it: every existing document it writes
+ * must be locked by the writer (the `lockOwner` option or the owner context), as `save()` requires.
+ */
+const bulkSaves = new AsyncLocalStorage<object>();
+
+export function runAsBulkSave<T>(collection: object, fn: () => T): T {
+  return bulkSaves.run(collection, fn);
+}
+
+/** Whether the current write is the bulk write of a `Model.bulkSave` on `collection`. */
+export function inBulkSave(collection: object): boolean {
+  return bulkSaves.getStore() === collection;
+}

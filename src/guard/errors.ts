@@ -1,5 +1,5 @@
 /** Errors specific to guarded multi-document writes. */
-import { LockedError } from '../errors';
+import { LockedError, describeId } from '../errors';
 
 /** What the batches committed before a guarded multi-document write was refused had written. */
 export interface CommittedWrites {
@@ -28,5 +28,25 @@ export class LockedDuringWriteError extends LockedError {
       blocker.retryAfterMs,
     );
     this.committed = committed;
+  }
+}
+
+/**
+ * A lock call (`Model.lock`, `tryLock`, `acquireLock`, `withLock`, `Model.unlock`, `forceUnlock`,
+ * `doc.unlock()`, `doc.extendLock()`, a lock ticket's resume) on a document whose lock record a
+ * transaction of this process is writing: a guarded write of that document ran inside a caller's
+ * transaction that has not ended. The call would wait on the server until that transaction ends,
+ * and forever if the caller awaits it inside that very transaction, so it is refused at once,
+ * before anything is sent. Take the lock before the transaction writes the document, or after it
+ * commits or aborts; inside the transaction, release with `doc.saveAndUnlock({ session })`.
+ * A LockedError (retryable, 423): retried after the transaction ended, the call proceeds.
+ */
+export class LockedByTransactionError extends LockedError {
+  constructor(documentId: unknown) {
+    super(documentId, undefined);
+    this.message =
+      `Document ${describeId(documentId)} is being written by a transaction of this process that has not ended: a guarded write ran in it, ` +
+      'so its lock record is part of that transaction, and a lock call outside the transaction would wait for it to end (forever, if it is awaited inside that transaction). ' +
+      'Nothing was sent. Take the lock before the transaction writes the document, or after it commits or aborts; inside it, release with doc.saveAndUnlock({ session }).';
   }
 }

@@ -14,14 +14,15 @@
  */
 import { createHash } from 'node:crypto';
 import type { Connection, HydratedDocument, mongo } from 'mongoose';
-import { InvalidLockArgumentError, InvalidLockOptionError } from '../errors';
+import { InvalidLockArgumentError, InvalidLockOptionError, LockNotHeldError } from '../errors';
 import { toLockError } from '../failures';
 import { heldLockState } from '../held-lock';
-import { currentLockOwner, runWithLockOwner } from '../owner-context';
+import { currentLockOwner } from '../owner-context';
 import type { OwnerKey } from '../owner-key';
 import type { ResolvedLockOptions } from '../options';
 import type { AnyModel, AnySchema, ModelRuntime, RuntimeOf } from '../runtime';
-import { runAsDocumentWrite, type DocumentWrite } from './document-context';
+import { runAsBulkSave, runAsDocumentWrite, type DocumentWrite } from './document-context';
+import { refuseSaveLockOptions } from './options';
 import { idKey } from './targets';
 import { GUARDED_METHODS, WriteGuard } from './write-guard';
 
@@ -214,6 +215,11 @@ function guardDocuments(model: AnyModel): void {
   const proto = model.prototype as Record<string, unknown>;
   if (Object.prototype.hasOwnProperty.call(proto, 'save') && (proto.save as Record<symbol, unknown>)[PLUGIN_WRAPPER]) return;
   const save = marked(function save(this: AnyDoc, options?: unknown) {
+    try {
+      refuseSaveLockOptions(options, 'save');
+    } catch (error) {
+      return Promise.reject(error);
+    }
     if (this.isNew) return inherited(this, 'save').call(this, options);
     return saveWithContext(this, options, false).then(() => this);
   });
@@ -236,23 +242,36 @@ export function installWriteGuard(schema: AnySchema, context: GuardContext): voi
     guardModel(model, context);
     guardDocuments(model);
   });
-  // Model.bulkSave builds its own bulkWrite from the documents, so the documents' locks cannot
-  // travel with each write; when every locked document among them is held by one owner (and no
-  // owner is named otherwise), the bulk write runs as that owner, as runWithLockOwner would.
+  // Model.bulkSave builds one bulkWrite from the documents, so no document's own lock can travel
+  // with its write: a bulk write cannot check each document's acquisition (its token), and running
+  // it as the documents' owner would let a stale instance (renewed elsewhere, taken over) write.
+  // So documents that carry a lock from Model.lock are refused: save them one by one. Other
+  // documents are written as any bulkWrite is (as `lockOwner` or the owner context, if any); with
+  // requireLock, every existing one must be locked by that owner, as save() requires.
   schema.static(
     'bulkSave',
     marked(function bulkSave(this: AnyModel, documents: unknown, ...rest: unknown[]) {
       const original = inherited(this, 'bulkSave');
-      const owners = new Set<string>();
-      if (Array.isArray(documents)) {
-        for (const doc of documents) {
-          const state = doc !== null && typeof doc === 'object' ? heldLockState(doc) : undefined;
-          if (state && state.lost === undefined) owners.add(state.lock.owner);
+      if (!Array.isArray(documents)) return original.call(this, documents, ...rest);
+      let existing: AnyDoc | undefined;
+      for (const [index, doc] of documents.entries()) {
+        if (doc === null || typeof doc !== 'object') continue;
+        if (heldLockState(doc)) {
+          return Promise.reject(
+            new InvalidLockArgumentError(
+              `${this.modelName}.bulkSave document ${index}`,
+              'it carries a lock from Model.lock, which a bulk write cannot check. Save it with doc.save() or doc.saveAndUnlock().',
+            ),
+          );
         }
+        if ((doc as AnyDoc).isNew === false) existing ??= doc as AnyDoc;
       }
-      const named = (rest[0] as { lockOwner?: unknown } | undefined)?.lockOwner !== undefined || currentLockOwner() !== undefined;
-      if (owners.size !== 1 || named) return original.call(this, documents, ...rest);
-      return runWithLockOwner([...owners][0], () => original.call(this, documents, ...rest));
+      if (!context.options.requireLock || !existing) return original.call(this, documents, ...rest);
+      const named = (rest[0] as { lockOwner?: unknown } | null | undefined)?.lockOwner !== undefined || currentLockOwner() !== undefined;
+      // Without a writer nobody holds the lock: refused before anything is sent.
+      if (!named) return Promise.reject(new LockNotHeldError(existing._id, 'not_locked'));
+      const collection = this.collection;
+      return runAsBulkSave(collection, () => original.call(this, documents, ...rest));
     }),
   );
   schema.static(

@@ -34,6 +34,24 @@ export function takeLockOptions(options: Record<string, unknown>): WriteLockOpti
 }
 
 /**
+ * `save()`, `$save()` and `saveAndUnlock()` take no `lockOwner` / `skipLockCheck`: Mongoose passes
+ * only a few known save options on to the collection (`_createSaveOptions` in mongoose/lib/model.js),
+ * so the guard would never see them, and a save would run as someone other than the caller meant.
+ * A save's writer is the lock its instance carries, or else the owner context (`runWithLockOwner`).
+ */
+export function refuseSaveLockOptions(options: unknown, method: string): void {
+  if (options === null || typeof options !== 'object') return;
+  for (const name of ['lockOwner', 'skipLockCheck'] as const) {
+    if (name in options) {
+      throw new InvalidLockOptionError(
+        name,
+        `${method}() does not take ${name}. A document from Model.lock saves as its holder; to save another copy as an owner, run the save in runWithLockOwner(owner, ...); to write without the guard, use a query write with { skipLockCheck: true }.`,
+      );
+    }
+  }
+}
+
+/**
  * Typed `lockOwner` / `skipLockCheck` on every write's options. Mongoose types most writes'
  * options as the driver's options (`UpdateOptions`, `DeleteOptions`, ...) joined with a `Pick` of
  * its own query options, so the driver's interfaces are where the two options must be declared.

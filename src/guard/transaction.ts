@@ -40,20 +40,34 @@ export interface GuardTransactionOptions {
 }
 
 /**
- * Runs `body` in a transaction on `session` (the caller's session outside a transaction, so its
- * causal consistency is kept) or on a new session of `connection`, and commits it. Retries as
+ * Runs `body` in a transaction on a session of the guard's own, and commits it. Retries as
  * described above; any other error aborts the transaction and reaches the caller unchanged.
+ *
+ * `caller` is the session the write carried outside a transaction. The transaction never runs on
+ * it: a session holds one transaction at a time (transactions spec, "startTransaction": "Transaction
+ * already in progress"), and a caller may run several writes on one session at once (driver
+ * sessions spec: a session is used by one thread at a time, but Node's concurrent promises are one
+ * thread), so two guarded writes on one session would share, or refuse, one transaction. Instead
+ * the guard's session starts at the caller's `clusterTime` and `operationTime`, so its transaction
+ * reads after everything the caller's session saw (the driver adds `readConcern.afterClusterTime`
+ * to the statement that starts a transaction in a causally consistent session: transactions spec,
+ * "Interaction with Causal Consistency"), and afterwards the caller's session is advanced to the
+ * guard's times, so the caller's next causally consistent read sees the guarded write (causal
+ * consistency spec, "advanceOperationTime": advancing one session to another's times is how
+ * operations in two sessions are made causally consistent; driver sessions spec,
+ * "advanceClusterTime").
  */
 export async function runInTransaction<T>(
   connection: Connection,
-  session: ClientSession | undefined,
+  caller: ClientSession | undefined,
   body: (session: ClientSession) => Promise<T>,
   options: GuardTransactionOptions = {},
 ): Promise<T> {
   // The driver's session, not Mongoose's connection.startSession(): that one first waits for
   // Mongoose to call the connection "connected" again after a network error, which takes until
   // the driver's next heartbeat (up to 10 s), while the driver itself selects a server at once.
-  const own = session ?? (connection.getClient().startSession() as ClientSession);
+  const own = connection.getClient().startSession() as ClientSession;
+  if (caller) followSession(own, caller);
   const deadline = Date.now() + TRANSACTION_RETRY_BUDGET_MS;
   const transactionOptions: mongo.TransactionOptions = { readPreference: 'primary' };
   if (options.writeConcern) transactionOptions.writeConcern = options.writeConcern;
@@ -77,7 +91,21 @@ export async function runInTransaction<T>(
       }
     }
   } finally {
-    if (!session) await own.endSession().catch(() => undefined);
+    // Also after a failure: whatever the guard's session saw happened (times only move forward).
+    if (caller) followSession(caller, own);
+    await own.endSession().catch(() => undefined);
+  }
+}
+
+/** Advances `session`'s cluster time and operation time to `source`'s (each only forward). */
+function followSession(session: ClientSession, source: ClientSession): void {
+  if (source.operationTime) session.advanceOperationTime(source.operationTime);
+  try {
+    // The driver validates a cluster time's shape (it must carry a signature); the cluster time is
+    // also gossiped through the client, so one it refuses is only skipped here.
+    if (source.clusterTime) session.advanceClusterTime(source.clusterTime);
+  } catch {
+    // nothing to advance
   }
 }
 

@@ -12,7 +12,8 @@
  *  - atomic (`transactions: 'auto'` on a replica set or sharded cluster): the guard runs the
  *    claim and the write in a transaction of its own, retried on transient conflicts, so nothing
  *    happens between the check and the write (property 5). A session the caller passed outside a
- *    transaction carries that transaction (its causal consistency is kept).
+ *    transaction never carries it (several writes may share that session at once); the guard's
+ *    session continues from the caller's times and advances them afterwards (transaction.ts).
  *  - check, then write (`transactions: 'never'`, standalone servers): a read of the lock records,
  *    then the write. See README, Limits, for the window this leaves.
  */
@@ -23,7 +24,7 @@ import { toLockError } from '../failures';
 import { lostError, settleRelease } from '../held-lock';
 import { ClaimRaceError, type Blocker, type ClaimResult, type LockStore } from '../lock-store';
 import type { OwnerKey } from '../owner-key';
-import { documentWriteFor, type DocumentWrite } from './document-context';
+import { documentWriteFor, inBulkSave, type DocumentWrite } from './document-context';
 import { LockedDuringWriteError, type CommittedWrites } from './errors';
 import { takeLockOptions } from './options';
 import { distinctIds, findTargets, idsNamedBy, pinnedTo, type SelectionOptions } from './targets';
@@ -144,7 +145,7 @@ export class WriteGuard {
     await this.settings.ready;
     const filter = method === 'bulkWrite' ? undefined : ((args[0] ?? {}) as Document);
     const document = DOCUMENT_METHODS.has(method) ? documentWriteFor(this.collection, filter?._id) : undefined;
-    const writer = this.writerFor(document, lockOptions.owner);
+    const writer = this.writerFor(document, lockOptions.owner, method === 'bulkWrite' && inBulkSave(this.collection));
     const mode = await this.modeFor(options.session as ClientSession | undefined);
     const call: Call = { method, args, optionsAt, options, invoke, invokeBulk, writer, mode };
     if (method === 'bulkWrite') return this.bulk(call);
@@ -152,7 +153,7 @@ export class WriteGuard {
     return this.multi(call, filter!);
   }
 
-  private writerFor(document: DocumentWrite | undefined, owner: string | undefined): Writer {
+  private writerFor(document: DocumentWrite | undefined, owner: string | undefined, bulkSave = false): Writer {
     if (document?.state) {
       settleRelease(document.state);
       // An instance whose lock is gone stays refused: retrying a refused save cannot slip
@@ -161,7 +162,7 @@ export class WriteGuard {
       return { kind: 'holder', document };
     }
     const ownerKey = owner === undefined ? undefined : this.settings.ownerKey(owner);
-    return { kind: 'owner', ownerKey, mustHold: document?.kind === 'save' && this.settings.requireLock };
+    return { kind: 'owner', ownerKey, mustHold: (document?.kind === 'save' || bulkSave) && this.settings.requireLock };
   }
 
   private async modeFor(session: ClientSession | undefined): Promise<Mode> {
@@ -188,14 +189,19 @@ export class WriteGuard {
   private async check(call: Call, targets: unknown[], session: ClientSession | undefined, atomic: boolean): Promise<ClaimResult | undefined> {
     const { store } = this.settings;
     const { writer } = call;
+    if (call.mode.kind === 'joined') store.noteCallerTransaction(writer.kind === 'holder' ? [writer.document.state!.lock.documentId] : targets, call.mode.session);
     if (writer.kind === 'holder') {
       const { document } = writer;
       const state = document.state!;
-      if (atomic && document.release) {
+      if (document.release && call.mode.kind === 'atomic') {
+        // saveAndUnlock in the guard's own transaction: the release is the check. If the write
+        // then matches nothing (a failed save), single() aborts the transaction, release included.
         await own(call.method, () => store.release(state, session));
         document.released = true;
         return undefined;
       }
+      // Elsewhere (the caller's transaction, or none) verify first; in the caller's transaction
+      // single() releases after a write that touched the document, so a failed save releases nothing.
       await own(call.method, () => store.verify(state, session));
       return undefined;
     }
@@ -217,6 +223,51 @@ export class WriteGuard {
       if (blocker) throw refusal(blocker);
     }
     return undefined;
+  }
+
+  /**
+   * After a holder's write of its document. A write that matched nothing (a save whose version or
+   * document is gone) is a failed save: with saveAndUnlock in the guard's own transaction, whose
+   * release came first, the transaction is aborted (NothingWritten) so the lock stays held. A write
+   * that touched the document, with saveAndUnlock in the caller's transaction, releases the lock
+   * now, in that transaction (a lock that expired since the verify is free all the same).
+   */
+  private async afterHolderWrite(call: Call, document: DocumentWrite, result: unknown, session: ClientSession | undefined): Promise<void> {
+    if (touchedNothing(call.method, result)) {
+      if (document.released) {
+        document.released = false;
+        throw new NothingWritten(result);
+      }
+      return;
+    }
+    document.written = true;
+    if (document.release && !document.released && call.mode.kind === 'joined') {
+      try {
+        await own(call.method, () => this.settings.store.release(document.state!, session));
+      } catch (error) {
+        if (!(error instanceof LockNotHeldError)) throw error;
+      }
+      document.released = true;
+    }
+  }
+
+  /**
+   * Sends the write itself. In the caller's transaction, a write that fails in the driver before
+   * anything reached the server (a bad argument, say) leaves that transaction running, and the
+   * caller may catch the error and commit: the claim records inserted for the write are deleted
+   * first, so none is committed with it. A server's error (or a network error) has aborted the
+   * transaction on the server (transactions spec: an error in a transaction aborts it), taking the
+   * claims with it; nothing more is sent then.
+   */
+  private async write(call: Call, claimed: ClaimResult | undefined, session: ClientSession | undefined, args: unknown[]): Promise<unknown> {
+    try {
+      return await call.invoke(args);
+    } catch (error) {
+      if (call.mode.kind === 'joined' && claimed && claimed.inserted.length > 0 && !reachedServer(error)) {
+        await this.release(call, claimed, session).catch(() => undefined);
+      }
+      throw error;
+    }
   }
 
   private async release(call: Call, claimed: ClaimResult | undefined, session: ClientSession | undefined): Promise<void> {
@@ -251,11 +302,20 @@ export class WriteGuard {
         if (targets.length > 0) writeFilter = pinnedTo(filter, targets);
       }
       const claimed = await this.check(call, targets, session, atomic);
-      const result = await call.invoke(this.withFilterAndSession(call, writeFilter, session));
-      if (call.writer.kind === 'holder') call.writer.document.written = true;
+      const result = await this.write(call, claimed, session, this.withFilterAndSession(call, writeFilter, session));
+      if (call.writer.kind === 'holder') await this.afterHolderWrite(call, call.writer.document, result, session);
       await this.release(call, claimed, session);
       return { result, pinned: writeFilter !== filter };
     };
+    if (call.writer.kind === 'holder' && call.writer.document.release && call.mode.kind === 'atomic') {
+      // A save that matched nothing comes back as NothingWritten, its transaction (and with it the
+      // release) aborted; Mongoose gets the result and reports the failed save (VersionError,
+      // DocumentNotFoundError) itself, with the lock still held.
+      return this.inMode(call, async (session, atomic) => (await attempt(session, atomic)).result).catch((error: unknown) => {
+        if (error instanceof NothingWritten) return error.result;
+        throw error;
+      });
+    }
     return this.inMode(call, async (session, atomic) => {
       // Without a transaction the pinned document may stop matching between the find and the
       // write; the write then looks for another target, as the unguarded write would have.
@@ -286,7 +346,7 @@ export class WriteGuard {
       return this.inMode(call, async (session, atomic) => {
         const targets = named ? distinctIds(named) : await own(call.method, () => findTargets(this.raw(), filter, selection, session));
         const claimed = await this.check(call, targets, session, atomic);
-        const result = await call.invoke(this.withFilterAndSession(call, undefined, session));
+        const result = await this.write(call, claimed, session, this.withFilterAndSession(call, undefined, session));
         await this.release(call, claimed, session);
         return result;
       });
@@ -302,7 +362,7 @@ export class WriteGuard {
       return this.inMode(call, async (session, atomic) => {
         const found = await own(call.method, () => findTargets(this.raw(), filter, selection, session));
         const claimed = await this.check(call, found, session, atomic);
-        const result = await call.invoke(this.withFilterAndSession(call, undefined, session));
+        const result = await this.write(call, claimed, session, this.withFilterAndSession(call, undefined, session));
         await this.release(call, claimed, session);
         return result;
       });
@@ -371,7 +431,7 @@ export class WriteGuard {
         else targets.push(...(await own('bulkWrite', () => findTargets(this.raw(), opFilter, { ...selection, collation: body?.collation, hint: body?.hint }, session))));
       }
       const claimed = await this.check(call, distinctIds(targets), session, atomic);
-      const result = await call.invoke(this.withFilterAndSession(call, undefined, session));
+      const result = await this.write(call, claimed, session, this.withFilterAndSession(call, undefined, session));
       await this.release(call, claimed, session);
       return result;
     });
@@ -387,6 +447,22 @@ interface Call {
   invokeBulk: Invoke;
   writer: Writer;
   mode: Mode;
+}
+
+/** Whether an error came from the server or the network (a code, or a transaction label), not from the driver's own checks. */
+function reachedServer(error: unknown): boolean {
+  const e = error as { code?: unknown; name?: unknown; hasErrorLabel?: (label: string) => boolean } | null;
+  if (e === null || typeof e !== 'object') return false;
+  if (typeof e.code === 'number' || (typeof e.name === 'string' && /^Mongo(Network|ServerSelection)/.test(e.name))) return true;
+  return typeof e.hasErrorLabel === 'function' && (e.hasErrorLabel('TransientTransactionError') || e.hasErrorLabel('UnknownTransactionCommitResult'));
+}
+
+/** A holder's saveAndUnlock write matched nothing: its transaction is aborted, and Mongoose gets `result`. */
+class NothingWritten extends Error {
+  constructor(readonly result: unknown) {
+    super('mongoose-pessimistic-lock: the holder\'s write matched nothing; its transaction was aborted');
+    this.name = 'NothingWritten';
+  }
 }
 
 /** In the caller's transaction a lost insert race cannot be retried here: it is someone's new lock. */
