@@ -27,7 +27,7 @@
 import { randomBytes } from 'node:crypto';
 import type { mongo } from 'mongoose';
 import { LockExpiredError, LockNotHeldError, LockedError, describeId } from './errors';
-import { idKey } from './guard/targets';
+import { idKey } from './id-key';
 import { estimatedServerNow, type HeldLockState } from './held-lock';
 import type { TicketParts } from './ticket';
 

@@ -14,7 +14,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { Connection, HydratedDocument, mongo } from 'mongoose';
-import { InvalidLockArgumentError, InvalidLockOptionError } from '../errors';
+import { InvalidLockArgumentError, InvalidLockOptionError, describeId } from '../errors';
 import { toLockError } from '../failures';
 import { heldLockState } from '../held-lock';
 import { currentLockOwner, runWithLockOwner } from '../owner-context';
@@ -22,7 +22,7 @@ import type { OwnerKey } from '../owner-key';
 import type { ResolvedLockOptions } from '../options';
 import type { AnyModel, AnySchema, ModelRuntime, RuntimeOf } from '../runtime';
 import { runAsDocumentWrite, type DocumentWrite } from './document-context';
-import { idKey } from './targets';
+import { idKey } from '../id-key';
 import { GUARDED_METHODS, WriteGuard } from './write-guard';
 
 type AnyDoc = HydratedDocument<unknown>;
@@ -160,12 +160,32 @@ function refuseConnectionBulkWrite(connection: Connection): void {
   });
 }
 
-/** The document methods that write one existing document and can carry its lock. */
+/** The `_id` a document's write is sent with: Mongoose builds the filter from `_doc._id` (Model.prototype.$__where), without getters. */
+function storedId(doc: AnyDoc): unknown {
+  const raw = (doc as unknown as { _doc?: { _id?: unknown } })._doc;
+  return raw ? raw._id : doc._id;
+}
+
+/**
+ * The document methods that write one existing document and can carry its lock. A locked
+ * instance is the holder of its lock on the document it was locked as, and of nothing else: its
+ * write is recognised by the LOCKED `_id` (state.lock.documentId), and an instance whose `_id` was
+ * changed since is refused before anything is sent (Mongoose would send the write to the new
+ * `_id`, another document, which the lock does not cover; and mongod never changes an `_id`).
+ */
 function documentWrite(doc: AnyDoc, kind: 'save' | 'delete', release = false): DocumentWrite {
+  const state = heldLockState(doc);
+  const current = storedId(doc);
+  if (state && idKey(current) !== idKey(state.lock.documentId)) {
+    throw new InvalidLockArgumentError(
+      '_id',
+      `this instance holds the lock on document ${describeId(state.lock.documentId)}, and its _id was changed to ${describeId(current)}; nothing was written. The _id of a locked document cannot change: the write would go to another document, which this lock does not cover.`,
+    );
+  }
   return {
     collection: (doc.constructor as AnyModel).collection,
-    idKey: idKey(doc._id),
-    state: heldLockState(doc),
+    idKey: idKey(state ? state.lock.documentId : current),
+    state,
     kind,
     release,
     released: false,
@@ -197,7 +217,12 @@ function queryWithContext(doc: AnyDoc, query: unknown, kind: 'save' | 'delete'):
     configurable: true,
     writable: true,
     value: function execWithDocument(this: unknown, ...args: unknown[]) {
-      const context = documentWrite(doc, kind);
+      let context: DocumentWrite;
+      try {
+        context = documentWrite(doc, kind);
+      } catch (error) {
+        return Promise.reject(error); // exec() reports its errors through its promise
+      }
       return runAsDocumentWrite(context, () => exec.apply(this, args));
     },
   });

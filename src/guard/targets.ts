@@ -6,6 +6,8 @@
  */
 import { mongo } from 'mongoose';
 
+export { distinctIds, idKey } from '../id-key';
+
 type Document = mongo.Document;
 
 /** Read options of a write that decide which documents its filter selects. */
@@ -61,24 +63,6 @@ export function pinnedTo(filter: Document, ids: unknown[]): Document {
   const idCondition = ids.length === 1 ? ids[0] : { $in: ids };
   if (!Object.prototype.hasOwnProperty.call(filter, '_id')) return { ...filter, _id: idCondition };
   return { $and: [filter, { _id: idCondition }] };
-}
-
-/** A stable key for an `_id` value (BSON types included), for de-duplication. */
-export function idKey(id: unknown): string {
-  return mongo.BSON.EJSON.stringify({ id } as Document, { relaxed: false });
-}
-
-/** `ids` without repetitions, in their first order. */
-export function distinctIds(ids: unknown[]): unknown[] {
-  const seen = new Set<string>();
-  const out: unknown[] = [];
-  for (const id of ids) {
-    const key = idKey(id);
-    if (seen.has(key)) continue;
-    seen.add(key);
-    out.push(id);
-  }
-  return out;
 }
 
 /** The read options of a find that selects what `options`' write selects. */
