@@ -56,8 +56,43 @@ export function idsNamedBy(filter: Document | undefined): unknown[] | undefined 
 }
 
 /**
+ * Whether a write's collation compares strings otherwise than byte by byte (anything but none or
+ * `{ locale: 'simple' }`). Under such a collation `{ _id: 'abc' }` also matches `'ABC'` (string
+ * comparisons in a match follow the operation's collation, whatever the field:
+ * jstests/core/collation.js; and such a query does not use the `_id` index's IDHACK, which needs
+ * the collection's collator: isIdHackEligibleQuery, src/mongo/db/query/query_utils.h).
+ */
+export function isCollated(collation: unknown): boolean {
+  if (collation === undefined || collation === null) return false;
+  return (collation as { locale?: unknown }).locale !== 'simple';
+}
+
+/** Whether an `_id` holds a string anywhere (the only values a collation compares differently). */
+export function containsString(id: unknown): boolean {
+  if (typeof id === 'string') return true;
+  if (Array.isArray(id)) return id.some(containsString);
+  if (id !== null && typeof id === 'object' && (id as { _bsontype?: unknown })._bsontype === undefined && !Buffer.isBuffer(id) && !(id instanceof Date)) {
+    return Object.values(id).some(containsString);
+  }
+  return false;
+}
+
+/**
+ * The `_id`s a write's filter names (idsNamedBy), when they are exactly the documents it can
+ * touch: not under a collation that compares strings otherwise than byte by byte, if any of them
+ * holds a string (`{ _id: 'ABC' }` with strength 2 also writes `'abc'`). Undefined otherwise: the
+ * targets must then be searched with the write's collation.
+ */
+export function trustedIds(filter: Document | undefined, collation: unknown): unknown[] | undefined {
+  const named = idsNamedBy(filter);
+  if (named && isCollated(collation) && named.some(containsString)) return undefined;
+  return named;
+}
+
+/**
  * `filter` narrowed to the given `_id`s, so a write touches only documents the guard checked.
- * The filter's own conditions stay, and the server re-evaluates them at the write.
+ * The filter's own conditions stay, and the server re-evaluates them at the write. Exact only
+ * where the `_id` comparison is: not for ids holding strings under a collation (isCollated).
  */
 export function pinnedTo(filter: Document, ids: unknown[]): Document {
   const idCondition = ids.length === 1 ? ids[0] : { $in: ids };
