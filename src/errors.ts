@@ -194,8 +194,27 @@ export class LockDatabaseError extends LockError {
 export function describeId(id: unknown): string {
   if (typeof id === 'string') return JSON.stringify(id.length > 64 ? `${id.slice(0, 61)}...` : id);
   if (id instanceof Date) return id.toISOString();
-  if (id !== null && typeof id === 'object' && typeof (id as { toHexString?: unknown }).toHexString === 'function') {
-    return (id as { toHexString(): string }).toHexString();
+  if (typeof id === 'bigint') return `${id}`;
+  if (id === null || typeof id !== 'object') return String(id);
+  const bsonType = (id as { _bsontype?: unknown })._bsontype;
+  const short = (hex: string) => (hex.length > 64 ? `${hex.slice(0, 61)}...` : hex);
+  // Bytes as hex: printed raw they would be control characters. A UUID (Binary subtype 4, which
+  // Mongoose 8 returns for a UUID _id) in its usual form.
+  const bytes = (data: Uint8Array, subtype: number) => {
+    const hex = Buffer.from(data).toString('hex');
+    if (subtype === 4 && hex.length === 32) return `UUID("${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}")`;
+    return `Binary(${subtype}, ${short(hex)})`;
+  };
+  if (Buffer.isBuffer(id)) return bytes(id, (id as { _subtype?: number })._subtype ?? 0);
+  if (bsonType === 'Binary') {
+    const binary = id as { buffer: Uint8Array; sub_type: number; position?: number };
+    return bytes(binary.buffer.subarray(0, binary.position ?? binary.buffer.length), binary.sub_type);
   }
-  return String(id);
+  if (typeof (id as { toHexString?: unknown }).toHexString === 'function') return (id as { toHexString(): string }).toHexString();
+  if (typeof bsonType === 'string') return `${bsonType}(${String(id)})`; // Decimal128, Long, Int32, Double, ...
+  try {
+    return short(JSON.stringify(id)); // an embedded-document _id
+  } catch {
+    return String(id);
+  }
 }

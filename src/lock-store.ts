@@ -29,7 +29,7 @@ import type { mongo } from 'mongoose';
 import { LockExpiredError, LockNotHeldError, LockedError, describeId } from './errors';
 import { LockedByTransactionError } from './guard/errors';
 import { callerTransactions } from './guard/open-transactions';
-import { idKey } from './guard/targets';
+import { distinctIds, idKey } from './id-key';
 import { estimatedServerNow, type HeldLockState } from './held-lock';
 import type { TicketParts } from './ticket';
 
@@ -383,7 +383,11 @@ export class LockStore {
    * continues after the transaction commits"); a transaction gets WriteConflict at once
    * (jstests/core/txns/transactions_write_conflicts.js, "insert-insert conflict").
    */
-  async claimForWrite(ids: unknown[], ownerKey: string | undefined, session: ClientSession): Promise<ClaimResult> {
+  async claimForWrite(targets: unknown[], ownerKey: string | undefined, session: ClientSession): Promise<ClaimResult> {
+    // One record per document: ids mongod treats as one `_id` (1, Long(1), 1.0, Decimal128('1.0'))
+    // would otherwise be inserted twice, a duplicate-key error of the guard's own making that
+    // retrying cannot cure (id-key.ts).
+    const ids = distinctIds(targets);
     const claim = newLockToken();
     const update = applyIf(freeOrHeldBy(ownerKey), {
       claim: lit(claim),

@@ -16,8 +16,9 @@
  * Waiters still mid-attempt when a change arrives are all told, so none of them sleeps
  * through it.
  */
-import { mongo } from 'mongoose';
+import type { mongo } from 'mongoose';
 import { LockedError } from './errors';
+import { idKey } from './id-key';
 import type { Grant } from './lock-store';
 
 const POLL_BASE_MS = 20;
@@ -37,10 +38,6 @@ interface Subscription {
   /** Resolves to whether a change stream is delivering events (opening it if needed). */
   live: Promise<boolean>;
   cancel(): void;
-}
-
-function idKey(documentId: unknown): string {
-  return mongo.BSON.EJSON.stringify({ id: documentId } as mongo.Document, { relaxed: false });
 }
 
 /** Change-stream fan-out for one lock collection: one stream, many waiters. */

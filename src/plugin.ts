@@ -8,6 +8,7 @@ import { idCaster, validateLockCallOptions, validateOwner, type ResolvedCallOpti
 import { InvalidLockArgumentError, InvalidLockOptionError, LockNotHeldError, LockTargetNotFoundError, LockedError } from './errors';
 import { attachHeldLock, heldLockState, lostError, newHeldLockState, type HeldLock, type HeldLockState } from './held-lock';
 import { typedErrors } from './failures';
+import { idKey } from './id-key';
 import { installWriteGuard, saveWithContext } from './guard/install';
 import { refuseSaveLockOptions } from './guard/options';
 import { LockHandle, asyncDispose } from './lock-handle';
@@ -17,7 +18,7 @@ import { describeValue, resolveOptions, validateTtl, type LockPluginOptions } fr
 import { ownerKeyFunction } from './owner-key';
 import { pluginApplication } from './plugin-registration';
 import { runtimeFactory, type AnyModel, type AnySchema } from './runtime';
-import { cursorAfter, fromStoredId, storedIdKey, validateListOptions, validateStatusIds, validateUnlockOptions } from './status-arguments';
+import { cursorAfter, fromStoredId, validateListOptions, validateStatusIds, validateUnlockOptions } from './status-arguments';
 import { issueTicket, readTicket } from './ticket';
 
 type AnyDoc = HydratedDocument<unknown>;
@@ -189,9 +190,9 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
       const records = await store.statusOf(documentIds, key);
       // Match records to the ids asked for by their stored BSON form (ObjectIds are not ===, and
       // a Buffer id comes back as a Binary).
-      const byId = new Map(records.map((record) => [storedIdKey(record._id), record]));
+      const byId = new Map(records.map((record) => [idKey(record._id), record]));
       return documentIds.map((documentId) => {
-        const record = byId.get(storedIdKey(documentId));
+        const record = byId.get(idKey(documentId));
         return record ? { ...lockInfoFrom(documentId, record), mine: record.mine === true } : null;
       });
     });

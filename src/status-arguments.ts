@@ -100,15 +100,6 @@ export function fromStoredId(id: unknown): unknown {
   return id instanceof mongo.Binary && id.sub_type === mongo.Binary.SUBTYPE_DEFAULT ? Buffer.from(id.value()) : id;
 }
 
-/**
- * Key that is equal for two ids exactly when MongoDB stores them as the same BSON value (a
- * Buffer and a generic Binary with the same bytes, two ObjectId instances), to match records
- * to the ids asked for.
- */
-export function storedIdKey(id: unknown): string {
-  return Buffer.from(mongo.BSON.serialize({ id } as mongo.Document)).toString('base64');
-}
-
 /** The cursor that continues a listing after `documentId`. Opaque to callers; it holds only that `_id`. */
 export function cursorAfter(documentId: unknown): string {
   return `c1.${Buffer.from(canonicalId(documentId), 'utf8').toString('base64url')}`;

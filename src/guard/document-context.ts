@@ -8,12 +8,12 @@
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { HeldLockState } from '../held-lock';
-import { idKey } from './targets';
+import { idKey } from '../id-key';
 
 export interface DocumentWrite {
   /** The Mongoose collection the document belongs to. */
   collection: object;
-  /** Key of the document's `_id` (see idKey). */
+  /** Key (see id-key.ts) of the `_id` the write must carry: the locked `_id` for a locked instance. */
   idKey: string;
   /** The lock the instance carries, if any (released or lost ones included: they refuse). */
   state: HeldLockState | undefined;

@@ -7,14 +7,14 @@
  *    document's own lock to the guard (document-context.ts), installed on each model's prototype;
  *  - `Model.useConnection()` guards the collection on the new connection;
  *  - `connection.bulkWrite()` (the driver's client-level bulkWrite, which no collection method
- *    sees) refuses operations on guarded models loudly, and so do the collection's
+ *    sees) refuses operations on guarded models loudly, on every connection, and so do the collection's
  *    `initializeOrderedBulkOp()` / `initializeUnorderedBulkOp()` (the driver's fluent bulk API).
  * Everything is installed on objects, never as middleware, so Mongoose's `middleware: false` /
  * `{ pre: false }` / `{ post: false }` options cannot skip or half-run the guard.
  */
 import { createHash } from 'node:crypto';
 import type { Connection, HydratedDocument, mongo } from 'mongoose';
-import { InvalidLockArgumentError, InvalidLockOptionError, LockNotHeldError } from '../errors';
+import { InvalidLockArgumentError, InvalidLockOptionError, LockNotHeldError, describeId } from '../errors';
 import { toLockError } from '../failures';
 import { heldLockState } from '../held-lock';
 import { currentLockOwner } from '../owner-context';
@@ -23,7 +23,7 @@ import type { ResolvedLockOptions } from '../options';
 import type { AnyModel, AnySchema, ModelRuntime, RuntimeOf } from '../runtime';
 import { runAsBulkSave, runAsDocumentWrite, type DocumentWrite } from './document-context';
 import { refuseSaveLockOptions } from './options';
-import { idKey } from './targets';
+import { idKey } from '../id-key';
 import { GUARDED_METHODS, WriteGuard } from './write-guard';
 
 type AnyDoc = HydratedDocument<unknown>;
@@ -125,26 +125,42 @@ export function guardModel(model: AnyModel, context: GuardContext): void {
 
 const refusing = new WeakSet<object>();
 
+/** The model a `connection.bulkWrite()` operation names, resolved as Mongoose resolves it (a Model, or a name on that connection). */
+function operationModel(connection: Connection, model: unknown): AnyModel | undefined {
+  if (typeof model !== 'string') return typeof model === 'function' ? (model as AnyModel) : undefined;
+  const known = connection.models[model] as AnyModel | undefined;
+  if (known) return known;
+  try {
+    return connection.model(model) as AnyModel; // what Connection.prototype.bulkWrite calls itself
+  } catch {
+    return undefined; // Mongoose reports the unknown name itself
+  }
+}
+
 /**
  * `connection.bulkWrite()` sends the driver's client-level `bulkWrite` command (MongoDB 8.0+),
  * past every collection method, so the guard cannot see its targets: operations on guarded
  * models are refused before anything is sent; operations on other models run as they would.
+ * Mongoose takes a Model object from anywhere as an operation's `model` and sends it through the
+ * connection it is called on, so the refusal is installed where `bulkWrite` is defined
+ * (Connection.prototype, shared by every connection of that Mongoose: `useDb()` connections and
+ * other connections to any deployment included), not only on the guarded model's connection.
  */
 function refuseConnectionBulkWrite(connection: Connection): void {
-  if (refusing.has(connection)) return;
-  refusing.add(connection);
-  const target = connection as unknown as Record<string, unknown>;
-  if (typeof target.bulkWrite !== 'function') return; // Mongoose versions without it
-  const original = target.bulkWrite as Method;
-  Object.defineProperty(connection, 'bulkWrite', {
+  let owner = connection as unknown as Record<string, unknown> | null;
+  while (owner && !Object.prototype.hasOwnProperty.call(owner, 'bulkWrite')) owner = Object.getPrototypeOf(owner) as Record<string, unknown> | null;
+  if (!owner || typeof owner.bulkWrite !== 'function' || refusing.has(owner)) return; // Mongoose versions without it; or done
+  if ((owner.bulkWrite as unknown as Record<symbol, unknown>)[PLUGIN_WRAPPER]) return;
+  refusing.add(owner);
+  const original = owner.bulkWrite as Method;
+  Object.defineProperty(owner, 'bulkWrite', {
     configurable: true,
     writable: true,
-    value: marked(function bulkWrite(this: unknown, ...args: unknown[]) {
+    value: marked(function bulkWrite(this: Connection, ...args: unknown[]) {
       const operations = args[0];
       if (Array.isArray(operations)) {
         for (const [index, operation] of operations.entries()) {
-          const model = (operation as { model?: unknown } | null)?.model;
-          const resolved = typeof model === 'string' ? (connection.models[model] as AnyModel | undefined) : (model as AnyModel | undefined);
+          const resolved = operationModel(this, (operation as { model?: unknown } | null)?.model);
           if (resolved?.collection && installed.has(resolved.collection)) {
             // Rejected like the method's own errors (it returns a promise), before anything is sent.
             return Promise.reject(
@@ -161,12 +177,32 @@ function refuseConnectionBulkWrite(connection: Connection): void {
   });
 }
 
-/** The document methods that write one existing document and can carry its lock. */
+/** The `_id` a document's write is sent with: Mongoose builds the filter from `_doc._id` (Model.prototype.$__where), without getters. */
+function storedId(doc: AnyDoc): unknown {
+  const raw = (doc as unknown as { _doc?: { _id?: unknown } })._doc;
+  return raw ? raw._id : doc._id;
+}
+
+/**
+ * The document methods that write one existing document and can carry its lock. A locked
+ * instance is the holder of its lock on the document it was locked as, and of nothing else: its
+ * write is recognised by the LOCKED `_id` (state.lock.documentId), and an instance whose `_id` was
+ * changed since is refused before anything is sent (Mongoose would send the write to the new
+ * `_id`, another document, which the lock does not cover; and mongod never changes an `_id`).
+ */
 function documentWrite(doc: AnyDoc, kind: 'save' | 'delete', release = false): DocumentWrite {
+  const state = heldLockState(doc);
+  const current = storedId(doc);
+  if (state && idKey(current) !== idKey(state.lock.documentId)) {
+    throw new InvalidLockArgumentError(
+      '_id',
+      `this instance holds the lock on document ${describeId(state.lock.documentId)}, and its _id was changed to ${describeId(current)}; nothing was written. The _id of a locked document cannot change: the write would go to another document, which this lock does not cover.`,
+    );
+  }
   return {
     collection: (doc.constructor as AnyModel).collection,
-    idKey: idKey(doc._id),
-    state: heldLockState(doc),
+    idKey: idKey(state ? state.lock.documentId : current),
+    state,
     kind,
     release,
     released: false,
@@ -198,7 +234,12 @@ function queryWithContext(doc: AnyDoc, query: unknown, kind: 'save' | 'delete'):
     configurable: true,
     writable: true,
     value: function execWithDocument(this: unknown, ...args: unknown[]) {
-      const context = documentWrite(doc, kind);
+      let context: DocumentWrite;
+      try {
+        context = documentWrite(doc, kind);
+      } catch (error) {
+        return Promise.reject(error); // exec() reports its errors through its promise
+      }
       return runAsDocumentWrite(context, () => exec.apply(this, args));
     },
   });

@@ -18,7 +18,7 @@
  * ended its session.
  */
 import type { mongo } from 'mongoose';
-import { idKey } from './targets';
+import { idKey } from '../id-key';
 
 /** mongod's default transactionLifetimeLimitSeconds (60), in milliseconds. */
 export const OPEN_TRANSACTION_LIMIT_MS = 60_000;

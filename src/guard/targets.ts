@@ -6,6 +6,8 @@
  */
 import { mongo } from 'mongoose';
 
+export { distinctIds, idKey } from '../id-key';
+
 type Document = mongo.Document;
 
 /** Read options of a write that decide which documents its filter selects. */
@@ -54,31 +56,48 @@ export function idsNamedBy(filter: Document | undefined): unknown[] | undefined 
 }
 
 /**
+ * Whether a write's collation compares strings otherwise than byte by byte (anything but none or
+ * `{ locale: 'simple' }`). Under such a collation `{ _id: 'abc' }` also matches `'ABC'` (string
+ * comparisons in a match follow the operation's collation, whatever the field:
+ * jstests/core/collation.js; and such a query does not use the `_id` index's IDHACK, which needs
+ * the collection's collator: isIdHackEligibleQuery, src/mongo/db/query/query_utils.h).
+ */
+export function isCollated(collation: unknown): boolean {
+  if (collation === undefined || collation === null) return false;
+  return (collation as { locale?: unknown }).locale !== 'simple';
+}
+
+/** Whether an `_id` holds a string anywhere (the only values a collation compares differently). */
+export function containsString(id: unknown): boolean {
+  if (typeof id === 'string') return true;
+  if (Array.isArray(id)) return id.some(containsString);
+  if (id !== null && typeof id === 'object' && (id as { _bsontype?: unknown })._bsontype === undefined && !Buffer.isBuffer(id) && !(id instanceof Date)) {
+    return Object.values(id).some(containsString);
+  }
+  return false;
+}
+
+/**
+ * The `_id`s a write's filter names (idsNamedBy), when they are exactly the documents it can
+ * touch: not under a collation that compares strings otherwise than byte by byte, if any of them
+ * holds a string (`{ _id: 'ABC' }` with strength 2 also writes `'abc'`). Undefined otherwise: the
+ * targets must then be searched with the write's collation.
+ */
+export function trustedIds(filter: Document | undefined, collation: unknown): unknown[] | undefined {
+  const named = idsNamedBy(filter);
+  if (named && isCollated(collation) && named.some(containsString)) return undefined;
+  return named;
+}
+
+/**
  * `filter` narrowed to the given `_id`s, so a write touches only documents the guard checked.
- * The filter's own conditions stay, and the server re-evaluates them at the write.
+ * The filter's own conditions stay, and the server re-evaluates them at the write. Exact only
+ * where the `_id` comparison is: not for ids holding strings under a collation (isCollated).
  */
 export function pinnedTo(filter: Document, ids: unknown[]): Document {
   const idCondition = ids.length === 1 ? ids[0] : { $in: ids };
   if (!Object.prototype.hasOwnProperty.call(filter, '_id')) return { ...filter, _id: idCondition };
   return { $and: [filter, { _id: idCondition }] };
-}
-
-/** A stable key for an `_id` value (BSON types included), for de-duplication. */
-export function idKey(id: unknown): string {
-  return mongo.BSON.EJSON.stringify({ id } as Document, { relaxed: false });
-}
-
-/** `ids` without repetitions, in their first order. */
-export function distinctIds(ids: unknown[]): unknown[] {
-  const seen = new Set<string>();
-  const out: unknown[] = [];
-  for (const id of ids) {
-    const key = idKey(id);
-    if (seen.has(key)) continue;
-    seen.add(key);
-    out.push(id);
-  }
-  return out;
 }
 
 /** The read options of a find that selects what `options`' write selects. */

@@ -27,7 +27,7 @@ import type { OwnerKey } from '../owner-key';
 import { documentWriteFor, inBulkSave, type DocumentWrite } from './document-context';
 import { LockedDuringWriteError, type CommittedWrites } from './errors';
 import { takeLockOptions } from './options';
-import { distinctIds, findTargets, idsNamedBy, pinnedTo, type SelectionOptions } from './targets';
+import { containsString, distinctIds, findTargets, idsNamedBy, isCollated, pinnedTo, trustedIds, type SelectionOptions } from './targets';
 import { runInTransaction } from './transaction';
 
 type ClientSession = mongo.ClientSession;
@@ -288,18 +288,35 @@ export class WriteGuard {
    * updateOne, replaceOne, deleteOne, findOneAnd*: the target is the `_id` the filter names, or
    * else the one document a `find` with the write's filter, sort, collation and hint returns
    * (limit 1); the write is then pinned to that `_id`, so it can only touch what was checked.
+   * Two exceptions, where pinning would change what the write does:
+   *  - under a collation that compares strings otherwise than byte by byte, an `_id` holding a
+   *    string matches other `_id`s too (`'abc'` and `'ABC'`): named ids are not trusted, EVERY
+   *    document the filter matches is searched (with the collation) and checked, and the write is
+   *    sent unpinned (it can only pick among them);
+   *  - an upsert in check mode (no transaction) is never pinned: if the checked document stopped
+   *    matching before the write, a pinned upsert would insert a copy of its `_id` (a duplicate
+   *    key) or re-create it, where the unguarded upsert inserts a new document. In a transaction
+   *    the target cannot change unseen (it conflicts), so pinning is exact there.
+   * Without a transaction a pinned write whose document stopped matching (it touched nothing) looks
+   * for another target, as the unguarded write would have; an upsert is never re-run.
    */
   private single(call: Call, filter: Document): Promise<unknown> {
-    const named = idsNamedBy(filter);
     const selection = call.options as SelectionOptions;
+    const named = trustedIds(filter, selection.collation);
+    const collated = isCollated(selection.collation);
+    const upsert = call.options.upsert === true;
     const attempt = async (session: ClientSession | undefined, atomic: boolean): Promise<{ result: unknown; pinned: boolean }> => {
       let targets: unknown[];
       let writeFilter = filter;
       if (call.writer.kind === 'holder') targets = [filter._id];
       else if (named) targets = distinctIds(named);
       else {
-        targets = await own(call.method, () => findTargets(this.raw(), filter, selection, session, 1));
-        if (targets.length > 0) writeFilter = pinnedTo(filter, targets);
+        const found = await own(call.method, () => findTargets(this.raw(), filter, selection, session, collated ? undefined : 1));
+        if (collated && found.some(containsString)) targets = found;
+        else {
+          targets = found.slice(0, 1);
+          if (targets.length > 0 && (atomic || !upsert)) writeFilter = pinnedTo(filter, targets);
+        }
       }
       const claimed = await this.check(call, targets, session, atomic);
       const result = await this.write(call, claimed, session, this.withFilterAndSession(call, writeFilter, session));
@@ -317,11 +334,9 @@ export class WriteGuard {
       });
     }
     return this.inMode(call, async (session, atomic) => {
-      // Without a transaction the pinned document may stop matching between the find and the
-      // write; the write then looks for another target, as the unguarded write would have.
       for (let round = 1; ; round++) {
         const { result, pinned } = await attempt(session, atomic);
-        if (atomic || !pinned || round >= 3 || !touchedNothing(call.method, result)) return result;
+        if (atomic || !pinned || upsert || round >= 3 || !touchedNothing(call.method, result)) return result;
       }
     });
   }
@@ -337,36 +352,37 @@ export class WriteGuard {
    * index, and applies the same update with the same arrayFilters, collation and hint: what
    * updateMany does per document. In the caller's transaction, or without transactions, the
    * write is sent as it is, once.
+   *
+   * Sent as it is, in ONE transaction of the guard's own (search inside it, claim what it finds,
+   * write), instead of per-document batches:
+   *  - when the search found nothing (see below);
+   *  - an upsert (`updateMany(filter, update, { upsert: true })`): per-document statements cannot
+   *    upsert, and the write must insert when nothing matches;
+   *  - under a collation that compares strings otherwise than byte by byte, when a target `_id`
+   *    holds a string: a statement narrowed to `'abc'` would also match `'ABC'` (isCollated).
+   * Such a write is one transaction however many documents it touches.
    */
   private async multi(call: Call, filter: Document): Promise<unknown> {
-    const named = idsNamedBy(filter);
     const selection = call.options as SelectionOptions;
+    const named = trustedIds(filter, selection.collation);
     const { mode } = call;
-    if (mode.kind !== 'atomic') {
-      return this.inMode(call, async (session, atomic) => {
+    const asOneWrite = () =>
+      this.inMode(call, async (session, atomic) => {
         const targets = named ? distinctIds(named) : await own(call.method, () => findTargets(this.raw(), filter, selection, session));
         const claimed = await this.check(call, targets, session, atomic);
         const result = await this.write(call, claimed, session, this.withFilterAndSession(call, undefined, session));
         await this.release(call, claimed, session);
         return result;
       });
-    }
+    if (mode.kind !== 'atomic' || call.options.upsert === true) return asOneWrite();
     const targets = named ? distinctIds(named) : await own(call.method, () => findTargets(this.raw(), filter, selection, mode.session));
-    if (targets.length === 0) {
-      // Nothing matched the search above, which ran before any transaction existed: documents may
-      // have started to match since (someone else's save). So search again INSIDE the guard's
-      // transaction, whose first statement fixes its snapshot, check (claim) whatever that finds,
-      // and send the write (an upsert, say) in the same transaction: it sees exactly what the
-      // second search saw, and a document changed after that snapshot conflicts instead of being
-      // written unchecked.
-      return this.inMode(call, async (session, atomic) => {
-        const found = await own(call.method, () => findTargets(this.raw(), filter, selection, session));
-        const claimed = await this.check(call, found, session, atomic);
-        const result = await this.write(call, claimed, session, this.withFilterAndSession(call, undefined, session));
-        await this.release(call, claimed, session);
-        return result;
-      });
-    }
+    // Nothing matched the search above, which ran before any transaction existed: documents may
+    // have started to match since (someone else's save). asOneWrite searches again INSIDE the
+    // guard's transaction, whose first statement fixes its snapshot, checks (claims) whatever that
+    // finds, and sends the write in the same transaction: it sees exactly what that search saw,
+    // and a document changed after that snapshot conflicts instead of being written unchecked.
+    if (targets.length === 0) return asOneWrite();
+    if (isCollated(selection.collation) && targets.some(containsString)) return asOneWrite();
     await this.check({ ...call, mode: { kind: 'check', session: mode.session } }, targets, mode.session, false);
     const committed: CommittedWrites = { matchedCount: 0, modifiedCount: 0, deletedCount: 0 };
     for (const batch of chunks(targets, GUARD_BATCH_SIZE)) {
@@ -411,7 +427,8 @@ export class WriteGuard {
 
   /**
    * Model.bulkWrite: the union of every operation's targets (inserts have none; an operation
-   * whose filter names its `_id`s needs no search; any other is checked against every document
+   * whose filter names its `_id`s needs no search, unless its collation makes a string `_id`
+   * match others (trustedIds); any other is checked against every document
    * its filter matches, since the server picks among them), claimed together, then the whole
    * bulk write, in one transaction. A document that only starts matching an operation because
    * an earlier operation of the same bulk wrote it was claimed for that earlier operation.
@@ -426,7 +443,7 @@ export class WriteGuard {
         if (kind === 'insertOne') continue;
         const body = operation[kind];
         const opFilter = body?.filter ?? {};
-        const named = idsNamedBy(opFilter);
+        const named = trustedIds(opFilter, body?.collation);
         if (named) targets.push(...named);
         else targets.push(...(await own('bulkWrite', () => findTargets(this.raw(), opFilter, { ...selection, collation: body?.collation, hint: body?.hint }, session))));
       }

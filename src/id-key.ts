@@ -1,0 +1,120 @@
+/**
+ * Keys for document `_id`s: two ids get the same key exactly when mongod treats them as the same
+ * `_id` (one document for an equality match under the simple collation, one key of the unique
+ * `_id` index). Used wherever the plugin de-duplicates ids or matches an id against another (the
+ * guard's targets, a holder's own write, lock records, change events, lockStatus).
+ *
+ * - Numbers are compared by value whatever their BSON type: int, long, double and decimal are one
+ *   value when they are mathematically equal (`src/mongo/base/compare_numbers.h`: int/long/double
+ *   compare numerically, a decimal is compared with a double through an exact conversion and with
+ *   an int or long as a decimal; NaN equals NaN; -0 equals 0). `1`, `Long(1)`, `1.0` and
+ *   `Decimal128('1.0')` are one document. The key is the exact decimal value, so it never merges
+ *   two numbers mongod keeps apart.
+ * - Embedded documents compare field by field in order, each value by the same rules, so their
+ *   key is built the same way.
+ * - Everything else by its BSON encoding: a Buffer (and Mongoose's Buffer, whatever its subtype)
+ *   is the BSON Binary it is sent as, a UUID is a Binary of subtype 4, two ObjectId instances with
+ *   the same bytes are one id. (Strings compare byte-wise under the simple collation; writes with
+ *   another collation never rely on these keys, see guard/targets.ts.)
+ */
+import { mongo } from 'mongoose';
+
+type Bson = { _bsontype?: unknown };
+
+/** Decimal digits and exponent, without leading or trailing zeros: the value's one spelling. */
+function normalized(negative: boolean, digits: string, exponent: number): string {
+  let d = digits.replace(/^0+/, '');
+  if (d === '') return 'n:0'; // -0 and 0E-6176 are 0
+  let e = exponent;
+  const trimmed = d.replace(/0+$/, '');
+  e += d.length - trimmed.length;
+  d = trimmed;
+  return `n:${negative ? '-' : ''}${d}e${e}`;
+}
+
+/** The exact decimal value of a double (every finite double is m / 2^k, i.e. m·5^k / 10^k). */
+function doubleKey(value: number): string {
+  if (Number.isNaN(value)) return 'n:NaN';
+  if (value === Infinity) return 'n:Inf';
+  if (value === -Infinity) return 'n:-Inf';
+  let mantissa = Math.abs(value);
+  let k = 0;
+  while (!Number.isInteger(mantissa)) {
+    mantissa *= 2; // exact: a finite double times 2 loses nothing below Number.MAX_VALUE
+    k++;
+  }
+  const digits = (BigInt(mantissa) * BigInt(5) ** BigInt(k)).toString();
+  return normalized(value < 0, digits, -k);
+}
+
+function decimalKey(text: string): string {
+  if (/^-?NaN$/i.test(text)) return 'n:NaN';
+  if (/^Inf/i.test(text)) return 'n:Inf';
+  if (/^-Inf/i.test(text)) return 'n:-Inf';
+  const match = /^([+-])?(\d*)(?:\.(\d*))?(?:E([+-]?\d+))?$/i.exec(text);
+  if (!match) return `d:${text}`;
+  const [, sign, whole = '', fraction = '', exponent = '0'] = match;
+  return normalized(sign === '-', whole + fraction, Number(exponent) - fraction.length);
+}
+
+/** The key of a number of any BSON numeric type, or undefined when `value` is not one. */
+function numericKey(value: unknown): string | undefined {
+  if (typeof value === 'number') return doubleKey(value);
+  if (typeof value === 'bigint') return decimalKey(value.toString());
+  if (value === null || typeof value !== 'object') return undefined;
+  switch ((value as Bson)._bsontype) {
+    case 'Int32':
+    case 'Double':
+      return doubleKey(Number((value as { value: unknown }).value));
+    case 'Long':
+      return decimalKey((value as mongo.Long).toString());
+    case 'Decimal128':
+      return decimalKey((value as mongo.Decimal128).toString());
+    default:
+      return undefined;
+  }
+}
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  if (value === null || typeof value !== 'object' || Array.isArray(value) || (value as Bson)._bsontype !== undefined) return false;
+  if (Buffer.isBuffer(value) || value instanceof Date || value instanceof RegExp || ArrayBuffer.isView(value)) return false;
+  const proto = Object.getPrototypeOf(value) as { constructor?: { name?: string } } | null;
+  return proto === null || proto === Object.prototype || proto.constructor?.name === 'Object';
+}
+
+/** The BSON value a Buffer is sent as (Mongoose's Buffer carries its subtype). */
+function asBinary(value: Buffer): mongo.Binary {
+  return new mongo.Binary(Buffer.from(value), (value as { _subtype?: number })._subtype ?? mongo.Binary.SUBTYPE_DEFAULT);
+}
+
+/** Key of an `_id` value: equal for two ids exactly when mongod treats them as one `_id`. */
+export function idKey(id: unknown): string {
+  const numeric = numericKey(id);
+  if (numeric !== undefined) return numeric;
+  if (Buffer.isBuffer(id)) return bsonKey(asBinary(id));
+  if (Array.isArray(id)) return `[${id.map(idKey).join(',')}]`;
+  if (isPlainObject(id)) {
+    return `{${Object.entries(id)
+      // The driver sends an undefined field as null (js-bson, ignoreUndefined: false).
+      .map(([name, value]) => `${JSON.stringify(name)}:${idKey(value === undefined ? null : value)}`)
+      .join(',')}}`;
+  }
+  return bsonKey(id);
+}
+
+function bsonKey(value: unknown): string {
+  return `b:${Buffer.from(mongo.BSON.serialize({ v: value } as mongo.Document)).toString('base64')}`;
+}
+
+/** `ids` without repetitions (by idKey), in their first order. */
+export function distinctIds(ids: unknown[]): unknown[] {
+  const seen = new Set<string>();
+  const out: unknown[] = [];
+  for (const id of ids) {
+    const key = idKey(id);
+    if (seen.has(key)) continue;
+    seen.add(key);
+    out.push(id);
+  }
+  return out;
+}
