@@ -223,3 +223,25 @@ describe('aggregation', () => {
     expect(typeOf(doc.t)).toBe('Long');
   });
 });
+
+describe('$add of a date and whole numbers of any type', () => {
+  // ExpressionAdd::evaluate (src/mongo/db/pipeline/expression.cpp): with a date among the operands,
+  // the date's milliseconds and the numbers are summed exactly (DoubleDoubleSummation) and the result
+  // is a date; a sum outside the 64-bit range is Overflow (15) "date overflow in $add"
+  // (error_codes.yml). A ttl above 2^31 - 1 ms reaches the server as a Double, which is why the
+  // plugin's acquire needs the Double case.
+  test('a Date plus an integral Double, a Long and an Int32 is a Date', async () => {
+    const c = await fresh('add_date', [{ _id: 1, at: new Date(1_000) }]);
+    const [row] = await c
+      .aggregate([{ $project: { _id: 0, d: { $add: ['$at', new Double(3_456_000_000), Long.fromNumber(10), new Int32(5)] } } }])
+      .toArray();
+    expect(row.d).toEqual(new Date(1_000 + 3_456_000_000 + 15));
+  });
+
+  test('a sum beyond the 64-bit range is Overflow', async () => {
+    const c = await fresh('add_date_overflow', [{ _id: 1, at: new Date(1_000) }]);
+    const error = await expectServerError(c.aggregate([{ $project: { d: { $add: ['$at', Long.MAX_VALUE] } } }]).toArray(), 15);
+    expect(error.codeName).toBe('Overflow');
+    expect(error.message).toContain('date overflow in $add');
+  });
+});

@@ -92,9 +92,18 @@ const $add: Ev = (obj, expr, options) => {
   if (vals.some(nil)) return null;
   const dates = vals.filter(isDate);
   if (vals.every(isNumeric)) return sumNumbers(vals);
-  if (dates.length === 1 && vals.every((v) => isDate(v) || integral(v))) {
-    const n = vals.filter(integral).reduce((s: bigint, v) => s + toBigInt(v), 0n);
-    return new Date(Number(BigInt(dates[0].getTime()) + n));
+  // A date plus whole numbers (Int32, Int64, or a Double holding an integer, such as a ttl above
+  // 2^31 ms that the driver sends as a double): ExpressionAdd::evaluate (expression.cpp) sums the
+  // date's milliseconds and the numbers exactly (DoubleDoubleSummation) and answers a date, or
+  // Overflow "date overflow in $add" when the sum leaves the 64-bit range. A fractional double is
+  // still refused: how getLong() rounds it is not traced here.
+  const whole = (v: unknown) => integral(v) || (numKind(v) === 'double' && Number.isInteger(toNumber(v)));
+  if (dates.length === 1 && vals.every((v) => isDate(v) || whole(v))) {
+    const n = vals.filter(whole).reduce((s: bigint, v) => s + (integral(v) ? toBigInt(v) : BigInt(toNumber(v))), 0n);
+    const total = BigInt(dates[0].getTime()) + n;
+    if (!fitsLong(total)) throw new MongoCommandError(15, 'date overflow in $add', {}, 'Overflow'); // error_codes.yml: 15 Overflow
+    if (total > 8_640_000_000_000_000n || total < -8_640_000_000_000_000n) throw unsupported('$add giving a date outside JavaScript Date range');
+    return new Date(Number(total));
   }
   throw unsupported(`$add of ${vals.map((v) => numKind(v) ?? (isDate(v) ? 'date' : typeof v)).join(', ')}`);
 };
