@@ -123,7 +123,12 @@ const $subtract: Ev = (obj, expr, options) => {
   if (isNumeric(a) && isNumeric(b)) {
     const ka = numKind(a)!;
     const kb = numKind(b)!;
-    if (ka === 'decimal' || kb === 'decimal') return decAdd(toDec(a), decNeg(toDec(b)));
+    if (ka === 'decimal' || kb === 'decimal') {
+      // left.subtract(right) of coerceToDecimal values (value.cpp: Decimal128(int32/int64) exact,
+      // Decimal128(double) with the header's default rounding, not re-read): a double operand is refused.
+      if (ka === 'double' || kb === 'double') throw unsupported('$subtract of a Decimal128 and a double');
+      return decAdd(toDec(a), decNeg(toDec(b)));
+    }
     if (ka === 'double' || kb === 'double') return dbl(toNumber(a) - toNumber(b));
     const r = toBigInt(a) - toBigInt(b);
     if (ka === 'int' && kb === 'int') return intOrLong(r);
