@@ -17,7 +17,6 @@
  *    collection that exists outside the transaction: OperationNotSupportedInTransaction "Cannot
  *    create new indexes on existing collection <ns> in a multi-document transaction."
  *    (src/mongo/db/commands/create_indexes_cmd.cpp).
- * (*): location recalled, not re-read.
  */
 import type { ClientSession, Db, Document, MongoClient } from 'mongodb';
 import { deploymentFacts, describeIf, expectServerError, openClient, uniqueDbName } from './support/server';
