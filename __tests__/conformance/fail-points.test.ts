@@ -8,7 +8,7 @@
  * source/transactions/tests/README.md and source/retryable-writes/tests/README.md: data.failCommands,
  * errorCode, errorLabels, closeConnection, blockConnection/blockTimeMS, appName, modes times/skip/
  * alwaysOn/off); server implementation src/mongo/db/commands/fail_point_cmd.cpp and
- * CommandHelpers::evaluateFailCommandFailPoint (src/mongo/db/commands.cpp) (*). The driver retrying a
+ * CommandHelpers::evaluateFailCommandFailPoint (src/mongo/db/commands.cpp, re-read: errorCode gives "Failing command via 'failCommand' failpoint"). The driver retrying a
  * RetryableWriteError once with the same lsid/txnNumber: retryable-writes spec.
  */
 import { MongoNetworkError, type CommandStartedEvent, type Db, type Document, type MongoClient } from 'mongodb';

@@ -8,8 +8,9 @@
  *    "number"); "$type" (query operator: a field matches when its value, or an element of its array
  *    value, has the type); "Comparison/Sort Order" (numbers compare by value across types).
  *  - Value::compare (src/mongo/db/exec/document_value/value.cpp): numbers of different types compare
- *    by value; a double meets a decimal as Decimal128(double, kRoundTo34Digits) (compareDecimalToDouble,
- *    src/mongo/bson/bsonelement.cpp; location recalled).
+ *    by value with src/mongo/base/compare_numbers.h; a double and a decimal compare exactly
+ *    (compareDecimalToDouble: the decimal rounded toward negative to a double, ties broken by the
+ *    inexact flag).
  *  - SafeNum (src/mongo/util/safe_num.cpp): addInt32Int32 and mulInt32Int32 keep an int when it
  *    fits and return a long otherwise; int/long with long overflowing is invalid; any decimal
  *    operand makes the result decimal; any other double makes it double.
@@ -102,8 +103,20 @@ describe('storage and $type', () => {
     expect(await ids({ v: 2 ** 60 })).toEqual([]);
     expect(await ids({ v: { $gt: 2 ** 60 } })).toEqual(['bigLong']);
     expect(await ids({ v: { $gte: 1.05, $lt: 1.5 } })).toEqual(['decimal']);
-    // The double 1.1 is 1.100000000000000088817841970012523 to 34 digits: above the decimal 1.10.
+    // The double 1.1 is exactly 1.100000000000000088817841970012523233890533447265625: above the decimal 1.10.
     expect(await ids({ v: { $gte: 1.1, $lt: 1.5 } })).toEqual([]);
+  });
+
+  // compareDecimalToDouble (src/mongo/base/compare_numbers.h): the decimal is converted to a double
+  // rounding toward negative, and an inexact conversion that meets the double makes the decimal the
+  // greater: the comparison is exact. The double 0.1 is exactly
+  // 0.1000000000000000055511151231257827021181583404541015625, so the 34-digit decimal
+  // 0.1000000000000000055511151231257827 is below it, not equal to it.
+  test('a Decimal128 and a double compare by their exact values', async () => {
+    const d = await fresh('decdouble', [{ _id: 1, v: Decimal128.fromString('0.1000000000000000055511151231257827') }]);
+    expect(await d.countDocuments({ v: 0.1 })).toBe(0);
+    expect(await d.countDocuments({ v: { $lt: 0.1 } })).toBe(1);
+    expect(await d.countDocuments({ v: { $gt: 0.09999999999999999 } })).toBe(1);
   });
 
   test('sort orders numbers of all types by value', async () => {
@@ -166,15 +179,13 @@ describe('aggregation', () => {
     return out.r;
   }
 
-  test('$add: int + int overflows to long, a long overflow becomes double; int + double is double; decimal wins', async () => {
+  test('$add: int + int overflows to long, a long overflow becomes double; int + double is double', async () => {
     let r = await project({ $add: [new Int32(2147483647), new Int32(1)] });
     expect([typeOf(r), String(r)]).toEqual(['Long', '2147483648']);
     r = await project({ $add: [Long.fromBigInt(2n ** 63n - 1n), new Int32(1)] });
     expect(typeOf(r)).toBe('Double');
     r = await project({ $add: [new Int32(1), new Double(2)] });
     expect([typeOf(r), (r as Double).valueOf()]).toEqual(['Double', 3]);
-    r = await project({ $add: [new Int32(1), Decimal128.fromString('0.10')] });
-    expect([typeOf(r), String(r)]).toEqual(['Decimal128', '1.10']);
     r = await project({ $add: ['$a', '$b'] }, { a: new Int32(2), b: Long.fromNumber(3) });
     expect([typeOf(r), String(r)]).toEqual(['Long', '5']);
   });
@@ -188,6 +199,59 @@ describe('aggregation', () => {
     expect([typeOf(r), String(r)]).toEqual(['Long', '3']);
     r = await project({ $avg: [new Int32(1), new Int32(3)] });
     expect([typeOf(r), (r as Double).valueOf()]).toEqual(['Double', 2]);
+  });
+
+  // ExpressionAdd::evaluate (src/mongo/db/pipeline/expression.cpp) and AccumulatorSum /
+  // AccumulatorAvg (accumulator_sum.cpp, accumulator_avg.cpp) add non-decimals in a
+  // DoubleDoubleSummation (src/mongo/util/summation.h): an overflowing intermediate double becomes
+  // Infinity (the plain running sum is returned once the compensated one is NaN), not the exact sum.
+  // jstests/aggregation/expressions/arith_overflow.js: long overflow in $add/$subtract/$multiply
+  // gives a double.
+  test('sums are compensated double-double sums: an overflowing intermediate is Infinity; longs are exact', async () => {
+    let r = await project({ $add: [1e308, 1e308, -1e308] });
+    expect([typeOf(r), Number(r)]).toEqual(['Double', Infinity]);
+    r = await project({ $sum: [1e308, 1e308, -1e308] });
+    expect([typeOf(r), Number(r)]).toEqual(['Double', Infinity]);
+    // getDouble() is the rounded part alone: after 0.1 + 0.2 the compensation holds the rounding
+    // error, and -0.3 cancels the rounded part exactly, so the sum reads 0 (the exact sum of the
+    // three doubles is 2.78e-17; plain double addition gives 5.55e-17).
+    r = await project({ $add: [0.1, 0.2, -0.3] });
+    expect([typeOf(r), Number(r)]).toEqual(['Double', 0]);
+    // Longs are added exactly (addLong), then divided: 3 * (2^53 + 1) rounds to 27021597764222980.
+    const big = Long.fromBigInt(2n ** 53n + 1n);
+    r = await project({ $avg: [big, big, big] });
+    expect([typeOf(r), Number(r)]).toEqual(['Double', 9007199254740994]);
+    r = await project({ $subtract: [Long.fromBigInt(9000000000000000000n), Long.fromBigInt(-9000000000000000000n)] });
+    expect([typeOf(r), Number(r)]).toEqual(['Double', 1.8e19]);
+    r = await project({ $multiply: [Long.fromBigInt(9000000000000000000n), Long.fromBigInt(-9000000000000000000n)] });
+    expect([typeOf(r), Number(r)]).toEqual(['Double', -8.1e37]);
+  });
+
+  // ExpressionAdd / ExpressionMultiply take the operands in order and answer null at the first
+  // null or missing one.
+  test('$add and $multiply answer null at a null operand', async () => {
+    expect(await project({ $add: [new Int32(1), null, 'x'] })).toBeNull();
+    expect(await project({ $multiply: ['$missing', new Int32(2)] })).toBeNull();
+  });
+
+  // evaluateAccumulator (src/mongo/db/pipeline/accumulator_helpers.h): several arguments are taken
+  // as they are, so an array among them is not summed; one array argument gives its elements.
+  test('$sum with several arguments ignores an array argument; one array argument is summed', async () => {
+    const sum = async (expr: Document, doc: Document): Promise<string> => String(await project(expr, doc));
+    expect(await sum({ $sum: ['$a', '$b'] }, { a: [new Int32(1), new Int32(2)], b: new Int32(3) })).toBe('3');
+    expect(await sum({ $sum: '$a' }, { a: [new Int32(1), new Int32(2)] })).toBe('3');
+    expect(await sum({ $sum: ['$a'] }, { a: [new Int32(1), new Int32(2)] })).toBe('3');
+  });
+
+  // AccumulatorSum::getConstantArgument / _processInternalConstant (accumulator_sum.cpp): a constant
+  // double argument is added with plain double additions, one per document.
+  test('$group $sum of a constant double adds plainly, once per document', async () => {
+    const c = await fresh('constsum', Array.from({ length: 10 }, (_, i) => ({ _id: i, g: 1 })));
+    const [out] = await c.aggregate([{ $group: { _id: '$g', n: { $sum: 0.1 }, k: { $sum: 1 } } }], raw).toArray();
+    let plain = 0;
+    for (let i = 0; i < 10; i++) plain += 0.1;
+    expect([Number(out.n), typeOf(out.k), Number(out.k)]).toEqual([plain, 'Int32', 10]);
+    expect(plain).not.toBe(1);
   });
 
   test('$group sums ints to an int and mixed types to the widest', async () => {

@@ -147,6 +147,19 @@ describe('updates', () => {
     expect(error.codeName).toBe('ConflictingUpdateOperators');
   });
 
+  // UpdateObjectNode::parseAndMerge (src/mongo/db/update/update_object_node.cpp): paths are added in
+  // order; the first one meeting an earlier path fails, "at" the earlier path when that path is one of
+  // its prefixes, else at itself. The same path under two operators conflicts too.
+  test('conflicting update paths name the later path and where it meets the earlier one (40)', async () => {
+    const coll = db.collection<Loose>('u_conflict');
+    await coll.insertOne({ _id: 1, a: { b: 1 } });
+    const msg = async (update: Document): Promise<string> => (await expectServerError(coll.updateOne({ _id: 1 }, update), 40)).message;
+    expect(await msg({ $set: { a: 1 }, $inc: { a: 1 } })).toBe("Updating the path 'a' would create a conflict at 'a'");
+    expect(await msg({ $set: { 'a.b': 1 }, $inc: { a: 1 } })).toBe("Updating the path 'a' would create a conflict at 'a'");
+    expect(await msg({ $set: { a: 1 }, $inc: { 'a.b': 1 } })).toBe("Updating the path 'a.b' would create a conflict at 'a'");
+    expect(await coll.findOne({ _id: 1 })).toEqual({ _id: 1, a: { b: 1 } });
+  });
+
   test('$pull with an $or condition removes the matching elements', async () => {
     const coll = db.collection<Loose>('u_pull');
     await coll.insertOne({ _id: 1, items: [{ a: 1 }, { b: 2 }, { a: 3 }] });

@@ -7,9 +7,8 @@
  *    replica-set member).
  *  - hint: a hint that names no index of the collection fails with BadValue (2), message containing
  *    "hint provided does not correspond to an existing index" (QueryPlanner::plan,
- *    src/mongo/db/query/query_planner.cpp (*)); a hinted sparse index returns only documents that
+ *    src/mongo/db/query/query_planner.cpp, QueryPlanner::plan, re-read); a hinted sparse index returns only documents that
  *    have the field (manual, "Sparse Indexes", sparse index and incomplete results).
- * (*): location recalled, not re-read.
  */
 import type { Db, MongoClient } from 'mongodb';
 import { expectServerError, openClient, uniqueDbName, type Loose } from './support/server';

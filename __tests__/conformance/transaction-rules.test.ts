@@ -3,8 +3,10 @@
  *
  * Sources:
  *  - count: not allowed in a transaction, OperationNotSupportedInTransaction (263) — transactions spec
- *    test source/transactions/tests/unified/count.json; "Cannot run '<cmd>' in a multi-document
- *    transaction." (CommandHelpers::canUseTransactions, src/mongo/db/commands.cpp (*)).
+ *    test source/transactions/tests/unified/count.json; "Cannot run 'count' in a multi-document
+ *    transaction. Please see http://dochub.mongodb.org/core/transaction-count for a recommended
+ *    alternative." (CommandHelpers::canUseTransactions, src/mongo/db/commands.cpp, re-read: count has
+ *    its own message, checked before "Cannot run '<cmd>' in a multi-document transaction.").
  *  - writeConcern on a statement other than commit/abort: InvalidOptions (72) "writeConcern is not
  *    allowed within a multi-statement transaction" — validateWriteConcernForTransaction,
  *    src/mongo/db/transaction/transaction_validation.cpp.
@@ -15,7 +17,6 @@
  *    collection that exists outside the transaction: OperationNotSupportedInTransaction "Cannot
  *    create new indexes on existing collection <ns> in a multi-document transaction."
  *    (src/mongo/db/commands/create_indexes_cmd.cpp).
- * (*): location recalled, not re-read.
  */
 import type { ClientSession, Db, Document, MongoClient } from 'mongodb';
 import { deploymentFacts, describeIf, expectServerError, openClient, uniqueDbName } from './support/server';
@@ -58,7 +59,9 @@ describeIf(facts.setName !== undefined, 'transactions need a replica set; this d
     await db.collection('existing').findOne({}, { session: s });
     const error = await expectServerError(db.command({ count: 'existing' }, { session: s }), 263);
     expect(error.codeName).toBe('OperationNotSupportedInTransaction');
-    expect(error.message).toBe("Cannot run 'count' in a multi-document transaction.");
+    expect(error.message).toBe(
+      "Cannot run 'count' in a multi-document transaction. Please see http://dochub.mongodb.org/core/transaction-count for a recommended alternative.",
+    );
   });
 
   test('a writeConcern on a statement in a transaction fails with InvalidOptions (72)', async () => {

@@ -5,8 +5,9 @@
  * Sources ((*): location or wording recalled, not re-read for this audit):
  *  - "no such command: '<name>'", CommandNotFound 59: the command dispatcher
  *    (src/mongo/db/service_entry_point_common.cpp) (*); error_codes.yml.
- *  - "Unrecognized pipeline stage name: '<name>'", 40324: DocumentSource::parse
- *    (src/mongo/db/pipeline/document_source.cpp) (*).
+ *  - "Unrecognized pipeline stage name: '<name>'", 40324: LiteParsedDocumentSource::parse
+ *    (src/mongo/db/pipeline/lite_parsed_document_source.cpp, re-read; it runs before
+ *    DocumentSource::parse, whose own check is 16436).
  *  - "unknown operator: <op>" and "unknown top level operator: <op>" (newer servers append a hint
  *    about $getField), BadValue: src/mongo/db/matcher/expression_parser.cpp.
  *  - "Unrecognized expression '<op>'", InvalidPipelineOperator 168: Expression::parseExpression
@@ -45,6 +46,12 @@ test('an unknown aggregation stage fails with 40324', async () => {
   const error = await expectServerError(db.collection('c').aggregate([{ $mplBogusStage: {} }]).toArray(), 40324);
   expect(error.message).toContain('Unrecognized pipeline stage name');
   expect(error.message).toContain('$mplBogusStage');
+});
+
+// LiteParsedDocumentSource::parse (src/mongo/db/pipeline/lite_parsed_document_source.cpp).
+test('a stage object with two fields fails with 40323', async () => {
+  const error = await expectServerError(db.collection('c').aggregate([{ $match: {}, $limit: 1 }]).toArray(), 40323);
+  expect(error.message).toContain('A pipeline stage specification object must contain exactly one field.');
 });
 
 test('an unknown query operator fails with BadValue (2)', async () => {

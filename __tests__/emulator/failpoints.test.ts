@@ -6,6 +6,7 @@ import { MongoClient, MongoNetworkError, MongoWriteConcernError, type Document, 
 import { startEmulator, type RunningEmulator } from '../../test-backend/emulator';
 import { createFailPoints, type FailPointContext } from '../../test-backend/emulator/failpoints';
 import { MongoCommandError } from '../../test-backend/emulator/errors';
+import { WriteFailPoints } from '../../test-backend/emulator/write-failpoints';
 
 const ctx = (commandName: string, extra: Partial<FailPointContext> = {}): FailPointContext => ({
   commandName,
@@ -247,5 +248,35 @@ describe('failCommand fail point (through the driver)', () => {
     await expect(admin().command({ configureFailPoint: 'hangAfterCollectionInserts', mode: 'alwaysOn' })).rejects.toMatchObject({ code: 266 });
     await expect(configure({ mode: { times: -1 } })).rejects.toMatchObject({ code: 2 });
     await expect(client.db('fp').command({ configureFailPoint: 'failCommand', mode: 'off' })).rejects.toMatchObject({ code: 13 });
+  });
+});
+
+// getmore_cmd.cpp (re-read): failGetMoreAfterCursorCheckout uasserts errorCode (InternalError when
+// omitted) with "Hit the 'failGetMoreAfterCursorCheckout' failpoint"; its activation filters
+// (shouldActivateFailCommandFailPoint: appName, namespace...) are refused, not ignored.
+describe('failGetMoreAfterCursorCheckout (module)', () => {
+  function fired(data: Document, isChangeStream = false): MongoCommandError {
+    const fp = new WriteFailPoints();
+    fp.configure('failGetMoreAfterCursorCheckout', { mode: { times: 1 }, data });
+    try {
+      fp.afterGetMoreCheckout(isChangeStream);
+    } catch (e) {
+      if (e instanceof MongoCommandError) return e;
+      throw e;
+    }
+    throw new Error('expected the fail point to fire');
+  }
+
+  it("fails with the errorCode and mongod's message; InternalError when no errorCode is given", () => {
+    const e = fired({ errorCode: 6 }, true);
+    expect([e.code, e.codeName, e.message, e.extra.errorLabels]).toEqual([6, 'HostUnreachable', "Hit the 'failGetMoreAfterCursorCheckout' failpoint", ['ResumableChangeStreamError']]);
+    const d = fired({});
+    expect([d.code, d.codeName]).toEqual([1, 'InternalError']);
+  });
+
+  it('refuses activation filters it does not reproduce', () => {
+    const fp = new WriteFailPoints();
+    const e = configureError(() => fp.configure('failGetMoreAfterCursorCheckout', { mode: 'alwaysOn', data: { errorCode: 6, appName: 'x' } }));
+    expect(e.message).toContain('appName');
   });
 });

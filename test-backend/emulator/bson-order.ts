@@ -16,7 +16,7 @@ import type { Binary, Document } from 'bson';
 import { compareNumeric } from './numbers';
 import { isPlainObject } from './values';
 
-/** Canonical type ranks (BSONElement::canonicalType, src/mongo/bson/bsonelement.cpp). */
+/** Canonical type ranks (canonicalizeBSONType, src/mongo/bson/bsontypes.h, re-read: missing/Undefined 0, null 5, numbers 10, strings 15, objects 20, arrays 25, BinData 30, ObjectId 35, Boolean 40, Date 45, Timestamp 47, regex 50, Code 60, CodeWScope 65, MinKey -1, MaxKey 127). */
 export function canonicalRank(v: unknown): number {
   if (v === undefined) return 0; // missing / undefined (expressions)
   if (v === null) return 5;
@@ -60,7 +60,8 @@ export function canonicalRank(v: unknown): number {
     case 'DBRef':
       return 20;
     case 'Code':
-      return 60;
+      // canonicalizeBSONType (src/mongo/bson/bsontypes.h): Code 60, CodeWScope 65.
+      return (v as { scope?: unknown }).scope ? 65 : 60;
     case undefined:
       return 20; // embedded document
     default:

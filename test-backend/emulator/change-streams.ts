@@ -57,6 +57,7 @@ const Code = {
 } as const;
 
 const CODE_NAMES: Record<number, string> = {
+  40323: 'Location40323',
   40324: 'Location40324',
   2: 'BadValue',
   9: 'FailedToParse',
@@ -227,11 +228,13 @@ function parseScope(args: OpenChangeStreamArgs): Scope {
 function parseStages(pipeline: Document[]): Document[] {
   for (const stage of pipeline) {
     const names = isPlainObject(stage) ? Object.keys(stage) : [];
-    if (names.length !== 1) fail(Code.BadValue, 'A pipeline stage specification object must contain exactly one field.');
+    // LiteParsedDocumentSource::parse (lite_parsed_document_source.cpp, re-read): 40323.
+    if (names.length !== 1) fail(40323, 'A pipeline stage specification object must contain exactly one field.');
     const name = names[0];
     if (name === '$changeStreamSplitLargeEvent') fail(Code.NotImplemented, '$changeStreamSplitLargeEvent is not supported by the mongoose-pessimistic-lock emulator');
     if (name === '$changeStream') fail(Code.BadValue, '$changeStream is only valid as the first stage in a pipeline');
-    // An unknown stage name fails as in any pipeline (DocumentSource::parse: 40324 "Unrecognized
+    // An unknown stage name fails as in any pipeline (LiteParsedDocumentSource::parse,
+    // src/mongo/db/pipeline/lite_parsed_document_source.cpp, re-read: 40324 "Unrecognized
     // pipeline stage name"; change-streams spec test change-streams.json expects 40324 for
     // '$unsupported'); a known stage that a change stream does not allow is IllegalOperation.
     if (!ALLOWED_STAGES.has(name) && !KNOWN_STAGES.has(name)) fail(40324, `Unrecognized pipeline stage name: '${name}'`);

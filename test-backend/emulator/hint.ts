@@ -3,7 +3,7 @@
  *
  * mongod plans the query with the hinted index only; a hint naming no index of the collection fails
  * with BadValue and a message containing "hint provided does not correspond to an existing index"
- * (QueryPlanner::plan, src/mongo/db/query/query_planner.cpp; the full errmsg also carries the
+ * (QueryPlanner::plan, src/mongo/db/query/query_planner.cpp, re-read; the full errmsg also carries the
  * planner's description of the query, which the emulator does not reproduce). Hints on a missing
  * collection are not checked (there is nothing to plan). `{ $natural: 1 | -1 }` is a collection scan.
  * A hinted sparse index can return an incomplete result: only documents that have an entry in the
@@ -21,12 +21,17 @@ export type HintRestriction = ((doc: Document) => boolean) | undefined;
 export function resolveHint(coll: Collection | undefined, hint: unknown): HintRestriction {
   if (hint === undefined || hint === null || !coll) return undefined;
   if (typeof hint === 'string' ? hint === '' : isPlainObject(hint) && Object.keys(hint).length === 0) return undefined;
-  if (isPlainObject(hint) && Object.keys(hint).length === 1 && '$natural' in hint) return undefined;
+  // QueryPlanner::plan: a hint with a $natural field is a collection scan (hintObj[kNaturalSortField]).
+  if (isPlainObject(hint) && '$natural' in hint) return undefined;
   if (typeof hint !== 'string' && !isPlainObject(hint)) throw new MongoCommandError(Codes.FailedToParse, 'hint must be either a string or nested object');
   const idIndex = typeof hint === 'string' ? hint === '_id_' : keyOf(hint) === keyOf({ _id: 1 });
   if (idIndex) return undefined;
-  const index = coll.indexes.find((i) => (typeof hint === 'string' ? i.name === hint : keyOf(i.spec.key) === keyOf(hint)));
+  const matches = coll.indexes.filter((i) => (typeof hint === 'string' ? i.name === hint : keyOf(i.spec.key) === keyOf(hint)));
+  const index = matches[0];
   if (!index) throw new MongoCommandError(Codes.BadValue, 'hint provided does not correspond to an existing index');
+  // QueryPlanner::plan answers IndexNotFound "Hint matched multiple indexes, must hint by index name.
+  // Matched: <IndexEntry::toString> and <...>"; IndexEntry::toString is not reproduced.
+  if (matches.length > 1) throw unsupported('a hint by key pattern that matches several indexes');
   if (index.spec.partialFilterExpression) throw unsupported(`hint of the partial index '${index.name}'`);
   if (index.spec.sparse) return (doc) => index.entries(doc).length > 0;
   return undefined;

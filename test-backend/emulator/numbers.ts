@@ -13,7 +13,8 @@
  * into this form (`normalizeIn`).
  *
  * Comparison is exact across types (Value::compare in src/mongo/db/exec/document_value/value.cpp
- * compares numbers by value; NaN is below every other number and equal to itself), using bigint
+ * compares numbers by value with the functions of src/mongo/base/compare_numbers.h; NaN is below
+ * every other number and equal to itself; a Decimal128 meets a double exactly), using bigint
  * rationals where doubles would round. Arithmetic follows SafeNum (src/mongo/util/safe_num.cpp:
  * int + int stays int or becomes long, long overflow is invalid, any decimal makes decimal, any other
  * double makes double, a double converted to decimal is rounded to 15 digits) for update operators
@@ -288,22 +289,6 @@ function doubleRational(x: number): { num: bigint; den: bigint } {
   return e >= 0 ? { num: mant << BigInt(e), den: 1n } : { num: mant, den: 1n << BigInt(-e) };
 }
 
-/**
- * A finite double as the decimal mongod compares it with a Decimal128: Decimal128(double,
- * kRoundTo34Digits) (compareDecimalToDouble, src/mongo/bson/bsonelement.cpp (*)), i.e. its exact
- * value rounded half to even to 34 significant digits.
- */
-function doubleToDec34(x: number): Dec {
-  if (x === 0) return { neg: Object.is(x, -0), coef: 0n, exp: 0 };
-  const { num, den } = doubleRational(Math.abs(x));
-  let k = 0;
-  for (let d = den; d > 1n; d >>= 1n) k++;
-  // |x| = num * 5^k * 10^-k exactly.
-  const coef = num * 5n ** BigInt(k);
-  const d = parseDec(makeDec(x < 0, coef, -k));
-  return d;
-}
-
 function rational(v: unknown): Rational {
   const k = numKind(v);
   if (k === 'long' || k === 'int') {
@@ -333,16 +318,11 @@ export function compareNumeric(a: unknown, b: unknown): number {
   const ka = numKind(a);
   const kb = numKind(b);
   if (ka !== 'decimal' && kb !== 'decimal' && ka !== 'long' && kb !== 'long') return cmpDoubles(toNumber(a), toNumber(b));
-  // A double meets a decimal as its 34-digit decimal rounding.
-  const asDec = (v: unknown, k: NumKind | undefined, other: NumKind | undefined): unknown => {
-    if (k !== 'double' || other !== 'decimal') return v;
-    const x = toNumber(v);
-    if (!Number.isFinite(x)) return v;
-    const d = doubleToDec34(x);
-    return Decimal128.fromString(`${d.neg ? '-' : ''}${d.coef}E${d.exp}`);
-  };
-  const x = rational(asDec(a, ka, kb));
-  const y = rational(asDec(b, kb, ka));
+  // Exact, also between a Decimal128 and a double: compareDecimalToDouble
+  // (src/mongo/base/compare_numbers.h) converts the decimal to a double rounding toward negative and
+  // breaks a tie by the inexact flag, which orders the two by their exact values.
+  const x = rational(a);
+  const y = rational(b);
   if (x.nan || y.nan) return x.nan && y.nan ? 0 : x.nan ? -1 : 1;
   if (x.inf || y.inf) return sign((x.inf ?? 0) - (y.inf ?? 0)) || (x.inf ? x.inf : -(y.inf ?? 0));
   const sx = x.num === 0n ? 0 : x.neg ? -1 : 1;
@@ -383,8 +363,8 @@ export function numericKey(v: unknown): string {
     e++;
   }
   if (e >= 0) return bigKey((d.neg ? -1n : 1n) * c * 10n ** BigInt(e));
-  // A fraction: the key of the double it equals (as mongod compares them, the double rounded to
-  // 34 digits), when there is one; only the nearest double can be.
+  // A fraction: the key of the double it equals exactly (compareDecimalToDouble,
+  // src/mongo/base/compare_numbers.h), when there is one; only the nearest double can be.
   const x = Number(`${d.neg ? '-' : ''}${c}E${e}`);
   if (Number.isFinite(x) && compareNumeric(x, v) === 0) return `n:${x}`;
   return `nd:${d.neg ? '-' : ''}${c}E${e}`;
@@ -467,58 +447,102 @@ export function rationalToDouble(neg: boolean, num: bigint, den: bigint): number
 }
 
 /**
- * The sum of numbers as ExpressionAdd / AccumulatorSum produce it: the widest type among the
- * operands; integers exactly (int via createIntOrLong, a long overflow becomes double); doubles
- * summed without intermediate rounding (mongod keeps a double-double compensated sum,
- * DoubleDoubleSummation, which agrees except in pathological cases); decimals added exactly. A
- * decimal sum that also holds doubles is refused (the conversion of the double part is not sourced
- * here).
+ * DoubleDoubleSummation (src/mongo/util/summation.h and summation.cpp): the compensated sum mongod
+ * keeps for every non-decimal operand of `$add`, `$sum` and `$avg`, reproduced operation for
+ * operation (JavaScript numbers are IEEE doubles, as mongod's are): addDouble is Fast2Sum then 2Sum
+ * with a plain running sum (`special`) kept for when the compensated one becomes NaN; addLong splits
+ * the integer into a high part (a multiple of 2^32, truncated toward zero) and a low part; addInt is
+ * addDouble.
+ */
+export class DoubleDoubleSummation {
+  private sum = 0;
+  private addend = 0;
+  private special = 0;
+
+  addDouble(x: number): void {
+    this.special += x;
+    // _fast2Sum(x, _addend)
+    let s = x + this.addend;
+    let z = s - x;
+    const t1 = this.addend - z;
+    x = s;
+    this.addend = t1;
+    // _2Sum(_sum, x)
+    const a = this.sum;
+    const b = x;
+    s = a + b;
+    const aPrime = s - b;
+    const bPrime = s - aPrime;
+    z = a - aPrime + (b - bPrime);
+    this.sum = s;
+    this.addend += z;
+  }
+
+  addLong(x: bigint): void {
+    const high = (x / 2n ** 32n) * 2n ** 32n;
+    const low = x - high;
+    this.addDouble(Number(low));
+    this.addDouble(Number(high));
+  }
+
+  addInt(x: number): void {
+    this.addDouble(x);
+  }
+
+  getDouble(): number {
+    return Number.isNaN(this.sum) ? this.special : this.sum;
+  }
+
+  fitsLong(): boolean {
+    const max = 2 ** 63; // numeric_limits<long long>::max() converted to double
+    const min = -(2 ** 63);
+    if (this.sum > min && this.sum < max) return true;
+    if (this.sum === max) return this.addend < -0.5;
+    if (this.sum === min) return this.addend >= -0.5;
+    return false;
+  }
+
+  /** getLong: the sum rounded to the nearest integer, halves away from zero (llround). */
+  getLong(): bigint {
+    if (!this.fitsLong()) throw new Error('DoubleDoubleSummation.getLong: sum out of range of a 64-bit signed integer');
+    if (this.sum === 2 ** 63) return llround(this.addend) + 2n ** 63n;
+    const sum = llround(this.sum);
+    return sum + llround(this.sum - Number(sum) + this.addend);
+  }
+}
+
+/** llround: to the nearest integer, halfway cases away from zero. */
+function llround(d: number): bigint {
+  const t = Math.trunc(d);
+  const frac = d - t; // exact
+  return BigInt(t) + (frac >= 0.5 ? 1n : frac <= -0.5 ? -1n : 0n);
+}
+
+/**
+ * The sum of non-decimal numbers as ExpressionAdd::evaluate (src/mongo/db/pipeline/expression.cpp)
+ * and AccumulatorSum::getValue (accumulator_sum.cpp, the non-constant state) produce it: every
+ * operand added to a DoubleDoubleSummation (ints by addInt/addDouble, longs by addLong, doubles by
+ * addDouble) in order, the total type the widest operand type; an int total is
+ * createIntOrLong(getLong()) when fitsLong(), a long total Value(getLong()) when fitsLong(), and
+ * otherwise (or for a double total) getDouble(). A total holding a Decimal128 is refused: mongod adds
+ * the decimals to `Decimal128()` and then `nonDecimalTotal.getDecimal()`, and the exponent of that
+ * starting zero differs between releases (bit pattern 0, i.e. 0E-6176, in older decimal128.cpp;
+ * kNormalizedZero, 0E0, in newer decimal128.h), as does the representation of the converted double
+ * zero, so the digits of the result (trailing zeros) are not sourced.
  */
 export function sumNumbers(values: unknown[]): unknown {
   let kind: NumKind = 'int';
-  let intTotal = 0n;
-  let ratNum = 0n;
-  let ratDen = 1n;
-  let haveDouble = false;
-  let special: number | undefined; // NaN or infinities among doubles
-  const decimals: Dec[] = [];
+  const dd = new DoubleDoubleSummation();
   for (const v of values) {
     const k = numKind(v)!;
     kind = widest(kind, k);
-    if (k === 'decimal') {
-      decimals.push(parseDec(v as Decimal128));
-    } else if (k === 'int' || k === 'long') {
-      intTotal += toBigInt(v);
-    } else {
-      haveDouble = true;
-      const x = toNumber(v);
-      if (!Number.isFinite(x)) {
-        special = special === undefined ? x : special + x;
-        continue;
-      }
-      const r = rational(x);
-      const n = r.neg ? -r.num : r.num;
-      ratNum = ratNum * r.den + n * ratDen;
-      ratDen *= r.den;
-    }
+    if (k === 'decimal') throw unsupported('a sum ($add, $sum) holding a Decimal128 (the digits of mongod\'s Decimal128 sum differ between releases)');
+    if (k === 'long') dd.addLong(toBigInt(v));
+    else dd.addDouble(toNumber(v));
   }
-  if (kind === 'decimal') {
-    if (haveDouble) throw unsupported('a Decimal128 sum that also holds doubles');
-    let total: Dec = { neg: intTotal < 0n, coef: intTotal < 0n ? -intTotal : intTotal, exp: 0 };
-    let first = intTotal === 0n;
-    for (const d of decimals) {
-      total = first ? d : parseDec(decAdd(total, d));
-      first = false;
-    }
-    return makeDec(total.neg, total.coef, total.exp);
-  }
-  if (kind === 'double') {
-    if (special !== undefined) return special;
-    const num = ratNum + intTotal * ratDen;
-    return dbl(rationalToDouble(num < 0n, num < 0n ? -num : num, ratDen));
-  }
-  if (fitsLong(intTotal)) return kind === 'int' ? intOrLong(intTotal) : long(intTotal);
-  return dbl(Number(intTotal));
+  if (kind === 'int' && dd.fitsLong()) return intOrLong(dd.getLong());
+  if (kind === 'long' && dd.fitsLong()) return long(dd.getLong());
+  return dbl(dd.getDouble());
 }
 
 /**

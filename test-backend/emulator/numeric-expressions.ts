@@ -5,15 +5,21 @@
  * Double never reaches code that would treat it as an opaque object.
  *
  * Computed here (src/mongo/db/pipeline/expression.cpp unless noted):
- *  - `$add`: ExpressionAdd, the widest operand type, ints via createIntOrLong, a long overflow
- *    becomes a double (numbers.ts sumNumbers); a date plus integers is a date; null/missing gives
- *    null.
+ *  - `$add`: ExpressionAdd::evaluate (re-read): a DoubleDoubleSummation of the operands
+ *    (numbers.ts sumNumbers, src/mongo/util/summation.h), the widest operand type, ints via
+ *    createIntOrLong, a total beyond the long range a double; a Decimal128 operand is refused (the
+ *    digits of mongod's decimal sum differ between releases); a date plus integers is a date; the
+ *    first null/missing operand gives null.
  *  - `$subtract`: ExpressionSubtract, numbers as `$add` with the second negated; date minus date is
  *    the difference in milliseconds as a long; date minus an integer is a date.
- *  - `$multiply`: ExpressionMultiply (numbers.ts multiplyNumbers).
- *  - `$sum`, `$avg`, `$min`, `$max` (expression and accumulator): AccumulatorSum (accumulator_sum.cpp;
- *    non-numbers ignored), AccumulatorAvg (a double, null when nothing was numeric), AccumulatorMinMax
- *    (BSON order, null/missing ignored; bson-order.ts).
+ *  - `$multiply`: ExpressionMultiply::evaluate (re-read; numbers.ts multiplyNumbers).
+ *    jstests/aggregation/expressions/arith_overflow.js: a long overflow in $add, $subtract and
+ *    $multiply gives a double.
+ *  - `$sum`, `$avg`, `$min`, `$max` (expression and accumulator): AccumulatorSum (accumulator_sum.cpp,
+ *    re-read: non-numbers ignored, a constant argument summed plainly), AccumulatorAvg
+ *    (accumulator_avg.cpp, re-read: getDouble() / count, null when nothing was numeric),
+ *    AccumulatorMinMax (BSON order, null/missing ignored; bson-order.ts); the expression forms as
+ *    evaluateAccumulator (accumulator_helpers.h, re-read).
  *  - `$abs`, `$ceil`, `$floor`, `$trunc` (one argument): the operand's type kept (an Int32 stays
  *    Int32 except abs(INT32_MIN), which is a long: ExpressionAbs).
  *  - `$mod`: ExpressionMod, ints stay int, a long makes long, a double makes double (fmod, the
@@ -36,7 +42,7 @@
 import type { Document } from 'bson';
 import { compareValues } from './bson-order';
 import { MongoCommandError, unsupported } from './errors';
-import { containsWrapper, dbl, decAdd, decNeg, fitsLong, intOrLong, isNumeric, long, multiplyNumbers, numKind, sumNumbers, toBigInt, toDec, toNumber } from './numbers';
+import { containsWrapper, dbl, decAdd, decNeg, DoubleDoubleSummation, fitsLong, intOrLong, isNumeric, long, multiplyNumbers, numKind, sumNumbers, toBigInt, toDec, toNumber } from './numbers';
 import { bsonTruthy } from './query-operators';
 import { sortDocs } from './sort';
 import { isPlainObject } from './values';
@@ -87,25 +93,33 @@ function integral(v: unknown): boolean {
   return k === 'int' || k === 'long';
 }
 
+/**
+ * ExpressionAdd::evaluate: the operands are taken in order and the first null or missing one answers
+ * null at once (an earlier non-number, non-date is mongod's error 16554, refused here); one date
+ * plus numbers is a date (a second date is mongod's 16612, refused here).
+ */
 const $add: Ev = (obj, expr, options) => {
   const vals = args(obj, expr, options);
-  if (vals.some(nil)) return null;
-  const dates = vals.filter(isDate);
-  if (vals.every(isNumeric)) return sumNumbers(vals);
-  // A date plus whole numbers (Int32, Int64, or a Double holding an integer, such as a ttl above
-  // 2^31 ms that the driver sends as a double): ExpressionAdd::evaluate (expression.cpp) sums the
-  // date's milliseconds and the numbers exactly (DoubleDoubleSummation) and answers a date, or
-  // Overflow "date overflow in $add" when the sum leaves the 64-bit range. A fractional double is
-  // still refused: how getLong() rounds it is not traced here.
-  const whole = (v: unknown) => integral(v) || (numKind(v) === 'double' && Number.isInteger(toNumber(v)));
-  if (dates.length === 1 && vals.every((v) => isDate(v) || whole(v))) {
-    const n = vals.filter(whole).reduce((s: bigint, v) => s + (integral(v) ? toBigInt(v) : BigInt(toNumber(v))), 0n);
-    const total = BigInt(dates[0].getTime()) + n;
-    if (!fitsLong(total)) throw new MongoCommandError(15, 'date overflow in $add', {}, 'Overflow'); // error_codes.yml: 15 Overflow
-    if (total > 8_640_000_000_000_000n || total < -8_640_000_000_000_000n) throw unsupported('$add giving a date outside JavaScript Date range');
-    return new Date(Number(total));
+  const nums: unknown[] = [];
+  let date: Date | undefined;
+  for (const v of vals) {
+    if (isNumeric(v)) nums.push(v);
+    else if (isDate(v) && date === undefined) date = v;
+    else if (nil(v)) return null;
+    else throw unsupported(`$add of ${isDate(v) ? 'a second date' : typeof v}`);
   }
-  throw unsupported(`$add of ${vals.map((v) => numKind(v) ?? (isDate(v) ? 'date' : typeof v)).join(', ')}`);
+  if (date === undefined) return sumNumbers(nums);
+  // A date plus whole numbers (Int32, Int64, or a Double holding an integer, such as a ttl above
+  // 2^31 ms, which the driver sends as a double): the haveDate branch sums the date's milliseconds
+  // and the numbers in a DoubleDoubleSummation, exact for these, and answers a date, or Overflow
+  // (15, error_codes.yml) "date overflow in $add" when the sum does not fit a long. A fractional
+  // double or a Decimal128 is still refused: how getLong() rounds them is not traced here.
+  const whole = (v: unknown) => integral(v) || (numKind(v) === 'double' && Number.isInteger(toNumber(v)));
+  if (!nums.every(whole)) throw unsupported('$add of a date and a fractional double or a Decimal128');
+  const ms = nums.reduce((s: bigint, v) => s + (integral(v) ? toBigInt(v) : BigInt(toNumber(v))), BigInt(date.getTime()));
+  if (!fitsLong(ms)) throw new MongoCommandError(15, 'date overflow in $add', {}, 'Overflow');
+  if (ms < -8640000000000000n || ms > 8640000000000000n) throw unsupported('$add giving a date outside the JavaScript Date range');
+  return new Date(Number(ms));
 };
 
 const $subtract: Ev = (obj, expr, options) => {
@@ -116,7 +130,12 @@ const $subtract: Ev = (obj, expr, options) => {
   if (isNumeric(a) && isNumeric(b)) {
     const ka = numKind(a)!;
     const kb = numKind(b)!;
-    if (ka === 'decimal' || kb === 'decimal') return decAdd(toDec(a), decNeg(toDec(b)));
+    if (ka === 'decimal' || kb === 'decimal') {
+      // left.subtract(right) of coerceToDecimal values (value.cpp: Decimal128(int32/int64) exact,
+      // Decimal128(double) with the header's default rounding, not re-read): a double operand is refused.
+      if (ka === 'double' || kb === 'double') throw unsupported('$subtract of a Decimal128 and a double');
+      return decAdd(toDec(a), decNeg(toDec(b)));
+    }
     if (ka === 'double' || kb === 'double') return dbl(toNumber(a) - toNumber(b));
     const r = toBigInt(a) - toBigInt(b);
     if (ka === 'int' && kb === 'int') return intOrLong(r);
@@ -127,10 +146,13 @@ const $subtract: Ev = (obj, expr, options) => {
   throw unsupported(`$subtract of ${[a, b].map((v) => numKind(v) ?? (isDate(v) ? 'date' : typeof v)).join(', ')}`);
 };
 
+/** ExpressionMultiply::evaluate: operands in order, the first null or missing one answers null (an earlier non-number is mongod's 16555, refused here). */
 const $multiply: Ev = (obj, expr, options) => {
   const vals = args(obj, expr, options);
-  if (vals.some(nil)) return null;
-  if (!vals.every(isNumeric)) throw unsupported('$multiply of a non-number');
+  for (const v of vals) {
+    if (nil(v)) return null;
+    if (!isNumeric(v)) throw unsupported('$multiply of a non-number');
+  }
   return multiplyNumbers(vals);
 };
 
@@ -278,23 +300,93 @@ function filterOp(original: Ev): Ev {
 
 // Accumulators ($sum/$avg/$min/$max also serve the expression forms: mingo calls them with the
 // evaluated argument list and a null expression).
+/** Passed as the expression by fromAccumulator: the values are already the accumulator's inputs. */
+const EVALUATED = Symbol('evaluated');
+
 function values(coll: unknown[], expr: unknown, options: Options): unknown[] {
+  if (expr === EVALUATED) return coll;
   if (expr === null || expr === undefined) return coll.flatMap((v) => (Array.isArray(v) ? v : [v]));
   const copts = ComputeOptions.init(options);
   return coll.map((root) => evalExpr(root, expr, copts.update({ root })));
 }
 
+/**
+ * AccumulatorSum (accumulator_sum.cpp). A `$group` `$sum` whose argument is a constant Int32, Int64
+ * or Double (AccumulatorSum::getConstantArgument) keeps a plain total (_processInternalConstant: int
+ * overflows to long, long to double, then plain double additions), one addition per document; any
+ * other argument is summed as sumNumbers does (the non-constant state). mongod also folds constant
+ * expressions (`{$add: [1, 0.5]}`) into constants before this choice: an argument that is neither a
+ * literal number nor a field path is answered only when every value is an Int32 or Int64 and the total
+ * fits a long, where both states give the same result.
+ */
 const $sum: Acc = (coll, expr, options) => {
+  if (isNumeric(expr) && numKind(expr) !== 'decimal') return constantSum(expr, coll.length);
   const nums = values(coll, expr, options).filter(isNumeric);
-  return nums.length ? sumNumbers(nums) : 0;
+  const fieldPath = typeof expr === 'string' && expr.startsWith('$') && !expr.startsWith('$$');
+  if (!fieldPath && expr !== null && expr !== undefined && expr !== EVALUATED) {
+    const total = nums.every(integral) ? nums.reduce((s: bigint, v) => s + toBigInt(v), 0n) : undefined;
+    if (total === undefined || !fitsLong(total)) throw unsupported('$sum of a computed expression: over doubles, Decimal128 or beyond the long range (mongod may fold it into a constant, summed differently)');
+  }
+  return sumNumbers(nums);
 };
+
+/** AccumulatorSum::_processInternalConstant, `count` times, then getValue of the constant state. */
+function constantSum(c: unknown, count: number): unknown {
+  let type = numKind(c)!;
+  let total: bigint | number = type === 'double' ? 0 : 0n;
+  for (let i = 0; i < count; i++) {
+    if (type === 'int' || type === 'long') {
+      const r = (total as bigint) + toBigInt(c);
+      if (type === 'int' && r >= -2147483648n && r <= 2147483647n) {
+        total = r;
+        continue;
+      }
+      if (fitsLong(r)) {
+        type = 'long';
+        total = r;
+        continue;
+      }
+      type = 'double';
+      total = Number(total as bigint);
+    }
+    total = (total as number) + toNumber(c);
+  }
+  if (type === 'int') return Number(total);
+  if (type === 'long') return long(total as bigint);
+  return dbl(total as number);
+}
+
+/** AccumulatorAvg (accumulator_avg.cpp): numeric values only; nonDecimalTotal.getDouble() / count; null for none. */
 const $avg: Acc = (coll, expr, options) => {
   const nums = values(coll, expr, options).filter(isNumeric);
   if (!nums.length) return null;
   if (nums.some((v) => numKind(v) === 'decimal')) throw unsupported('$avg of Decimal128 values');
-  const s = sumNumbers(nums.map((v) => dbl(toNumber(v))));
-  return dbl(toNumber(s) / nums.length);
+  const dd = new DoubleDoubleSummation();
+  for (const v of nums) if (numKind(v) === 'long') dd.addLong(toBigInt(v));
+  else dd.addDouble(toNumber(v));
+  return dbl(dd.getDouble() / nums.length);
 };
+
+/**
+ * The expression forms `{$sum|$avg|$min|$max: ...}` (ExpressionFromAccumulator, evaluateAccumulator in
+ * src/mongo/db/pipeline/accumulator_helpers.h): one argument that is an array gives its elements,
+ * any other single argument itself; several arguments are taken as they are (an array among them is
+ * not a number and is ignored). Always the non-constant accumulator state.
+ */
+function fromAccumulator(acc: Acc): Ev {
+  return (obj, expr, options) => {
+    // mingo's $group evaluates `{ $sum: ... }` against the group's documents (an array; a document
+    // never is one): that is the accumulator.
+    if (Array.isArray(obj)) return acc(obj, expr, options);
+    const children = Array.isArray(expr) ? expr : [expr];
+    let vals: unknown[];
+    if (children.length === 1) {
+      const v = evalExpr(obj, children[0], options);
+      vals = Array.isArray(v) ? v : [v];
+    } else vals = children.map((c) => evalExpr(obj, c, options));
+    return acc(vals, EVALUATED, options);
+  };
+}
 function minMax(sign: 1 | -1): Acc {
   return (coll, expr, options) => {
     let best: unknown = null;
@@ -404,6 +496,10 @@ export function numericExpressionOps(ops: Record<string, Ev>): Record<string, Ev
     $cond,
     $switch,
     $filter: filterOp(ops.$filter),
+    $sum: fromAccumulator($sum),
+    $avg: fromAccumulator($avg),
+    $min: fromAccumulator(minMax(-1)),
+    $max: fromAccumulator(minMax(1)),
   };
 }
 

@@ -34,9 +34,10 @@ const handlers: Record<string, Handler> = { ...handshakeCommands, ...crudCommand
 /** Fields that are generic envelope, not the command name. */
 /**
  * Commands allowed in a multi-document transaction (each command's allowedInTransactions();
- * CommandHelpers::canUseTransactions in src/mongo/db/commands.cpp answers the others with
+ * CommandHelpers::canUseTransactions in src/mongo/db/commands.cpp, re-read, answers the others with
  * OperationNotSupportedInTransaction "Cannot run '<name>' in a multi-document transaction.").
- * `count` is not allowed (transactions spec test count.json expects OperationNotSupportedInTransaction).
+ * `count` is refused first, with its own message (canUseTransactions; transactions spec test
+ * count.json expects OperationNotSupportedInTransaction).
  */
 const TXN_ALLOWED = new Set(['find', 'getMore', 'insert', 'update', 'delete', 'findAndModify', 'findandmodify', 'aggregate', 'distinct', 'commitTransaction', 'abortTransaction', 'create', 'createIndexes', 'killCursors']);
 /** Commands that may carry a writeConcern inside a transaction (isTransactionCommand()). */
@@ -184,6 +185,12 @@ export async function dispatch(state: ServerState, msg: IncomingMessage, conn: C
       throw new MongoCommandError(Codes.IllegalOperation, 'Transaction numbers are only allowed on a replica set member or mongos');
     }
     if (inTransaction) {
+      if (name === 'count') {
+        throw new MongoCommandError(
+          Codes.OperationNotSupportedInTransaction,
+          "Cannot run 'count' in a multi-document transaction. Please see http://dochub.mongodb.org/core/transaction-count for a recommended alternative.",
+        );
+      }
       if (!TXN_ALLOWED.has(name)) throw new MongoCommandError(Codes.OperationNotSupportedInTransaction, `Cannot run '${name}' in a multi-document transaction.`);
       checkTransactionStatement(cmd, name);
       ctx.txn = state.txns.forCommand(cmd, name);

@@ -13,10 +13,11 @@
  *    connection closes and nothing is written. `closeConnection: false` together with
  *    failBeforeCommitExceptionCode would make mongod answer an errmsg the emulator has no source for,
  *    so it is refused at configure time.
- *  - failGetMoreAfterCursorCheckout (src/mongo/db/commands/getmore_cmd.cpp): a getMore fails with
- *    `data.errorCode` once its cursor is checked out. On a change stream mongod labels resumable
- *    codes ResumableChangeStreamError (the codes listed by the change-streams spec test
- *    change-streams-resume-errorLabels.json); the errmsg here is the emulator's own.
+ *  - failGetMoreAfterCursorCheckout (src/mongo/db/commands/getmore_cmd.cpp, re-read; defined in
+ *    src/mongo/db/query/find_common.cpp): a getMore fails with `data.errorCode` (InternalError when
+ *    omitted) and "Hit the 'failGetMoreAfterCursorCheckout' failpoint" once its cursor is checked
+ *    out. On a change stream mongod labels resumable codes ResumableChangeStreamError (the codes
+ *    listed by the change-streams spec test change-streams-resume-errorLabels.json).
  *
  * Both use the same mode semantics as failCommand (times, skip, alwaysOn, off, activationProbability).
  */
@@ -90,7 +91,11 @@ export class WriteFailPoints {
       this.onWrite.data = data;
     } else {
       if (data.closeConnection) throw new MongoCommandError(FailPointSetFailed, 'failGetMoreAfterCursorCheckout with closeConnection: true is not supported by the mongoose-pessimistic-lock emulator', {}, 'FailPointSetFailed');
-      if (mode.kind !== 'off' && typeof data.errorCode !== 'number') throw new MongoCommandError(FailPointSetFailed, 'failGetMoreAfterCursorCheckout needs data.errorCode in the mongoose-pessimistic-lock emulator', {}, 'FailPointSetFailed');
+      if (mode.kind !== 'off' && data.errorCode !== undefined && typeof data.errorCode !== 'number') throw new MongoCommandError(FailPointSetFailed, 'failGetMoreAfterCursorCheckout with a non-numeric data.errorCode is not supported by the mongoose-pessimistic-lock emulator', {}, 'FailPointSetFailed');
+      // mongod activates it through shouldActivateFailCommandFailPoint (appName, namespace,
+      // threadName, failInternalCommands...), which this fail point does not reproduce.
+      const filters = ['appName', 'namespace', 'threadName', 'failInternalCommands', 'failLocalClients', 'failAllCommands'].filter((f) => f in data);
+      if (mode.kind !== 'off' && filters.length) throw new MongoCommandError(FailPointSetFailed, `failGetMoreAfterCursorCheckout with ${filters.join(', ')} is not supported by the mongoose-pessimistic-lock emulator`, {}, 'FailPointSetFailed');
       this.onGetMore.mode = mode;
       this.onGetMore.data = data;
     }
@@ -108,9 +113,11 @@ export class WriteFailPoints {
   /** Called once a getMore has checked out its cursor; throws the configured error when it fires. */
   afterGetMoreCheckout(isChangeStream: boolean): void {
     if (!this.onGetMore.fire()) return;
-    const code = Number(this.onGetMore.data.errorCode);
+    // getmore_cmd.cpp: uasserted(errorCode, "Hit the 'failGetMoreAfterCursorCheckout' failpoint"),
+    // InternalError (1) when data.errorCode is omitted.
+    const code = this.onGetMore.data.errorCode === undefined ? 1 : Number(this.onGetMore.data.errorCode);
     const extra: Document = {};
     if (isChangeStream && RESUMABLE_CODES.has(code)) extra.errorLabels = ['ResumableChangeStreamError'];
-    throw new MongoCommandError(code, 'Failing getMore via the failGetMoreAfterCursorCheckout fail point (mongoose-pessimistic-lock emulator)', extra, codeNameOf(code));
+    throw new MongoCommandError(code, "Hit the 'failGetMoreAfterCursorCheckout' failpoint", extra, codeNameOf(code));
   }
 }

@@ -175,6 +175,7 @@ function normalizeModifier(u: Document, vars: SystemVars, inserting: boolean): D
 export function computeUpdate(old: Document, update: UpdateSpec, opts: { filter?: Document; arrayFilters?: Document[]; vars: SystemVars; inserting: boolean }): Document {
   validateUpdate(update);
   rejectProtoKeys(update);
+  if (!Array.isArray(update) && isModifier(update)) checkPathConflicts(update);
   let next: Document;
   if (!Array.isArray(update) && !isModifier(update)) {
     if (update._id !== undefined && old._id !== undefined && !valuesEqual(update._id, old._id)) throw immutableId();
@@ -266,30 +267,49 @@ function runPipelineUpdate(old: Document, stages: Document[], vars: SystemVars):
 }
 
 /**
+ * UpdateObjectNode::parseAndMerge (src/mongo/db/update/update_object_node.cpp, re-read): mongod
+ * parses the whole update before applying any of it, adding the paths in order (operators, then
+ * fields, as written; $setOnInsert too); the first path that meets an earlier one fails with
+ * ConflictingUpdateOperators (40). Walking from the root, an earlier path ending at one of its
+ * prefixes gives "Updating the path '<path>' would create a conflict at '<that prefix>'"; an earlier
+ * path equal to it or below it gives "... would create a conflict at '<path>'".
+ */
+export function checkPathConflicts(modifier: Document): void {
+  const paths: string[] = [];
+  for (const spec of Object.values(modifier)) if (isPlainObject(spec)) paths.push(...Object.keys(spec));
+  for (let j = 0; j < paths.length; j++) {
+    const cur = paths[j];
+    const earlier = paths.slice(0, j);
+    const prefixes = earlier.filter((p) => cur.startsWith(`${p}.`)).sort((x, y) => x.length - y.length);
+    if (prefixes.length) throw new MongoCommandError(Codes.ConflictingUpdateOperators, `Updating the path '${cur}' would create a conflict at '${prefixes[0]}'`);
+    if (earlier.some((p) => p === cur || p.startsWith(`${cur}.`))) throw new MongoCommandError(Codes.ConflictingUpdateOperators, `Updating the path '${cur}' would create a conflict at '${cur}'`);
+  }
+}
+
+/**
  * mingo's updater reports a conflict for any two paths through the same array with positional or
- * filtered operators ('arr.$[c].a' and 'arr.$[c].b'); mongod only for paths of which one is a
- * prefix of the other (ConflictingUpdateOperators 40, "Updating the path '<p>' would create a
- * conflict at '<q>'" — wording recalled, UpdateObjectNode / update_driver.cpp). Genuine conflicts
- * fail that way; two paths through the same array with different positional tokens at one level are
- * refused (NotImplemented: whether they meet is decided per element on mongod); the others are
- * applied one path at a time, which gives mongod's result since no path is inside another.
+ * filtered operators ('arr.$[c].a' and 'arr.$[c].b'); mongod only for paths that meet
+ * (checkPathConflicts, which computeUpdate has already run). Two paths
+ * through the same array with different positional tokens at one level are refused (NotImplemented:
+ * mongod's node types decide those); the others are applied one path at a time, which gives
+ * mongod's result since no path meets another.
  */
 function applyPathByPath(docs: Document[], filter: Document, modifier: Document, opts: { arrayFilters?: Document[]; vars: SystemVars }): void {
   const entries: Array<[string, string, unknown]> = [];
   for (const [op, spec] of Object.entries(modifier)) for (const [path, v] of Object.entries(spec as Document)) entries.push([op, path, v]);
-  for (const [, a] of entries) {
-    for (const [, b] of entries) {
-      if (a === b) continue;
-      if (b.startsWith(`${a}.`)) throw new MongoCommandError(Codes.ConflictingUpdateOperators, `Updating the path '${b}' would create a conflict at '${a}'`);
-      const pa = a.split('.');
-      const pb = b.split('.');
-      for (let i = 0; i < Math.min(pa.length, pb.length); i++) {
-        if (pa[i] === pb[i]) continue;
-        if (pa[i].startsWith('$') || pb[i].startsWith('$')) throw unsupported(`the update paths '${a}' and '${b}' (different positional operators over one array)`);
+  for (let i = 0; i < entries.length; i++) {
+    for (let j = 0; j < entries.length; j++) {
+      if (i === j) continue;
+      const pa = entries[i][1].split('.');
+      const pb = entries[j][1].split('.');
+      for (let k = 0; k < Math.min(pa.length, pb.length); k++) {
+        if (pa[k] === pb[k]) continue;
+        if (pa[k].startsWith('$') || pb[k].startsWith('$')) throw unsupported(`the update paths '${entries[i][1]}' and '${entries[j][1]}' (different positional operators over one array)`);
         break;
       }
     }
   }
+  checkPathConflicts(modifier);
   for (const [op, path, v] of entries) {
     const used = (opts.arrayFilters ?? []).filter((f) => Object.keys(f).some((k) => path.includes(`$[${k.split('.')[0]}]`)));
     try {

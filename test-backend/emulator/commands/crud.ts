@@ -275,6 +275,8 @@ const aggregate: Handler = async (ctx) => {
     return ctx.state.cursors.fromSource(src, (c.cursor as Document | undefined)?.batchSize as number | undefined, c.maxAwaitTimeMS as number | undefined);
   }
   for (const stage of pipeline) {
+    // LiteParsedDocumentSource::parse (src/mongo/db/pipeline/lite_parsed_document_source.cpp).
+    if (isPlainObject(stage) && Object.keys(stage).length !== 1) throw new MongoCommandError(40323, 'A pipeline stage specification object must contain exactly one field.');
     const op = isPlainObject(stage) ? Object.keys(stage)[0] : undefined;
     if (op && UNSUPPORTED_STAGES.has(op)) throw unsupported(`aggregation stage ${op}`);
     if (op === '$changeStream') throw new MongoCommandError(Codes.Location40324, '$changeStream is only valid as the first stage in a pipeline');
