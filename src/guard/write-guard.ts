@@ -28,7 +28,7 @@ import { documentWriteFor, inBulkSave, type DocumentWrite } from './document-con
 import { LockedDuringWriteError, type CommittedWrites } from './errors';
 import { takeLockOptions } from './options';
 import { containsString, distinctIds, findTargets, idsNamedBy, isCollated, pinnedTo, trustedIds, type SelectionOptions } from './targets';
-import { runInTransaction } from './transaction';
+import { refuseUnusableSession, runInTransaction } from './transaction';
 
 type ClientSession = mongo.ClientSession;
 type Document = mongo.Document;
@@ -167,7 +167,12 @@ export class WriteGuard {
 
   private async modeFor(session: ClientSession | undefined): Promise<Mode> {
     if (session?.inTransaction()) return { kind: 'joined', session };
-    if (this.settings.transactions === 'auto' && (await own('write', () => supportsTransactions(this.settings.connection)))) return { kind: 'atomic', session };
+    if (this.settings.transactions === 'auto' && (await own('write', () => supportsTransactions(this.settings.connection)))) {
+      // The guard's own reads and transactions do not carry the caller's session: refused here as
+      // the driver would refuse it, before anything is sent.
+      if (session) refuseUnusableSession(this.settings.connection, session);
+      return { kind: 'atomic', session };
+    }
     return { kind: 'check', session };
   }
 
