@@ -102,7 +102,10 @@ export async function runInTransaction<T>(
  * Refuses the caller's session where the driver would refuse it, had the write been sent on it:
  * an ended session (MongoExpiredSessionError) and a session of another MongoClient
  * (MongoInvalidArgumentError), with the driver's classes and messages (executeOperation in
- * mongodb/src/operations/execute_operation.ts, checked before any command is sent).
+ * mongodb/src/operations/execute_operation.ts, checked before any command is sent). Driver
+ * sessions spec, "endSession": "Once a ClientSession has ended, drivers MUST report an error if
+ * any operations are attempted with that ClientSession"; the other client's session: NODE-5233
+ * (driver 6.0, "Throw if a session is used that came from another mongo client").
  */
 export function refuseUnusableSession(connection: Connection, caller: ClientSession): void {
   if (caller.hasEnded) throw new mongo.MongoExpiredSessionError('Use of expired sessions is not permitted');
