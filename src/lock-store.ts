@@ -96,6 +96,11 @@ export interface ClaimResult {
   inserted: unknown[];
   /** The random value written into every claimed record. */
   claim: string;
+  /**
+   * `_id`s whose lock records the claim wrote (or, once a write was sent, may have written): none
+   * when it was refused before writing (a record held by someone else is left unchanged).
+   */
+  written: unknown[];
 }
 
 /**
@@ -196,6 +201,16 @@ export class LockStore {
    */
   noteCallerTransaction(ids: unknown[], session: ClientSession): void {
     callerTransactions.note(this.locks.namespace, ids, session);
+  }
+
+  /**
+   * Refuses a guarded write of its own transaction (atomic mode) to any of `ids` whose lock record
+   * an open caller transaction of this process writes: its claim would get WriteConflict at once
+   * and be retried for the whole retry budget (transaction.ts), and forever if the caller awaits
+   * the write inside that very transaction.
+   */
+  refuseWritesInOpenTransaction(ids: unknown[]): void {
+    for (const id of ids) if (callerTransactions.writing(this.locks.namespace, id)) throw new LockedByTransactionError(id, 'write');
   }
 
   /**
@@ -395,7 +410,7 @@ export class LockStore {
       expiresAt: { $ifNull: ['$expiresAt', '$$NOW'] },
       fence: { $ifNull: ['$fence', 0] },
     });
-    if (ids.length === 0) return { blocker: null, inserted: [], claim };
+    if (ids.length === 0) return { blocker: null, inserted: [], claim, written: [] };
     try {
       if (ids.length === 1) {
         const reply = await this.locks.findOneAndUpdate({ _id: ids[0] } as Document, update, {
@@ -407,7 +422,9 @@ export class LockStore {
         });
         const record = reply.value;
         const inserted = reply.lastErrorObject?.updatedExisting === false ? [ids[0]] : [];
-        return { blocker: record && record.claimed === true ? null : blockerFrom(ids[0], record), inserted, claim };
+        if (record && record.claimed === true) return { blocker: null, inserted, claim, written: [ids[0]] };
+        // Held by someone else: the pipeline left the record binary-identical, a no-op (nothing written).
+        return { blocker: blockerFrom(ids[0], record), inserted, claim, written: [] };
       }
       // Several targets: read their records in the transaction's snapshot (one `find` through
       // the `_id` index), insert a claim record for each target that has none (one `insert`;
@@ -421,7 +438,7 @@ export class LockStore {
         .find({ _id: { $in: ids } } as Document, { projection: { owner: 1, expiresAt: 1, now: '$$NOW' }, session, ...PRIMARY })
         .toArray();
       const held = records.find((r) => r.expiresAt instanceof Date && r.expiresAt > (r.now as Date) && (ownerKey === undefined || r.owner !== ownerKey));
-      if (held) return { blocker: blockerFrom(held._id, held), inserted: [], claim };
+      if (held) return { blocker: blockerFrom(held._id, held), inserted: [], claim, written: [] };
       const known = new Set(records.map((r) => idKey(r._id)));
       const missing = ids.filter((id) => !known.has(idKey(id)));
       if (missing.length > 0) {
@@ -437,10 +454,10 @@ export class LockStore {
         );
         if (result.modifiedCount !== records.length) {
           const other = await this.locks.findOne({ _id: { $in: ids }, claim: { $ne: claim } } as Document, { projection: { expiresAt: 1, now: '$$NOW' }, session, ...PRIMARY });
-          return { blocker: blockerFrom(other?._id ?? ids[0], other), inserted: missing, claim };
+          return { blocker: blockerFrom(other?._id ?? ids[0], other), inserted: missing, claim, written: ids };
         }
       }
-      return { blocker: null, inserted: missing, claim };
+      return { blocker: null, inserted: missing, claim, written: ids };
     } catch (error) {
       // Inside a transaction mongod does not retry an upsert that lost an insert race (another
       // writer created the same record at the same instant): the transaction must be retried.

@@ -39,11 +39,20 @@ export class LockedDuringWriteError extends LockedError {
  * and forever if the caller awaits it inside that very transaction, so it is refused at once,
  * before anything is sent. Take the lock before the transaction writes the document, or after it
  * commits or aborts; inside the transaction, release with `doc.saveAndUnlock({ session })`.
+ * A guarded write outside that transaction, which the guard would run in a transaction of its own
+ * (conflicting with the open one on every retry), is refused the same way (`call` 'write').
  * A LockedError (retryable, 423): retried after the transaction ended, the call proceeds.
  */
 export class LockedByTransactionError extends LockedError {
-  constructor(documentId: unknown) {
+  constructor(documentId: unknown, call: 'lock' | 'write' = 'lock') {
     super(documentId, undefined);
+    if (call === 'write') {
+      this.message =
+        `Document ${describeId(documentId)} is being written by a transaction of this process that has not ended: a guarded write ran in it, ` +
+        "so its lock record is part of that transaction, and a guarded write outside it (without that transaction's session) would wait for it to end (forever, if it is awaited inside that transaction). " +
+        'Nothing was written. Pass the session to write inside the transaction, or write after it commits or aborts.';
+      return;
+    }
     this.message =
       `Document ${describeId(documentId)} is being written by a transaction of this process that has not ended: a guarded write ran in it, ` +
       'so its lock record is part of that transaction, and a lock call outside the transaction would wait for it to end (forever, if it is awaited inside that transaction). ' +

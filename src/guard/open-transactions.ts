@@ -9,7 +9,9 @@
  * When the caller awaits that lock call inside its own transaction, the transaction never ends:
  * the caller deadlocks with itself until mongod's transactionLifetimeLimitSeconds (60 s by
  * default) aborts the transaction. The lock store asks this registry first and refuses such a call
- * at once (LockedByTransactionError).
+ * at once (LockedByTransactionError); so does the guard before a write in a transaction of its own
+ * (its claim would conflict with the open transaction on every retry). Only ids whose lock records
+ * the guard actually wrote in the transaction are noted (a refused claim writes nothing).
  *
  * A transaction counts as open while the driver's Transaction object of that attempt is starting
  * or in progress (mongodb/lib/transactions.js, TxnState; a new object per startTransaction()),

@@ -11,7 +11,7 @@
  *    then sends it with w: 'majority'), within the same 120 s.
  * The retried body must be safe to run again: the guard's bodies re-send the same commands.
  */
-import type { Connection, mongo } from 'mongoose';
+import { mongo, type Connection } from 'mongoose';
 
 type ClientSession = mongo.ClientSession;
 
@@ -66,6 +66,7 @@ export async function runInTransaction<T>(
   // The driver's session, not Mongoose's connection.startSession(): that one first waits for
   // Mongoose to call the connection "connected" again after a network error, which takes until
   // the driver's next heartbeat (up to 10 s), while the driver itself selects a server at once.
+  if (caller) refuseUnusableSession(connection, caller);
   const own = connection.getClient().startSession() as ClientSession;
   if (caller) followSession(own, caller);
   const deadline = Date.now() + TRANSACTION_RETRY_BUDGET_MS;
@@ -95,6 +96,20 @@ export async function runInTransaction<T>(
     if (caller) followSession(caller, own);
     await own.endSession().catch(() => undefined);
   }
+}
+
+/**
+ * Refuses the caller's session where the driver would refuse it, had the write been sent on it:
+ * an ended session (MongoExpiredSessionError) and a session of another MongoClient
+ * (MongoInvalidArgumentError), with the driver's classes and messages (executeOperation in
+ * mongodb/src/operations/execute_operation.ts, checked before any command is sent). Driver
+ * sessions spec, "endSession": "Once a ClientSession has ended, drivers MUST report an error if
+ * any operations are attempted with that ClientSession"; the other client's session: NODE-5233
+ * (driver 6.0, "Throw if a session is used that came from another mongo client").
+ */
+export function refuseUnusableSession(connection: Connection, caller: ClientSession): void {
+  if (caller.hasEnded) throw new mongo.MongoExpiredSessionError('Use of expired sessions is not permitted');
+  if ((caller as unknown as { client?: unknown }).client !== connection.getClient()) throw new mongo.MongoInvalidArgumentError('ClientSession must be from the same MongoClient');
 }
 
 /** Advances `session`'s cluster time and operation time to `source`'s (each only forward). */

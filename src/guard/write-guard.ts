@@ -28,7 +28,7 @@ import { documentWriteFor, inBulkSave, type DocumentWrite } from './document-con
 import { LockedDuringWriteError, type CommittedWrites } from './errors';
 import { takeLockOptions } from './options';
 import { containsString, distinctIds, findTargets, idsNamedBy, isCollated, pinnedTo, trustedIds, type SelectionOptions } from './targets';
-import { runInTransaction } from './transaction';
+import { refuseUnusableSession, runInTransaction } from './transaction';
 
 type ClientSession = mongo.ClientSession;
 type Document = mongo.Document;
@@ -167,7 +167,12 @@ export class WriteGuard {
 
   private async modeFor(session: ClientSession | undefined): Promise<Mode> {
     if (session?.inTransaction()) return { kind: 'joined', session };
-    if (this.settings.transactions === 'auto' && (await own('write', () => supportsTransactions(this.settings.connection)))) return { kind: 'atomic', session };
+    if (this.settings.transactions === 'auto' && (await own('write', () => supportsTransactions(this.settings.connection)))) {
+      // The guard's own reads and transactions do not carry the caller's session: refused here as
+      // the driver would refuse it, before anything is sent.
+      if (session) refuseUnusableSession(this.settings.connection, session);
+      return { kind: 'atomic', session };
+    }
     return { kind: 'check', session };
   }
 
@@ -189,7 +194,12 @@ export class WriteGuard {
   private async check(call: Call, targets: unknown[], session: ClientSession | undefined, atomic: boolean): Promise<ClaimResult | undefined> {
     const { store } = this.settings;
     const { writer } = call;
-    if (call.mode.kind === 'joined') store.noteCallerTransaction(writer.kind === 'holder' ? [writer.document.state!.lock.documentId] : targets, call.mode.session);
+    // In the guard's own transaction, a lock record an open caller transaction of this process
+    // writes would conflict on every attempt until that transaction ends: refused at once.
+    if (call.mode.kind === 'atomic') store.refuseWritesInOpenTransaction(writer.kind === 'holder' ? [writer.document.state!.lock.documentId] : targets);
+    // In the caller's transaction, the ids whose lock records it wrote are noted (lock calls on them
+    // are then refused until it ends): only after a write, never for a refusal that wrote nothing.
+    const joined = call.mode.kind === 'joined' ? call.mode.session : undefined;
     if (writer.kind === 'holder') {
       const { document } = writer;
       const state = document.state!;
@@ -202,7 +212,7 @@ export class WriteGuard {
       }
       // Elsewhere (the caller's transaction, or none) verify first; in the caller's transaction
       // single() releases after a write that touched the document, so a failed save releases nothing.
-      await own(call.method, () => store.verify(state, session));
+      await writingRecords(store, joined, [state.lock.documentId], () => own(call.method, () => store.verify(state, session)), () => [state.lock.documentId]);
       return undefined;
     }
     if (targets.length === 0) return undefined;
@@ -214,7 +224,7 @@ export class WriteGuard {
       }
     }
     if (atomic) {
-      const claimed = await own(call.method, () => store.claimForWrite(targets, writer.ownerKey, session!));
+      const claimed = await writingRecords(store, joined, targets, () => own(call.method, () => store.claimForWrite(targets, writer.ownerKey, session!)), (result) => result.written);
       if (claimed.blocker) throw refusal(claimed.blocker);
       return claimed;
     }
@@ -383,6 +393,8 @@ export class WriteGuard {
     // and a document changed after that snapshot conflicts instead of being written unchecked.
     if (targets.length === 0) return asOneWrite();
     if (isCollated(selection.collation) && targets.some(containsString)) return asOneWrite();
+    // Before any batch commits: a target an open caller transaction writes would stop the write midway.
+    this.settings.store.refuseWritesInOpenTransaction(targets);
     await this.check({ ...call, mode: { kind: 'check', session: mode.session } }, targets, mode.session, false);
     const committed: CommittedWrites = { matchedCount: 0, modifiedCount: 0, deletedCount: 0 };
     for (const batch of chunks(targets, GUARD_BATCH_SIZE)) {
@@ -464,6 +476,24 @@ interface Call {
   invokeBulk: Invoke;
   writer: Writer;
   mode: Mode;
+}
+
+/**
+ * Sends `write` (a claim or a holder's verify, which write lock records) and, in the caller's
+ * transaction (`joined`), notes the ids whose records it wrote: `written(result)` after it
+ * succeeded; after a failure, none for a refusal that matched nothing (LockNotHeldError), else
+ * `ids` (a network error may have left the writes in the transaction).
+ */
+async function writingRecords<T>(store: LockStore, joined: ClientSession | undefined, ids: unknown[], write: () => Promise<T>, written: (result: T) => unknown[]): Promise<T> {
+  let result: T;
+  try {
+    result = await write();
+  } catch (error) {
+    if (joined && !(error instanceof LockNotHeldError)) store.noteCallerTransaction(ids, joined);
+    throw error;
+  }
+  if (joined) store.noteCallerTransaction(written(result), joined);
+  return result;
 }
 
 /** Whether an error came from the server or the network (a code, or a transaction label), not from the driver's own checks. */
