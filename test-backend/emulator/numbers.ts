@@ -324,7 +324,9 @@ export function compareNumeric(a: unknown, b: unknown): number {
   const x = rational(a);
   const y = rational(b);
   if (x.nan || y.nan) return x.nan && y.nan ? 0 : x.nan ? -1 : 1;
-  if (x.inf || y.inf) return sign((x.inf ?? 0) - (y.inf ?? 0)) || (x.inf ? x.inf : -(y.inf ?? 0));
+  // Infinities of the same sign are equal (compareDecimals / compareDecimalToDouble answer 0), also
+  // between a Decimal128 and a double; an infinity is beyond every finite number.
+  if (x.inf || y.inf) return sign((x.inf ?? 0) - (y.inf ?? 0));
   const sx = x.num === 0n ? 0 : x.neg ? -1 : 1;
   const sy = y.num === 0n ? 0 : y.neg ? -1 : 1;
   if (sx !== sy) return sign(sx - sy);
@@ -342,6 +344,21 @@ function cmpDoubles(a: number, b: number): number {
  * A string that two numbers share exactly when they are equal by value (1 == 1.0 == NumberLong(1)
  * == NumberDecimal("1.00")); used for keys and equality.
  */
+/**
+ * SafeNum::isIdentical (src/mongo/util/safe_num.cpp), which decides whether `$inc`/`$mul` changed
+ * anything (ArithmeticNode): the same numeric type, and equal by that type's `==` — so -0.0 and 0.0
+ * are identical doubles and NaN is never identical to anything — or, for Decimal128,
+ * `Decimal128::isEqual` (by value: -0 equals 0, 1.0 equals 1.00; NaN equals nothing).
+ */
+export function isIdenticalNumber(a: unknown, b: unknown): boolean {
+  const ka = numKind(a);
+  if (ka === undefined || ka !== numKind(b)) return false;
+  if (ka === 'int' || ka === 'long') return toBigInt(a) === toBigInt(b);
+  if (ka === 'double') return toNumber(a) === toNumber(b);
+  if (parseDec(a as Decimal128).special === 'nan' || parseDec(b as Decimal128).special === 'nan') return false;
+  return compareNumeric(a, b) === 0;
+}
+
 export function numericKey(v: unknown): string {
   const k = numKind(v);
   if (k === 'int' || k === 'double') {

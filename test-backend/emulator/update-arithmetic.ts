@@ -6,7 +6,7 @@
  *  - ArithmeticNode (src/mongo/db/update/arithmetic_node.cpp): the result is SafeNum arithmetic
  *    (`valueToSet += originalValue` / `*=`; numbers.ts safeNumOp); "If the updated value is
  *    identical to the original value, treat this as a no-op" (`SafeNum::isIdentical`: same type and
- *    value); an invalid result (a long overflow) is BadValue "Failed to apply <op> operations to
+ *    equal by that type's `==`, Decimal128::isEqual for decimals: numbers.ts isIdenticalNumber); an invalid result (a long overflow) is BadValue "Failed to apply <op> operations to
  *    current value (<SafeNum::debugString>) for document {<_id element>}"; a new field gets the
  *    argument (`$inc`) or the argument times `SafeNum(int32 0)` (`$mul`: "a createdValue that has
  *    the same type as the original element but has a 0 value"); a non-numeric existing value is
@@ -24,9 +24,9 @@
 import type { Document } from 'bson';
 import { compareValues } from './bson-order';
 import { Codes, MongoCommandError, unsupported } from './errors';
-import { containsWrapper, isNumeric, numKind, safeNumDebugString, safeNumOp } from './numbers';
+import { containsWrapper, isIdenticalNumber, isNumeric, numKind, safeNumDebugString, safeNumOp } from './numbers';
 import { bsonTypeName } from './update-rules';
-import { formatValue, isPlainObject, typedKeyOf } from './values';
+import { formatValue, isPlainObject } from './values';
 
 const OPS = ['$inc', '$mul', '$min', '$max'] as const;
 
@@ -107,7 +107,7 @@ export function planArithmetic(old: Document, modifier: Document): ArithmeticPla
         if (result === undefined) {
           throw new MongoCommandError(Codes.BadValue, `Failed to apply ${op} operations to current value (${safeNumDebugString(at.value)}) for document {_id: ${formatValue(old._id)}}`);
         }
-        if (at.present && typedKeyOf(result) === typedKeyOf(at.value)) continue;
+        if (at.present && isIdenticalNumber(result, at.value)) continue;
         assign.push([path, result]);
       } else {
         if (at.present) {
