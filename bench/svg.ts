@@ -7,7 +7,7 @@
  */
 import type { BenchResults } from './run';
 
-export const CHART_WIDTH = 820;
+export const CHART_WIDTH = 960;
 const FONT_SIZE = 12;
 /** Conservative average advance of a 12 px sans-serif character (bold included), for wrapping. */
 export const CHAR_WIDTH = 7.5;
@@ -52,8 +52,8 @@ function textLines(lines: string[], x: number, top: number, attributes = ''): { 
 
 /** One horizontal bar group: title, bars scaled to the group's maximum, values printed at the bar ends. */
 function group(title: string, unit: string, bars: Bar[], top: number): { svg: string; height: number } {
-  // Wide enough for the longest bar label (the interleaved raw-driver row, 54 characters).
-  const left = 400;
+  // Wide enough for the longest bar label (the Mongoose-load row with " p50", 70 characters).
+  const left = 540;
   const width = 325;
   const rowHeight = 22;
   const max = Math.max(...bars.map((b) => b.value), 1e-9);
