@@ -19,8 +19,18 @@ export interface DocumentWrite {
   state: HeldLockState | undefined;
   /** `save()` (requireLock applies) or `doc.deleteOne()`. */
   kind: 'save' | 'delete';
-  /** saveAndUnlock: release the lock in the same transaction as the write. */
+  /** The document instance whose `save()` or `deleteOne()` this is. */
+  instance: object;
+  /** saveAndUnlock: release the lock in the same transaction as the save's own write. */
   release: boolean;
+  /**
+   * The filter of the save's own write: the object Mongoose's `$__where()` returned for this
+   * instance during its save (Model.prototype.$__save passes that very object to the
+   * collection's `updateOne`). Only the write carrying it releases the lock (saveAndUnlock);
+   * other writes of the `_id` during the save (a `pre('save')` hook's, say) are the holder's
+   * plain writes: verified, never releasing.
+   */
+  saveFilter: object | undefined;
   /** Set by the guard once the lock was released with the write. */
   released: boolean;
   /** Set by the guard once the write of this document, checked against its lock, was sent. */
@@ -33,11 +43,26 @@ export function runAsDocumentWrite<T>(context: DocumentWrite, fn: () => T): T {
   return storage.run(context, fn);
 }
 
-/** The document context for a write of `filterId` on `collection`, if there is one. */
+/**
+ * The document context for a write of `filterId` on `collection`, if there is one. Once the lock
+ * was released with the save's write, later writes in the save (a `post('save')` hook's) no
+ * longer carry it: they are checked as any write without a document's lock is.
+ */
 export function documentWriteFor(collection: object, filterId: unknown): DocumentWrite | undefined {
   const context = storage.getStore();
-  if (!context || context.collection !== collection || filterId === undefined) return undefined;
+  if (!context || context.released || context.collection !== collection || filterId === undefined) return undefined;
   return context.idKey === idKey(filterId) ? context : undefined;
+}
+
+/** Notes `where`, returned by `doc.$__where()`, as the filter of the save's own write if `doc` is being saved here. */
+export function noteSaveFilter(doc: object, where: unknown): void {
+  const context = storage.getStore();
+  if (context?.kind === 'save' && context.instance === doc && where !== null && typeof where === 'object') context.saveFilter = where;
+}
+
+/** Whether a write with `filter` is the save's own write of `context`. */
+export function isSaveWrite(context: DocumentWrite, filter: unknown): boolean {
+  return context.saveFilter !== undefined && context.saveFilter === filter;
 }
 
 /**

@@ -21,7 +21,7 @@ import { currentLockOwner } from '../owner-context';
 import type { OwnerKey } from '../owner-key';
 import type { ResolvedLockOptions } from '../options';
 import type { AnyModel, AnySchema, ModelRuntime, RuntimeOf } from '../runtime';
-import { runAsBulkSave, runAsDocumentWrite, type DocumentWrite } from './document-context';
+import { noteSaveFilter, runAsBulkSave, runAsDocumentWrite, type DocumentWrite } from './document-context';
 import { refuseSaveLockOptions } from './options';
 import { idKey } from '../id-key';
 import { GUARDED_METHODS, WriteGuard } from './write-guard';
@@ -204,7 +204,9 @@ function documentWrite(doc: AnyDoc, kind: 'save' | 'delete', release = false): D
     idKey: idKey(state ? state.lock.documentId : current),
     state,
     kind,
+    instance: doc,
     release,
+    saveFilter: undefined,
     released: false,
     written: false,
   };
@@ -264,7 +266,15 @@ function guardDocuments(model: AnyModel): void {
     if (this.isNew) return inherited(this, 'save').call(this, options);
     return saveWithContext(this, options, false).then(() => this);
   });
-  const methods: Record<string, unknown> = { save, $save: save };
+  // Marks the save's own write: Model.prototype.$__save builds its filter with `this.$__where()`
+  // after the pre('save') hooks ran and passes that object to the collection's updateOne, so the
+  // guard tells it from any other write of the `_id` during the save (document-context.ts).
+  const where = marked(function $__where(this: AnyDoc, ...args: unknown[]) {
+    const result = inherited(this, '$__where').apply(this, args);
+    noteSaveFilter(this, result);
+    return result;
+  });
+  const methods: Record<string, unknown> = { save, $save: save, $__where: where };
   for (const name of ['deleteOne', 'updateOne', 'replaceOne'] as const) {
     methods[name] = marked(function documentQuery(this: AnyDoc, ...args: unknown[]) {
       const query = inherited(this, name).apply(this, args);

@@ -24,7 +24,7 @@ import { toLockError } from '../failures';
 import { lostError, settleRelease } from '../held-lock';
 import { ClaimRaceError, type Blocker, type ClaimResult, type LockStore } from '../lock-store';
 import type { OwnerKey } from '../owner-key';
-import { documentWriteFor, inBulkSave, type DocumentWrite } from './document-context';
+import { documentWriteFor, inBulkSave, isSaveWrite, type DocumentWrite } from './document-context';
 import { LockedDuringWriteError, type CommittedWrites } from './errors';
 import { takeLockOptions } from './options';
 import { containsString, distinctIds, findTargets, idsNamedBy, isCollated, pinnedTo, trustedIds, type SelectionOptions } from './targets';
@@ -74,7 +74,7 @@ export interface GuardSettings {
 
 /** Who is writing: the holder of one acquisition (a locked instance), or an owner (or nobody). */
 type Writer =
-  | { kind: 'holder'; document: DocumentWrite }
+  | { kind: 'holder'; document: DocumentWrite; /** saveAndUnlock's own save write: releases the lock. */ release: boolean }
   | { kind: 'owner'; ownerKey: string | undefined; mustHold: boolean };
 
 type Mode = { kind: 'joined'; session: ClientSession } | { kind: 'atomic'; session: ClientSession | undefined } | { kind: 'check'; session: ClientSession | undefined };
@@ -145,7 +145,7 @@ export class WriteGuard {
     await this.settings.ready;
     const filter = method === 'bulkWrite' ? undefined : ((args[0] ?? {}) as Document);
     const document = DOCUMENT_METHODS.has(method) ? documentWriteFor(this.collection, filter?._id) : undefined;
-    const writer = this.writerFor(document, lockOptions.owner, method === 'bulkWrite' && inBulkSave(this.collection));
+    const writer = this.writerFor(document, lockOptions.owner, method === 'bulkWrite' && inBulkSave(this.collection), filter);
     const mode = await this.modeFor(options.session as ClientSession | undefined);
     const call: Call = { method, args, optionsAt, options, invoke, invokeBulk, writer, mode };
     if (method === 'bulkWrite') return this.bulk(call);
@@ -153,13 +153,13 @@ export class WriteGuard {
     return this.multi(call, filter!);
   }
 
-  private writerFor(document: DocumentWrite | undefined, owner: string | undefined, bulkSave = false): Writer {
+  private writerFor(document: DocumentWrite | undefined, owner: string | undefined, bulkSave: boolean, filter: Document | undefined): Writer {
     if (document?.state) {
       settleRelease(document.state);
       // An instance whose lock is gone stays refused: retrying a refused save cannot slip
       // through once the lock looks free.
       if (document.state.lost !== undefined) throw lostError(document.state);
-      return { kind: 'holder', document };
+      return { kind: 'holder', document, release: document.release && isSaveWrite(document, filter) };
     }
     const ownerKey = owner === undefined ? undefined : this.settings.ownerKey(owner);
     return { kind: 'owner', ownerKey, mustHold: (document?.kind === 'save' || bulkSave) && this.settings.requireLock };
@@ -203,7 +203,7 @@ export class WriteGuard {
     if (writer.kind === 'holder') {
       const { document } = writer;
       const state = document.state!;
-      if (document.release && call.mode.kind === 'atomic') {
+      if (writer.release && call.mode.kind === 'atomic') {
         // saveAndUnlock in the guard's own transaction: the release is the check. If the write
         // then matches nothing (a failed save), single() aborts the transaction, release included.
         await own(call.method, () => store.release(state, session));
@@ -242,16 +242,16 @@ export class WriteGuard {
    * that touched the document, with saveAndUnlock in the caller's transaction, releases the lock
    * now, in that transaction (a lock that expired since the verify is free all the same).
    */
-  private async afterHolderWrite(call: Call, document: DocumentWrite, result: unknown, session: ClientSession | undefined): Promise<void> {
+  private async afterHolderWrite(call: Call, document: DocumentWrite, release: boolean, result: unknown, session: ClientSession | undefined): Promise<void> {
     if (touchedNothing(call.method, result)) {
-      if (document.released) {
+      if (release && document.released) {
         document.released = false;
         throw new NothingWritten(result);
       }
       return;
     }
     document.written = true;
-    if (document.release && !document.released && call.mode.kind === 'joined') {
+    if (release && !document.released && call.mode.kind === 'joined') {
       try {
         await own(call.method, () => this.settings.store.release(document.state!, session));
       } catch (error) {
@@ -330,11 +330,11 @@ export class WriteGuard {
       }
       const claimed = await this.check(call, targets, session, atomic);
       const result = await this.write(call, claimed, session, this.withFilterAndSession(call, writeFilter, session));
-      if (call.writer.kind === 'holder') await this.afterHolderWrite(call, call.writer.document, result, session);
+      if (call.writer.kind === 'holder') await this.afterHolderWrite(call, call.writer.document, call.writer.release, result, session);
       await this.release(call, claimed, session);
       return { result, pinned: writeFilter !== filter };
     };
-    if (call.writer.kind === 'holder' && call.writer.document.release && call.mode.kind === 'atomic') {
+    if (call.writer.kind === 'holder' && call.writer.release && call.mode.kind === 'atomic') {
       // A save that matched nothing comes back as NothingWritten, its transaction (and with it the
       // release) aborted; Mongoose gets the result and reports the failed save (VersionError,
       // DocumentNotFoundError) itself, with the lock still held.
