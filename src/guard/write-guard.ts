@@ -27,7 +27,7 @@ import type { OwnerKey } from '../owner-key';
 import { documentWriteFor, inBulkSave, type DocumentWrite } from './document-context';
 import { LockedDuringWriteError, type CommittedWrites } from './errors';
 import { takeLockOptions } from './options';
-import { containsString, distinctIds, findTargets, idsNamedBy, isCollated, pinnedTo, trustedIds, type SelectionOptions } from './targets';
+import { containsString, distinctIds, findTargets, idsNamedBy, isCollated, narrowedTo, pinnedTo, trustedIds, type SelectionOptions } from './targets';
 import { refuseUnusableSession, runInTransaction } from './transaction';
 
 type ClientSession = mongo.ClientSession;
@@ -269,9 +269,9 @@ export class WriteGuard {
    * transaction on the server (transactions spec: an error in a transaction aborts it), taking the
    * claims with it; nothing more is sent then.
    */
-  private async write(call: Call, claimed: ClaimResult | undefined, session: ClientSession | undefined, args: unknown[]): Promise<unknown> {
+  private async write(call: Call, claimed: ClaimResult | undefined, session: ClientSession | undefined, args: unknown[], invoke: Invoke = call.invoke): Promise<unknown> {
     try {
-      return await call.invoke(args);
+      return await invoke(args);
     } catch (error) {
       if (call.mode.kind === 'joined' && claimed && claimed.inserted.length > 0 && !reachedServer(error)) {
         await this.release(call, claimed, session).catch(() => undefined);
@@ -318,21 +318,23 @@ export class WriteGuard {
     const attempt = async (session: ClientSession | undefined, atomic: boolean): Promise<{ result: unknown; pinned: boolean }> => {
       let targets: unknown[];
       let writeFilter = filter;
+      let pinned = false;
       if (call.writer.kind === 'holder') targets = [filter._id];
       else if (named) targets = distinctIds(named);
       else {
         const found = await own(call.method, () => findTargets(this.raw(), filter, selection, session, collated ? undefined : 1));
-        if (collated && found.some(containsString)) targets = found;
+        if (collated && found.some(containsString)) targets = await this.withCollatedEquals(call, found, selection.collation, session);
         else {
           targets = found.slice(0, 1);
-          if (targets.length > 0 && (atomic || !upsert)) writeFilter = pinnedTo(filter, targets);
+          pinned = targets.length > 0;
         }
+        writeFilter = narrowedTo(filter, targets, upsert);
       }
       const claimed = await this.check(call, targets, session, atomic);
       const result = await this.write(call, claimed, session, this.withFilterAndSession(call, writeFilter, session));
       if (call.writer.kind === 'holder') await this.afterHolderWrite(call, call.writer.document, result, session);
       await this.release(call, claimed, session);
-      return { result, pinned: writeFilter !== filter };
+      return { result, pinned };
     };
     if (call.writer.kind === 'holder' && call.writer.document.release && call.mode.kind === 'atomic') {
       // A save that matched nothing comes back as NothingWritten, its transaction (and with it the
@@ -376,15 +378,20 @@ export class WriteGuard {
     const selection = call.options as SelectionOptions;
     const named = trustedIds(filter, selection.collation);
     const { mode } = call;
+    const upsert = call.options.upsert === true;
     const asOneWrite = () =>
       this.inMode(call, async (session, atomic) => {
-        const targets = named ? distinctIds(named) : await own(call.method, () => findTargets(this.raw(), filter, selection, session));
+        let targets = named ? distinctIds(named) : await own(call.method, () => findTargets(this.raw(), filter, selection, session));
+        if (!named) targets = await this.withCollatedEquals(call, targets, selection.collation, session);
         const claimed = await this.check(call, targets, session, atomic);
-        const result = await this.write(call, claimed, session, this.withFilterAndSession(call, undefined, session));
+        let result: unknown;
+        if (named) result = await this.write(call, claimed, session, this.withFilterAndSession(call, undefined, session));
+        else if (upsert || targets.length <= GUARD_BATCH_SIZE) result = await this.write(call, claimed, session, this.withFilterAndSession(call, narrowedTo(filter, targets, upsert), session));
+        else result = manyResult(call.method, (await this.write(call, claimed, session, this.perChunk(call, filter, targets, session), call.invokeBulk)) as CommittedWrites);
         await this.release(call, claimed, session);
         return result;
       });
-    if (mode.kind !== 'atomic' || call.options.upsert === true) return asOneWrite();
+    if (mode.kind !== 'atomic' || upsert) return asOneWrite();
     const targets = named ? distinctIds(named) : await own(call.method, () => findTargets(this.raw(), filter, selection, mode.session));
     // Nothing matched the search above, which ran before any transaction existed: documents may
     // have started to match since (someone else's save). asOneWrite searches again INSIDE the
@@ -414,8 +421,39 @@ export class WriteGuard {
       committed.modifiedCount += result.modifiedCount ?? 0;
       committed.deletedCount += result.deletedCount ?? 0;
     }
-    if (call.method === 'deleteMany') return { acknowledged: true, deletedCount: committed.deletedCount };
-    return { acknowledged: true, matchedCount: committed.matchedCount, modifiedCount: committed.modifiedCount, upsertedCount: 0, upsertedId: null };
+    return manyResult(call.method, committed);
+  }
+
+  /**
+   * Every `_id` a write narrowed to `ids` can reach: under a collation that compares strings
+   * otherwise than byte by byte an `_id` condition naming `'abc'` also matches `'ABC'`, so those
+   * are searched (one `find` of `{ _id: { $in: ids } }` with the collation) and checked too.
+   * Unchanged (nothing sent) otherwise.
+   */
+  private async withCollatedEquals(call: Call, ids: unknown[], collation: unknown, session: ClientSession | undefined): Promise<unknown[]> {
+    if (!isCollated(collation) || !ids.some(containsString)) return ids;
+    const equal = await own(call.method, () => findTargets(this.raw(), { _id: { $in: ids } }, { collation }, session));
+    return distinctIds([...ids, ...equal]);
+  }
+
+  /**
+   * bulkWrite arguments applying an updateMany / deleteMany narrowed to each chunk of
+   * GUARD_BATCH_SIZE of `ids` (one command for the driver, whose statements stay small).
+   */
+  private perChunk(call: Call, filter: Document, ids: unknown[], session: ClientSession | undefined): unknown[] {
+    const { options } = call;
+    const statementFor = (chunk: unknown[]): Document => {
+      const statement: Document = { filter: narrowedTo(filter, chunk, false) };
+      if (options.collation !== undefined) statement.collation = options.collation;
+      if (options.hint !== undefined) statement.hint = options.hint;
+      if (call.method === 'deleteMany') return { deleteMany: statement };
+      statement.update = call.args[1];
+      if (options.arrayFilters !== undefined) statement.arrayFilters = options.arrayFilters;
+      return { updateMany: statement };
+    };
+    const bulkOptions: Record<string, unknown> = { ordered: true, session };
+    for (const name of ['let', 'comment', 'bypassDocumentValidation'] as const) if (options[name] !== undefined) bulkOptions[name] = options[name];
+    return [chunks(ids, GUARD_BATCH_SIZE).map(statementFor), bulkOptions];
   }
 
   /** bulkWrite arguments applying an updateMany / deleteMany to each of `ids`, one statement per document. */
@@ -446,21 +484,44 @@ export class WriteGuard {
    * an earlier operation of the same bulk wrote it was claimed for that earlier operation.
    */
   private bulk(call: Call): Promise<unknown> {
-    const operations = call.args[0] as Record<string, { filter?: Document; collation?: unknown; hint?: unknown }>[];
+    const operations = call.args[0] as Record<string, { filter?: Document; collation?: unknown; hint?: unknown; upsert?: boolean; document?: Document }>[];
     const selection: SelectionOptions = { let: call.options.let };
     return this.inMode(call, async (session, atomic) => {
       const targets: unknown[] = [];
+      const sent: typeof operations = [];
+      // The ids an operation may write: its own checked targets, and those of every operation
+      // before it (checked too), so a document an earlier operation makes match is still written.
+      const before: unknown[] = [];
+      const ordered = call.options.ordered !== false;
       for (const operation of operations) {
         const kind = Object.keys(operation)[0];
-        if (kind === 'insertOne') continue;
         const body = operation[kind];
+        if (kind === 'insertOne') {
+          // A document inserted here is new, unless the insert fails (an existing _id): an ordered
+          // bulk then stops before any later operation; an unordered one would go on, so there
+          // later operations are not narrowed to inserted ids (README, Write paths).
+          if (ordered && body?.document && Object.prototype.hasOwnProperty.call(body.document, '_id')) before.push(body.document._id);
+          sent.push(operation);
+          continue;
+        }
         const opFilter = body?.filter ?? {};
         const named = trustedIds(opFilter, body?.collation);
-        if (named) targets.push(...named);
-        else targets.push(...(await own('bulkWrite', () => findTargets(this.raw(), opFilter, { ...selection, collation: body?.collation, hint: body?.hint }, session))));
+        if (named) {
+          targets.push(...named);
+          before.push(...named);
+          sent.push(operation);
+          continue;
+        }
+        let found = await own('bulkWrite', () => findTargets(this.raw(), opFilter, { ...selection, collation: body?.collation, hint: body?.hint }, session));
+        found = await this.withCollatedEquals(call, found, body?.collation, session);
+        targets.push(...found);
+        before.push(...found);
+        sent.push({ [kind]: { ...body, filter: narrowedTo(opFilter, distinctIds(before), body?.upsert === true) } });
       }
       const claimed = await this.check(call, distinctIds(targets), session, atomic);
-      const result = await this.write(call, claimed, session, this.withFilterAndSession(call, undefined, session));
+      const args = this.withFilterAndSession(call, undefined, session);
+      args[0] = sent;
+      const result = await this.write(call, claimed, session, args);
       await this.release(call, claimed, session);
       return result;
     });
@@ -494,6 +555,12 @@ async function writingRecords<T>(store: LockStore, joined: ClientSession | undef
   }
   if (joined) store.noteCallerTransaction(written(result), joined);
   return result;
+}
+
+/** What updateMany / deleteMany return, from the counts of the bulk writes that carried it. */
+function manyResult(method: GuardedMethod, counts: { matchedCount?: number; modifiedCount?: number; deletedCount?: number }): unknown {
+  if (method === 'deleteMany') return { acknowledged: true, deletedCount: counts.deletedCount ?? 0 };
+  return { acknowledged: true, matchedCount: counts.matchedCount ?? 0, modifiedCount: counts.modifiedCount ?? 0, upsertedCount: 0, upsertedId: null };
 }
 
 /** Whether an error came from the server or the network (a code, or a transaction label), not from the driver's own checks. */
