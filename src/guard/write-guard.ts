@@ -19,7 +19,7 @@
  */
 import type { Connection, mongo } from 'mongoose';
 import { supportsTransactions } from '../deployment';
-import { InvalidLockArgumentError, LockNotHeldError, LockedError } from '../errors';
+import { InvalidLockArgumentError, InvalidLockOptionError, LockNotHeldError, LockedError } from '../errors';
 import { toLockError } from '../failures';
 import { lostError, settleRelease } from '../held-lock';
 import { ClaimRaceError, type Blocker, type ClaimResult, type LockStore } from '../lock-store';
@@ -146,6 +146,15 @@ export class WriteGuard {
     const filter = method === 'bulkWrite' ? undefined : ((args[0] ?? {}) as Document);
     const document = DOCUMENT_METHODS.has(method) ? documentWriteFor(this.collection, filter?._id) : undefined;
     const writer = this.writerFor(document, lockOptions.owner, method === 'bulkWrite' && inBulkSave(this.collection));
+    if (writer.kind === 'holder' && isCollated(options.collation) && containsString(filter?._id)) {
+      // The holder's write is sent as it is, unsearched: under such a collation `{ _id: 'abc' }`
+      // also matches `'ABC'` (see isCollated), which someone else may hold. Refused before anything
+      // is sent (the holder's write is a write of its one document, which needs no collation).
+      throw new InvalidLockOptionError(
+        'collation',
+        `a locked document's ${method}() with a string _id cannot carry a collation other than { locale: 'simple' } (it would also match other _ids the collation makes equal). Drop the collation option, or pass { locale: 'simple' }.`,
+      );
+    }
     const mode = await this.modeFor(options.session as ClientSession | undefined);
     const call: Call = { method, args, optionsAt, options, invoke, invokeBulk, writer, mode };
     if (method === 'bulkWrite') return this.bulk(call);
