@@ -306,18 +306,17 @@ export class WriteGuard {
   /**
    * updateOne, replaceOne, deleteOne, findOneAnd*: the target is the `_id` the filter names, or
    * else the one document a `find` with the write's filter, sort, collation and hint returns
-   * (limit 1); the write is then pinned to that `_id`, so it can only touch what was checked.
-   * Two exceptions, where pinning would change what the write does:
-   *  - under a collation that compares strings otherwise than byte by byte, an `_id` holding a
-   *    string matches other `_id`s too (`'abc'` and `'ABC'`): named ids are not trusted, EVERY
-   *    document the filter matches is searched (with the collation) and checked, and the write is
-   *    sent unpinned (it can only pick among them);
-   *  - an upsert in check mode (no transaction) is never pinned: if the checked document stopped
-   *    matching before the write, a pinned upsert would insert a copy of its `_id` (a duplicate
-   *    key) or re-create it, where the unguarded upsert inserts a new document. In a transaction
-   *    the target cannot change unseen (it conflicts), so pinning is exact there.
-   * Without a transaction a pinned write whose document stopped matching (it touched nothing) looks
-   * for another target, as the unguarded write would have; an upsert is never re-run.
+   * (limit 1); the write is then narrowed to exactly what was found (narrowedTo: that `_id`, or
+   * none when nothing was found), so it can only touch what was checked, however the server
+   * evaluates the filter at the write (`$$NOW`, `$rand`). Upserts are narrowed without an `_id`
+   * equality, so what they insert is what the unguarded upsert inserts (narrowedTo). Under a
+   * collation that compares strings otherwise than byte by byte, an `_id` holding a string
+   * matches other `_id`s too (`'abc'` and `'ABC'`): named ids are not trusted, EVERY document the
+   * filter matches is searched (with the collation), plus every `_id` the collation makes equal to
+   * one of them (withCollatedEquals), all checked, and the write narrowed to them.
+   * Without a transaction a write narrowed to one found `_id` that touched nothing (the document
+   * stopped matching) looks for another target, as the unguarded write would have; an upsert is
+   * never re-run.
    */
   private single(call: Call, filter: Document): Promise<unknown> {
     const selection = call.options as SelectionOptions;
@@ -372,10 +371,11 @@ export class WriteGuard {
    * `_id`, so the server re-checks every condition per document, finds each through the `_id`
    * index, and applies the same update with the same arrayFilters, collation and hint: what
    * updateMany does per document. In the caller's transaction, or without transactions, the
-   * write is sent as it is, once.
+   * write is sent once, narrowed to the `_id`s found (beyond GUARD_BATCH_SIZE of them, as one bulk
+   * write of one statement per GUARD_BATCH_SIZE `_id`s).
    *
-   * Sent as it is, in ONE transaction of the guard's own (search inside it, claim what it finds,
-   * write), instead of per-document batches:
+   * Sent as one write narrowed to what a search inside ONE transaction of the guard's own found
+   * and claimed, instead of per-document batches:
    *  - when the search found nothing (see below);
    *  - an upsert (`updateMany(filter, update, { upsert: true })`): per-document statements cannot
    *    upsert, and the write must insert when nothing matches;

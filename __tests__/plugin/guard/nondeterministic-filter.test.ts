@@ -163,6 +163,16 @@ describe('narrowed writes keep the unguarded semantics', () => {
     expect((await M.findById(id).lean())?.title).toBe('seen');
   });
 
+  test('without transactions, an updateMany / deleteMany over more than 1,000 documents is narrowed per 1,000 and writes them all', async () => {
+    const N = await workItemModel(conn.connection, { ttl: 30_000, transactions: 'never' }, 'NarrowNever');
+    await N.collection.deleteMany({}, { skipLockCheck: true } as never);
+    await N.insertMany(Array.from({ length: 1_001 }, (_, i) => ({ title: `t${i}` })));
+    const updated = await N.updateMany({ edits: 0 }, { $inc: { edits: 1 } }).exec();
+    expect({ matched: updated.matchedCount, modified: updated.modifiedCount, left: await N.countDocuments({ edits: 0 }) }).toEqual({ matched: 1_001, modified: 1_001, left: 0 });
+    const deleted = await N.deleteMany({ edits: 1 }).exec();
+    expect({ deleted: deleted.deletedCount, left: await N.countDocuments({}) }).toEqual({ deleted: 1_001, left: 0 });
+  }, 30_000);
+
   test('a bulkWrite upsert that matched nothing inserts from its filter', async () => {
     await M.bulkWrite([{ updateOne: { filter: { title: 'bulk-new' }, update: { $set: { edits: 7 } }, upsert: true } }]);
     const docs = await M.find({}).lean();
