@@ -462,6 +462,8 @@ export class WriteGuard {
     };
     const bulkOptions: Record<string, unknown> = { ordered: true, session };
     for (const name of ['let', 'comment', 'bypassDocumentValidation'] as const) if (options[name] !== undefined) bulkOptions[name] = options[name];
+    // Outside a transaction the write takes the caller's write concern itself.
+    if (call.mode.kind === 'check') for (const name of ['writeConcern', 'w', 'j', 'wtimeout'] as const) if (options[name] !== undefined) bulkOptions[name] = options[name];
     return [chunks(ids, GUARD_BATCH_SIZE).map(statementFor), bulkOptions];
   }
 
