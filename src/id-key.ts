@@ -66,8 +66,12 @@ function numericKey(value: unknown): string | undefined {
     case 'Int32':
     case 'Double':
       return doubleKey(Number((value as { value: unknown }).value));
-    case 'Long':
-      return decimalKey((value as mongo.Long).toString());
+    case 'Long': {
+      // By the 64 bits BSON sends, read as the signed int64 mongod stores: an unsigned Long
+      // 2^64-1 prints 18446744073709551615 but is sent (and matched) as -1.
+      const long = value as mongo.Long;
+      return decimalKey(mongo.Long.fromBits(long.low, long.high, false).toString());
+    }
     case 'Decimal128':
       return decimalKey((value as mongo.Decimal128).toString());
     default:

@@ -92,12 +92,39 @@ export function trustedIds(filter: Document | undefined, collation: unknown): un
 /**
  * `filter` narrowed to the given `_id`s, so a write touches only documents the guard checked.
  * The filter's own conditions stay, and the server re-evaluates them at the write. Exact only
- * where the `_id` comparison is: not for ids holding strings under a collation (isCollated).
+ * where the `_id` comparison is: for ids holding strings under a collation (isCollated) the
+ * caller first adds every `_id` the collation makes equal to one of them (and checks them all).
  */
 export function pinnedTo(filter: Document, ids: unknown[]): Document {
-  const idCondition = ids.length === 1 ? ids[0] : { $in: ids };
-  if (!Object.prototype.hasOwnProperty.call(filter, '_id')) return { ...filter, _id: idCondition };
-  return { $and: [filter, { _id: idCondition }] };
+  return narrowedTo(filter, ids, false);
+}
+
+/**
+ * `filter` narrowed to exactly `ids` (none: nothing matches), the form the guard sends every write
+ * whose targets it searched: a filter the server evaluates again at the write (`$$NOW`, `$rand`,
+ * `$sampleRate`, a document changed meanwhile) can then only select documents that were checked.
+ *
+ * For an upsert the `_id` condition must not change what is inserted when nothing matches. The
+ * server builds the inserted document from the query's equality conditions after canonicalizing
+ * it (`UpdateDriver::populateDocumentWithQueryFields`, `pathsupport::extractEqualityMatches`,
+ * src/mongo/db/update/update_driver.cpp), and canonicalizing turns `{ _id: { $in: [K] } }` into the
+ * equality `_id: K` (which would insert K's `_id`: a duplicate key, or a re-created K) and an empty
+ * `$in` into `$alwaysFalse`, which makes the whole `$and` `$alwaysFalse` and drops every equality
+ * of the filter (InMatchExpression::getOptimizer, src/mongo/db/matcher/expression_leaf.cpp;
+ * ListOfMatchExpression::getOptimizer, expression_tree.cpp). So an upsert is narrowed with
+ * conditions that are no equalities: `{ _id: { $gte: K, $lte: K } }` per id (a range bounded by one
+ * value matches exactly what `_id: K` matches, also under a collation, and uses the `_id` index),
+ * or, with no id, `{ _id: { $exists: false } }` (every stored document has an `_id`).
+ */
+export function narrowedTo(filter: Document, ids: unknown[], upsert: boolean): Document {
+  let condition: Document;
+  if (!upsert) condition = { _id: ids.length === 1 ? ids[0] : { $in: ids } };
+  else if (ids.length === 0) condition = { _id: { $exists: false } };
+  else if (ids.length === 1) condition = { _id: { $gte: ids[0], $lte: ids[0] } };
+  else condition = { $or: ids.map((id) => ({ _id: { $gte: id, $lte: id } })) };
+  const key = Object.keys(condition)[0];
+  if (!Object.prototype.hasOwnProperty.call(filter, key)) return { ...filter, ...condition };
+  return { $and: [filter, condition] };
 }
 
 /** The read options of a find that selects what `options`' write selects. */

@@ -19,7 +19,7 @@
  */
 import type { Connection, mongo } from 'mongoose';
 import { supportsTransactions } from '../deployment';
-import { InvalidLockArgumentError, LockNotHeldError, LockedError } from '../errors';
+import { InvalidLockArgumentError, InvalidLockOptionError, LockNotHeldError, LockedError } from '../errors';
 import { toLockError } from '../failures';
 import { lostError, settleRelease } from '../held-lock';
 import { ClaimRaceError, type Blocker, type ClaimResult, type LockStore } from '../lock-store';
@@ -27,7 +27,7 @@ import type { OwnerKey } from '../owner-key';
 import { documentWriteFor, inBulkSave, isSaveWrite, type DocumentWrite } from './document-context';
 import { LockedDuringWriteError, type CommittedWrites } from './errors';
 import { takeLockOptions } from './options';
-import { containsString, distinctIds, findTargets, idsNamedBy, isCollated, pinnedTo, trustedIds, type SelectionOptions } from './targets';
+import { containsString, distinctIds, findTargets, idsNamedBy, isCollated, narrowedTo, pinnedTo, trustedIds, type SelectionOptions } from './targets';
 import { refuseUnusableSession, runInTransaction } from './transaction';
 
 type ClientSession = mongo.ClientSession;
@@ -146,6 +146,15 @@ export class WriteGuard {
     const filter = method === 'bulkWrite' ? undefined : ((args[0] ?? {}) as Document);
     const document = DOCUMENT_METHODS.has(method) ? documentWriteFor(this.collection, filter?._id) : undefined;
     const writer = this.writerFor(document, lockOptions.owner, method === 'bulkWrite' && inBulkSave(this.collection), filter);
+    if (writer.kind === 'holder' && isCollated(options.collation) && containsString(filter?._id)) {
+      // The holder's write is sent as it is, unsearched: under such a collation `{ _id: 'abc' }`
+      // also matches `'ABC'` (see isCollated), which someone else may hold. Refused before anything
+      // is sent (the holder's write is a write of its one document, which needs no collation).
+      throw new InvalidLockOptionError(
+        'collation',
+        `a locked document's ${method}() with a string _id cannot carry a collation other than { locale: 'simple' } (it would also match other _ids the collation makes equal). Drop the collation option, or pass { locale: 'simple' }.`,
+      );
+    }
     const mode = await this.modeFor(options.session as ClientSession | undefined);
     const call: Call = { method, args, optionsAt, options, invoke, invokeBulk, writer, mode };
     if (method === 'bulkWrite') return this.bulk(call);
@@ -269,9 +278,9 @@ export class WriteGuard {
    * transaction on the server (transactions spec: an error in a transaction aborts it), taking the
    * claims with it; nothing more is sent then.
    */
-  private async write(call: Call, claimed: ClaimResult | undefined, session: ClientSession | undefined, args: unknown[]): Promise<unknown> {
+  private async write(call: Call, claimed: ClaimResult | undefined, session: ClientSession | undefined, args: unknown[], invoke: Invoke = call.invoke): Promise<unknown> {
     try {
-      return await call.invoke(args);
+      return await invoke(args);
     } catch (error) {
       if (call.mode.kind === 'joined' && claimed && claimed.inserted.length > 0 && !reachedServer(error)) {
         await this.release(call, claimed, session).catch(() => undefined);
@@ -297,18 +306,17 @@ export class WriteGuard {
   /**
    * updateOne, replaceOne, deleteOne, findOneAnd*: the target is the `_id` the filter names, or
    * else the one document a `find` with the write's filter, sort, collation and hint returns
-   * (limit 1); the write is then pinned to that `_id`, so it can only touch what was checked.
-   * Two exceptions, where pinning would change what the write does:
-   *  - under a collation that compares strings otherwise than byte by byte, an `_id` holding a
-   *    string matches other `_id`s too (`'abc'` and `'ABC'`): named ids are not trusted, EVERY
-   *    document the filter matches is searched (with the collation) and checked, and the write is
-   *    sent unpinned (it can only pick among them);
-   *  - an upsert in check mode (no transaction) is never pinned: if the checked document stopped
-   *    matching before the write, a pinned upsert would insert a copy of its `_id` (a duplicate
-   *    key) or re-create it, where the unguarded upsert inserts a new document. In a transaction
-   *    the target cannot change unseen (it conflicts), so pinning is exact there.
-   * Without a transaction a pinned write whose document stopped matching (it touched nothing) looks
-   * for another target, as the unguarded write would have; an upsert is never re-run.
+   * (limit 1); the write is then narrowed to exactly what was found (narrowedTo: that `_id`, or
+   * none when nothing was found), so it can only touch what was checked, however the server
+   * evaluates the filter at the write (`$$NOW`, `$rand`). Upserts are narrowed without an `_id`
+   * equality, so what they insert is what the unguarded upsert inserts (narrowedTo). Under a
+   * collation that compares strings otherwise than byte by byte, an `_id` holding a string
+   * matches other `_id`s too (`'abc'` and `'ABC'`): named ids are not trusted, EVERY document the
+   * filter matches is searched (with the collation), plus every `_id` the collation makes equal to
+   * one of them (withCollatedEquals), all checked, and the write narrowed to them.
+   * Without a transaction a write narrowed to one found `_id` that touched nothing (the document
+   * stopped matching) looks for another target, as the unguarded write would have; an upsert is
+   * never re-run.
    */
   private single(call: Call, filter: Document): Promise<unknown> {
     const selection = call.options as SelectionOptions;
@@ -318,21 +326,23 @@ export class WriteGuard {
     const attempt = async (session: ClientSession | undefined, atomic: boolean): Promise<{ result: unknown; pinned: boolean }> => {
       let targets: unknown[];
       let writeFilter = filter;
+      let pinned = false;
       if (call.writer.kind === 'holder') targets = [filter._id];
       else if (named) targets = distinctIds(named);
       else {
         const found = await own(call.method, () => findTargets(this.raw(), filter, selection, session, collated ? undefined : 1));
-        if (collated && found.some(containsString)) targets = found;
+        if (collated && found.some(containsString)) targets = await this.withCollatedEquals(call, found, selection.collation, session);
         else {
           targets = found.slice(0, 1);
-          if (targets.length > 0 && (atomic || !upsert)) writeFilter = pinnedTo(filter, targets);
+          pinned = targets.length > 0;
         }
+        writeFilter = narrowedTo(filter, targets, upsert);
       }
       const claimed = await this.check(call, targets, session, atomic);
       const result = await this.write(call, claimed, session, this.withFilterAndSession(call, writeFilter, session));
       if (call.writer.kind === 'holder') await this.afterHolderWrite(call, call.writer.document, call.writer.release, result, session);
       await this.release(call, claimed, session);
-      return { result, pinned: writeFilter !== filter };
+      return { result, pinned };
     };
     if (call.writer.kind === 'holder' && call.writer.release && call.mode.kind === 'atomic') {
       // A save that matched nothing comes back as NothingWritten, its transaction (and with it the
@@ -361,10 +371,11 @@ export class WriteGuard {
    * `_id`, so the server re-checks every condition per document, finds each through the `_id`
    * index, and applies the same update with the same arrayFilters, collation and hint: what
    * updateMany does per document. In the caller's transaction, or without transactions, the
-   * write is sent as it is, once.
+   * write is sent once, narrowed to the `_id`s found (beyond GUARD_BATCH_SIZE of them, as one bulk
+   * write of one statement per GUARD_BATCH_SIZE `_id`s).
    *
-   * Sent as it is, in ONE transaction of the guard's own (search inside it, claim what it finds,
-   * write), instead of per-document batches:
+   * Sent as one write narrowed to what a search inside ONE transaction of the guard's own found
+   * and claimed, instead of per-document batches:
    *  - when the search found nothing (see below);
    *  - an upsert (`updateMany(filter, update, { upsert: true })`): per-document statements cannot
    *    upsert, and the write must insert when nothing matches;
@@ -376,15 +387,20 @@ export class WriteGuard {
     const selection = call.options as SelectionOptions;
     const named = trustedIds(filter, selection.collation);
     const { mode } = call;
+    const upsert = call.options.upsert === true;
     const asOneWrite = () =>
       this.inMode(call, async (session, atomic) => {
-        const targets = named ? distinctIds(named) : await own(call.method, () => findTargets(this.raw(), filter, selection, session));
+        let targets = named ? distinctIds(named) : await own(call.method, () => findTargets(this.raw(), filter, selection, session));
+        if (!named) targets = await this.withCollatedEquals(call, targets, selection.collation, session);
         const claimed = await this.check(call, targets, session, atomic);
-        const result = await this.write(call, claimed, session, this.withFilterAndSession(call, undefined, session));
+        let result: unknown;
+        if (named) result = await this.write(call, claimed, session, this.withFilterAndSession(call, undefined, session));
+        else if (upsert || targets.length <= GUARD_BATCH_SIZE) result = await this.write(call, claimed, session, this.withFilterAndSession(call, narrowedTo(filter, targets, upsert), session));
+        else result = manyResult(call.method, (await this.write(call, claimed, session, this.perChunk(call, filter, targets, session), call.invokeBulk)) as CommittedWrites);
         await this.release(call, claimed, session);
         return result;
       });
-    if (mode.kind !== 'atomic' || call.options.upsert === true) return asOneWrite();
+    if (mode.kind !== 'atomic' || upsert) return asOneWrite();
     const targets = named ? distinctIds(named) : await own(call.method, () => findTargets(this.raw(), filter, selection, mode.session));
     // Nothing matched the search above, which ran before any transaction existed: documents may
     // have started to match since (someone else's save). asOneWrite searches again INSIDE the
@@ -414,8 +430,41 @@ export class WriteGuard {
       committed.modifiedCount += result.modifiedCount ?? 0;
       committed.deletedCount += result.deletedCount ?? 0;
     }
-    if (call.method === 'deleteMany') return { acknowledged: true, deletedCount: committed.deletedCount };
-    return { acknowledged: true, matchedCount: committed.matchedCount, modifiedCount: committed.modifiedCount, upsertedCount: 0, upsertedId: null };
+    return manyResult(call.method, committed);
+  }
+
+  /**
+   * Every `_id` a write narrowed to `ids` can reach: under a collation that compares strings
+   * otherwise than byte by byte an `_id` condition naming `'abc'` also matches `'ABC'`, so those
+   * are searched (one `find` of `{ _id: { $in: ids } }` with the collation) and checked too.
+   * Unchanged (nothing sent) otherwise.
+   */
+  private async withCollatedEquals(call: Call, ids: unknown[], collation: unknown, session: ClientSession | undefined): Promise<unknown[]> {
+    if (!isCollated(collation) || !ids.some(containsString)) return ids;
+    const equal = await own(call.method, () => findTargets(this.raw(), { _id: { $in: ids } }, { collation }, session));
+    return distinctIds([...ids, ...equal]);
+  }
+
+  /**
+   * bulkWrite arguments applying an updateMany / deleteMany narrowed to each chunk of
+   * GUARD_BATCH_SIZE of `ids` (one command for the driver, whose statements stay small).
+   */
+  private perChunk(call: Call, filter: Document, ids: unknown[], session: ClientSession | undefined): unknown[] {
+    const { options } = call;
+    const statementFor = (chunk: unknown[]): Document => {
+      const statement: Document = { filter: narrowedTo(filter, chunk, false) };
+      if (options.collation !== undefined) statement.collation = options.collation;
+      if (options.hint !== undefined) statement.hint = options.hint;
+      if (call.method === 'deleteMany') return { deleteMany: statement };
+      statement.update = call.args[1];
+      if (options.arrayFilters !== undefined) statement.arrayFilters = options.arrayFilters;
+      return { updateMany: statement };
+    };
+    const bulkOptions: Record<string, unknown> = { ordered: true, session };
+    for (const name of ['let', 'comment', 'bypassDocumentValidation'] as const) if (options[name] !== undefined) bulkOptions[name] = options[name];
+    // Outside a transaction the write takes the caller's write concern itself.
+    if (call.mode.kind === 'check') for (const name of ['writeConcern', 'w', 'j', 'wtimeout'] as const) if (options[name] !== undefined) bulkOptions[name] = options[name];
+    return [chunks(ids, GUARD_BATCH_SIZE).map(statementFor), bulkOptions];
   }
 
   /** bulkWrite arguments applying an updateMany / deleteMany to each of `ids`, one statement per document. */
@@ -446,21 +495,44 @@ export class WriteGuard {
    * an earlier operation of the same bulk wrote it was claimed for that earlier operation.
    */
   private bulk(call: Call): Promise<unknown> {
-    const operations = call.args[0] as Record<string, { filter?: Document; collation?: unknown; hint?: unknown }>[];
+    const operations = call.args[0] as Record<string, { filter?: Document; collation?: unknown; hint?: unknown; upsert?: boolean; document?: Document }>[];
     const selection: SelectionOptions = { let: call.options.let };
     return this.inMode(call, async (session, atomic) => {
       const targets: unknown[] = [];
+      const sent: typeof operations = [];
+      // The ids an operation may write: its own checked targets, and those of every operation
+      // before it (checked too), so a document an earlier operation makes match is still written.
+      const before: unknown[] = [];
+      const ordered = call.options.ordered !== false;
       for (const operation of operations) {
         const kind = Object.keys(operation)[0];
-        if (kind === 'insertOne') continue;
         const body = operation[kind];
+        if (kind === 'insertOne') {
+          // A document inserted here is new, unless the insert fails (an existing _id): an ordered
+          // bulk then stops before any later operation; an unordered one would go on, so there
+          // later operations are not narrowed to inserted ids (README, Write paths).
+          if (ordered && body?.document && Object.prototype.hasOwnProperty.call(body.document, '_id')) before.push(body.document._id);
+          sent.push(operation);
+          continue;
+        }
         const opFilter = body?.filter ?? {};
         const named = trustedIds(opFilter, body?.collation);
-        if (named) targets.push(...named);
-        else targets.push(...(await own('bulkWrite', () => findTargets(this.raw(), opFilter, { ...selection, collation: body?.collation, hint: body?.hint }, session))));
+        if (named) {
+          targets.push(...named);
+          before.push(...named);
+          sent.push(operation);
+          continue;
+        }
+        let found = await own('bulkWrite', () => findTargets(this.raw(), opFilter, { ...selection, collation: body?.collation, hint: body?.hint }, session));
+        found = await this.withCollatedEquals(call, found, body?.collation, session);
+        targets.push(...found);
+        before.push(...found);
+        sent.push({ [kind]: { ...body, filter: narrowedTo(opFilter, distinctIds(before), body?.upsert === true) } });
       }
       const claimed = await this.check(call, distinctIds(targets), session, atomic);
-      const result = await this.write(call, claimed, session, this.withFilterAndSession(call, undefined, session));
+      const args = this.withFilterAndSession(call, undefined, session);
+      args[0] = sent;
+      const result = await this.write(call, claimed, session, args);
       await this.release(call, claimed, session);
       return result;
     });
@@ -494,6 +566,12 @@ async function writingRecords<T>(store: LockStore, joined: ClientSession | undef
   }
   if (joined) store.noteCallerTransaction(written(result), joined);
   return result;
+}
+
+/** What updateMany / deleteMany return, from the counts of the bulk writes that carried it. */
+function manyResult(method: GuardedMethod, counts: { matchedCount?: number; modifiedCount?: number; deletedCount?: number }): unknown {
+  if (method === 'deleteMany') return { acknowledged: true, deletedCount: counts.deletedCount ?? 0 };
+  return { acknowledged: true, matchedCount: counts.matchedCount ?? 0, modifiedCount: counts.modifiedCount ?? 0, upsertedCount: 0, upsertedId: null };
 }
 
 /** Whether an error came from the server or the network (a code, or a transaction label), not from the driver's own checks. */
