@@ -17,7 +17,7 @@
  *  - check, then write (`transactions: 'never'`, standalone servers): a read of the lock records,
  *    then the write. See README, Limits, for the window this leaves.
  */
-import type { Connection, mongo } from 'mongoose';
+import { mongo, type Connection } from 'mongoose';
 import { supportsTransactions } from '../deployment';
 import { InvalidLockArgumentError, InvalidLockOptionError, LockNotHeldError, LockedError } from '../errors';
 import { toLockError } from '../failures';
@@ -510,8 +510,13 @@ export class WriteGuard {
         if (kind === 'insertOne') {
           // A document inserted here is new, unless the insert fails (an existing _id): an ordered
           // bulk then stops before any later operation; an unordered one would go on, so there
-          // later operations are not narrowed to inserted ids (README, Write paths).
-          if (ordered && body?.document && Object.prototype.hasOwnProperty.call(body.document, '_id')) before.push(body.document._id);
+          // later operations are not narrowed to inserted ids (README, Write paths). Without an
+          // _id the driver would assign one when it sends the bulk (after the guard has looked):
+          // the guard assigns it first, the same way, so that it is known.
+          if (ordered && body?.document) {
+            if (!Object.prototype.hasOwnProperty.call(body.document, '_id') && call.options.forceServerObjectId !== true) body.document._id = new mongo.ObjectId();
+            if (Object.prototype.hasOwnProperty.call(body.document, '_id')) before.push(body.document._id);
+          }
           sent.push(operation);
           continue;
         }
@@ -528,6 +533,8 @@ export class WriteGuard {
         targets.push(...found);
         before.push(...found);
         sent.push({ [kind]: { ...body, filter: narrowedTo(opFilter, distinctIds(before), body?.upsert === true) } });
+        // What an upsert without a named _id inserts gets an _id the server generates; later
+        // operations are not narrowed to it, so they do not reach that document (README, Limits).
       }
       const claimed = await this.check(call, distinctIds(targets), session, atomic);
       const args = this.withFilterAndSession(call, undefined, session);
@@ -615,3 +622,4 @@ function validateBulkOperations(operations: unknown): void {
     }
   });
 }
+
