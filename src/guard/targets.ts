@@ -6,8 +6,6 @@
  */
 import { mongo } from 'mongoose';
 
-export { distinctIds, idKey } from '../id-key';
-
 type Document = mongo.Document;
 
 /** Read options of a write that decide which documents its filter selects. */
@@ -90,19 +88,12 @@ export function trustedIds(filter: Document | undefined, collation: unknown): un
 }
 
 /**
- * `filter` narrowed to the given `_id`s, so a write touches only documents the guard checked.
- * The filter's own conditions stay, and the server re-evaluates them at the write. Exact only
- * where the `_id` comparison is: for ids holding strings under a collation (isCollated) the
- * caller first adds every `_id` the collation makes equal to one of them (and checks them all).
- */
-export function pinnedTo(filter: Document, ids: unknown[]): Document {
-  return narrowedTo(filter, ids, false);
-}
-
-/**
  * `filter` narrowed to exactly `ids` (none: nothing matches), the form the guard sends every write
  * whose targets it searched: a filter the server evaluates again at the write (`$$NOW`, `$rand`,
  * `$sampleRate`, a document changed meanwhile) can then only select documents that were checked.
+ * Exact only where the `_id` comparison is: for ids holding strings under a collation
+ * (isCollated) the caller first adds every `_id` the collation makes equal to one of them, and
+ * checks them all.
  *
  * For an upsert the `_id` condition must not change what is inserted when nothing matches. The
  * server builds the inserted document from the query's equality conditions after canonicalizing

@@ -27,7 +27,8 @@ import type { OwnerKey } from '../owner-key';
 import { documentWriteFor, inBulkSave, isSaveWrite, type DocumentWrite } from './document-context';
 import { LockedDuringWriteError, type CommittedWrites } from './errors';
 import { takeLockOptions } from './options';
-import { containsString, distinctIds, findTargets, idsNamedBy, isCollated, narrowedTo, pinnedTo, trustedIds, type SelectionOptions } from './targets';
+import { distinctIds } from '../id-key';
+import { containsString, findTargets, idsNamedBy, isCollated, narrowedTo, trustedIds, type SelectionOptions } from './targets';
 import { refuseUnusableSession, runInTransaction } from './transaction';
 
 type ClientSession = mongo.ClientSession;
@@ -450,40 +451,37 @@ export class WriteGuard {
    * GUARD_BATCH_SIZE of `ids` (one command for the driver, whose statements stay small).
    */
   private perChunk(call: Call, filter: Document, ids: unknown[], session: ClientSession | undefined): unknown[] {
+    return this.asBulk(call, 'many', chunks(ids, GUARD_BATCH_SIZE).map((chunk) => narrowedTo(filter, chunk, false)), session);
+  }
+
+  /** bulkWrite arguments applying an updateMany / deleteMany to each of `ids`, one statement per document. */
+  private perDocument(call: Call, filter: Document, ids: unknown[], session: ClientSession | undefined): unknown[] {
+    const named = Object.prototype.hasOwnProperty.call(filter, '_id') && idsNamedBy(filter) !== undefined;
+    return this.asBulk(call, 'one', ids.map((id) => (named ? { ...filter, _id: id } : narrowedTo(filter, [id], false))), session);
+  }
+
+  /**
+   * bulkWrite arguments: the write's update (or delete) once per filter, as `updateMany` /
+   * `deleteMany` statements (`'many'`) or `updateOne` / `deleteOne` (`'one'`), each with the write's
+   * collation, hint and arrayFilters, in one ordered bulk with its let, comment and
+   * bypassDocumentValidation.
+   */
+  private asBulk(call: Call, each: 'one' | 'many', filters: Document[], session: ClientSession | undefined): unknown[] {
     const { options } = call;
-    const statementFor = (chunk: unknown[]): Document => {
-      const statement: Document = { filter: narrowedTo(filter, chunk, false) };
+    const statementFor = (filter: Document): Document => {
+      const statement: Document = { filter };
       if (options.collation !== undefined) statement.collation = options.collation;
       if (options.hint !== undefined) statement.hint = options.hint;
-      if (call.method === 'deleteMany') return { deleteMany: statement };
+      if (call.method === 'deleteMany') return { [each === 'many' ? 'deleteMany' : 'deleteOne']: statement };
       statement.update = call.args[1];
       if (options.arrayFilters !== undefined) statement.arrayFilters = options.arrayFilters;
-      return { updateMany: statement };
+      return { [each === 'many' ? 'updateMany' : 'updateOne']: statement };
     };
     const bulkOptions: Record<string, unknown> = { ordered: true, session };
     for (const name of ['let', 'comment', 'bypassDocumentValidation'] as const) if (options[name] !== undefined) bulkOptions[name] = options[name];
     // Outside a transaction the write takes the caller's write concern itself.
     if (call.mode.kind === 'check') for (const name of ['writeConcern', 'w', 'j', 'wtimeout'] as const) if (options[name] !== undefined) bulkOptions[name] = options[name];
-    return [chunks(ids, GUARD_BATCH_SIZE).map(statementFor), bulkOptions];
-  }
-
-  /** bulkWrite arguments applying an updateMany / deleteMany to each of `ids`, one statement per document. */
-  private perDocument(call: Call, filter: Document, ids: unknown[], session: ClientSession | undefined): unknown[] {
-    const { options } = call;
-    const named = Object.prototype.hasOwnProperty.call(filter, '_id') && idsNamedBy(filter) !== undefined;
-    const statementFor = (id: unknown): Document => {
-      const narrowed = named ? { ...filter, _id: id } : pinnedTo(filter, [id]);
-      const statement: Document = { filter: narrowed };
-      if (options.collation !== undefined) statement.collation = options.collation;
-      if (options.hint !== undefined) statement.hint = options.hint;
-      if (call.method === 'deleteMany') return { deleteOne: statement };
-      statement.update = call.args[1];
-      if (options.arrayFilters !== undefined) statement.arrayFilters = options.arrayFilters;
-      return { updateOne: statement };
-    };
-    const bulkOptions: Record<string, unknown> = { ordered: true, session };
-    for (const name of ['let', 'comment', 'bypassDocumentValidation'] as const) if (options[name] !== undefined) bulkOptions[name] = options[name];
-    return [ids.map(statementFor), bulkOptions];
+    return [filters.map(statementFor), bulkOptions];
   }
 
   /**

@@ -128,26 +128,20 @@ export function assignPath(doc: Document, path: string, value: unknown): Documen
   const root: Document = { ...doc };
   let cur: Document | unknown[] = root;
   for (let i = 0; i < parts.length; i++) {
-    const p = parts[i];
     const last = i === parts.length - 1;
+    let key = parts[i];
     if (Array.isArray(cur)) {
-      const idx = Number(p);
+      const idx = Number(key);
       while (cur.length < idx) cur.push(null); // mongod pads an array with nulls up to the index
-      if (last) cur[idx] = value;
-      else {
-        const nxt: unknown = cur[idx];
-        const copy: Document | unknown[] = Array.isArray(nxt) ? nxt.slice() : isPlainObject(nxt) ? { ...nxt } : {};
-        cur[idx] = copy;
-        cur = copy;
-      }
-    } else {
-      if (last) cur[p] = value;
-      else {
-        const nxt: unknown = cur[p];
-        const copy: Document | unknown[] = Array.isArray(nxt) ? nxt.slice() : isPlainObject(nxt) ? { ...nxt } : {};
-        cur[p] = copy;
-        cur = copy;
-      }
+      key = String(idx);
+    }
+    const container = cur as Record<string, unknown>;
+    if (last) container[key] = value;
+    else {
+      const nxt = container[key];
+      const copy: Document | unknown[] = Array.isArray(nxt) ? nxt.slice() : isPlainObject(nxt) ? { ...nxt } : {};
+      container[key] = copy;
+      cur = copy;
     }
   }
   return root;
