@@ -1,7 +1,7 @@
 /** Jest runs the TypeScript sources through ts-jest against the backend picked in test-backend/. */
 /** @type {import('jest').Config} */
 module.exports = {
-  testEnvironment: 'node',
+  testEnvironment: '<rootDir>/test-backend/jest-environment.ts',
   roots: ['<rootDir>/__tests__'],
   testMatch: ['**/*.test.ts'],
   transform: { '^.+\\.ts$': ['ts-jest', { tsconfig: 'tsconfig.json', diagnostics: { warnOnly: false } }] },

@@ -13,6 +13,10 @@
  */
 import { MongoNetworkError, type CommandStartedEvent, type Db, type Document, type MongoClient } from 'mongodb';
 import { adminCommand, deploymentFacts, describeError, describeIf, expectServerError, openClient, settle, uniqueDbName, type Loose } from './support/server';
+import { usesFailPoints } from '../support/fail-point-lock';
+
+// This file configures the server's one failCommand fail point: no other such file runs meanwhile.
+usesFailPoints();
 
 const dbName = uniqueDbName('conf_failpoints');
 const APP = `mpl-conf-fp-${process.pid}`;

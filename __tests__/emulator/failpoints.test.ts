@@ -7,6 +7,10 @@ import { startEmulator, type RunningEmulator } from '../../test-backend/emulator
 import { createFailPoints, type FailPointContext } from '../../test-backend/emulator/failpoints';
 import { MongoCommandError } from '../../test-backend/emulator/errors';
 import { WriteFailPoints } from '../../test-backend/emulator/write-failpoints';
+import { usesFailPoints } from '../support/fail-point-lock';
+
+// This file configures the server's one failCommand fail point: no other such file runs meanwhile.
+usesFailPoints();
 
 const ctx = (commandName: string, extra: Partial<FailPointContext> = {}): FailPointContext => ({
   commandName,

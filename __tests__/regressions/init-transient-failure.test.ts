@@ -14,6 +14,10 @@
 import { Schema } from 'mongoose';
 import { lockPlugin, type LockableModel } from '../../src';
 import { connect, testDatabase, type MonitoredConnection } from '../support/db';
+import { usesFailPoints } from '../support/fail-point-lock';
+
+// This file configures the server's one failCommand fail point: no other such file runs meanwhile.
+usesFailPoints();
 
 const db = testDatabase('atk_initfault');
 const APP = `mpl-atk-initfault-${process.pid}`;

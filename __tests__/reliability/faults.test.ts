@@ -30,6 +30,10 @@ import { tempDir } from '../../test-backend/backend';
 import { startRestartableBackend, testUri } from '../../test-backend/test-env';
 import { connectTo, sleep, testDatabase, type MonitoredConnection } from '../support/db';
 import { workItemModel, type WorkItem, type WorkItemModel } from '../support/work-item';
+import { usesFailPoints } from '../support/fail-point-lock';
+
+// This file configures the server's one failCommand fail point: no other such file runs meanwhile.
+usesFailPoints();
 
 const TTL_MS = 1_500;
 /** Slack for the server's and this process's scheduling on a loaded machine. */

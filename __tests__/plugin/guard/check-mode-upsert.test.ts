@@ -20,6 +20,10 @@ import { deploymentFacts, describeIf } from '../../conformance/support/server';
 import { connect, testDatabase, type MonitoredConnection } from '../../support/db';
 import { workItemModel, type WorkItemModel } from '../../support/work-item';
 import { blockCommands, failPointOff, outcome, rawCollection } from './support';
+import { usesFailPoints } from '../../support/fail-point-lock';
+
+// This file configures the server's one failCommand fail point: no other such file runs meanwhile.
+usesFailPoints();
 
 const db = testDatabase('checkmodeupsert');
 const APP_A = `mpl-checkmode-upsert-${process.pid}`;

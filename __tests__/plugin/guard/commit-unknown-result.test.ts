@@ -15,6 +15,10 @@ import { deploymentFacts, describeIf } from '../../conformance/support/server';
 import { connect, testDatabase, type MonitoredConnection } from '../../support/db';
 import { workItemModel, type WorkItemModel } from '../../support/work-item';
 import { failPointOff, outcome, rawCollection } from './support';
+import { usesFailPoints } from '../../support/fail-point-lock';
+
+// This file configures the server's one failCommand fail point: no other such file runs meanwhile.
+usesFailPoints();
 
 const db = testDatabase('guard_commitunknown');
 const APP = `mpl-guard-commit-${process.pid}`;

@@ -16,6 +16,10 @@ import { connect, sleep, testDatabase, type MonitoredConnection } from '../../su
 import { replicaSetOnly } from '../../support/topology';
 import { workItemModel, type WorkItemModel } from '../../support/work-item';
 import { blockCommands, failPointOff, outcome, rawCollection } from './support';
+import { usesFailPoints } from '../../support/fail-point-lock';
+
+// This file configures the server's one failCommand fail point: no other such file runs meanwhile.
+usesFailPoints();
 
 const db = testDatabase('emptysearch');
 const APP_BOB = `mpl-empty-search-bob-${process.pid}`;

@@ -22,6 +22,10 @@ import { deploymentFacts, describeIf } from '../../conformance/support/server';
 import { connect, sleep, testDatabase, type MonitoredConnection } from '../../support/db';
 import { blockCommands, failPointOff, outcome } from './support';
 import { workItemModel, type WorkItemModel } from '../../support/work-item';
+import { usesFailPoints } from '../../support/fail-point-lock';
+
+// This file configures the server's one failCommand fail point: no other such file runs meanwhile.
+usesFailPoints();
 
 interface Task {
   title: string;

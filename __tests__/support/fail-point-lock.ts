@@ -1,0 +1,76 @@
+/**
+ * The server has ONE `failCommand` fail point (mongod: src/mongo/db/commands/fail_point_cmd.cpp
+ * configures the named fail point process-wide, and a new `configureFailPoint` replaces its mode
+ * and data). Test files run in parallel Jest workers against one server, so one file's
+ * `configureFailPoint` (or its `mode: 'off'`) would replace another's mid-test; filtering by
+ * appName or namespace only keeps a fail point from hitting other files' commands, not from being
+ * overwritten. Every file that configures a fail point calls `usesFailPoints()` at its top level,
+ * before any other hook: it then runs while no other such file does (a lock directory per server,
+ * shared by the workers of one run; a lock left by a dead process is taken over). The lock is
+ * given back by the test environment's teardown (test-backend/jest-environment.ts), after every
+ * hook of the file.
+ */
+import { createHash } from 'node:crypto';
+import { mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+/** How long a file may wait for the others: several files hold the lock for up to a minute each. */
+const WAIT_MS = 10 * 60_000;
+
+function lockDir(): string {
+  const server = process.env.MONGODB_URI ?? 'no-server';
+  return join(tmpdir(), `mpl-fail-point-lock-${createHash('sha256').update(server).digest('hex').slice(0, 16)}`);
+}
+
+function holderAlive(dir: string): boolean {
+  try {
+    const pid = Number(readFileSync(join(dir, 'pid'), 'utf8'));
+    if (!Number.isInteger(pid) || pid <= 0) return false;
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    // EPERM: the process exists but is not ours. ENOENT: no pid file yet, alive while its holder
+    // may still be writing it (a few seconds). ESRCH and anything else: dead.
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'EPERM') return true;
+    if (code !== 'ENOENT') return false;
+    try {
+      return Date.now() - statSync(dir).mtimeMs < 5_000;
+    } catch {
+      return false;
+    }
+  }
+}
+
+async function acquire(): Promise<void> {
+  const dir = lockDir();
+  const deadline = Date.now() + WAIT_MS;
+  for (;;) {
+    try {
+      mkdirSync(dir); // atomic: exactly one process creates it
+      writeFileSync(join(dir, 'pid'), String(process.pid));
+      return;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+    }
+    if (!holderAlive(dir)) rmSync(dir, { recursive: true, force: true });
+    if (Date.now() > deadline) throw new Error(`waited ${WAIT_MS} ms for the fail-point lock ${dir}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+/** Gives the lock back if this process holds it (called by the test environment's teardown). */
+export function releaseFailPointLock(): void {
+  const dir = lockDir();
+  try {
+    if (Number(readFileSync(join(dir, 'pid'), 'utf8')) === process.pid) rmSync(dir, { recursive: true, force: true });
+  } catch {
+    // not held
+  }
+}
+
+/** Runs this test file while no other file configures a fail point on the same server. */
+export function usesFailPoints(): void {
+  beforeAll(acquire, WAIT_MS + 5_000);
+}
