@@ -31,7 +31,7 @@ export const Codes = {
   NotImplemented: 238,
   InvalidIdField: 53,
   ConflictingUpdateOperators: 40,
-  FailedToSatisfyUpdate: 9,
+  NotSingleValueField: 54,
   QueryFeatureNotAllowed: 224,
 } as const;
 

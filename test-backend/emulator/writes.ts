@@ -182,7 +182,11 @@ export function computeUpdate(old: Document, update: UpdateSpec, opts: { filter?
     next = withIdFirst(clone(update), update._id !== undefined ? update._id : old._id);
     if (next._id === undefined) delete next._id;
   } else {
-    const prepared = Array.isArray(update) ? bindExpression(update, opts.vars) : prepareModifier(old, normalizeModifier(update, opts.vars, opts.inserting), opts.filter, opts.inserting);
+    let normalized = Array.isArray(update) ? undefined : normalizeModifier(update, opts.vars, opts.inserting);
+    let createdId: { value: unknown } | undefined;
+    if (normalized && opts.inserting && old._id === undefined) [normalized, createdId] = takeCreatedId(normalized);
+    if (createdId) return withIdFirst(Object.keys(normalized as Document).length ? computeUpdate(old, normalized as Document, opts) : clone(old), createdId.value);
+    const prepared = Array.isArray(update) ? bindExpression(update, opts.vars) : prepareModifier(old, normalized as Document, opts.filter, opts.inserting);
     if (!Array.isArray(prepared) && Object.keys(prepared).length === 0) return old;
     if (Array.isArray(prepared)) return fastPipelineSet(old, prepared) ?? runPipelineUpdate(old, prepared, opts.vars);
     checkArithmeticTypes(old, prepared);
@@ -199,6 +203,36 @@ export function computeUpdate(old: Document, update: UpdateSpec, opts: { filter?
     if (next._id !== undefined) next = withIdFirst(next, next._id);
   }
   return next;
+}
+
+/**
+ * An upsert whose query seeds no `_id` may create it with `$set` / `$setOnInsert` (SERVER-9958):
+ * UpsertStage::_produceNewDocumentForInsert (src/mongo/db/exec/upsert_stage.cpp) runs the update
+ * over the query-seeded document with `_id` immutable, and ModifierNode::applyToNonexistentElement
+ * (src/mongo/db/update/modifier_node.cpp) refuses a created path only when the immutable path is a
+ * prefix of the path already taken, so creating an absent `_id` is allowed; _ensureIdFieldIsFirst
+ * then puts it first. jstests/core/upsert_and.js: `update({$and: [{c: 1}, {d: 1}]},
+ * {$setOnInsert: {_id: 1}}, upsert)` inserts `{_id: 1, c: 1, d: 1}`. Returns the modifier without
+ * that `_id` and the value. Other ways of creating an `_id` there (`'_id.x'`, `$inc`, an array
+ * value, checked by _assertPathsNotArray with a message not sourced here) are refused.
+ */
+function takeCreatedId(modifier: Document): [Document, { value: unknown } | undefined] {
+  let created: { value: unknown } | undefined;
+  const out: Document = {};
+  for (const [op, spec] of Object.entries(modifier)) {
+    if (!isPlainObject(spec)) {
+      out[op] = spec;
+      continue;
+    }
+    const rest: Document = {};
+    for (const [path, v] of Object.entries(spec)) {
+      if (path !== '_id' && !path.startsWith('_id.')) rest[path] = v;
+      else if (op === '$set' && path === '_id' && !Array.isArray(v) && v !== undefined && !(v instanceof RegExp)) created = { value: v };
+      else throw unsupported(`creating the _id of an upserted document with ${op} of '${path}'${Array.isArray(v) ? ' (an array)' : ''}; only $set or $setOnInsert of a whole non-array _id is implemented`);
+    }
+    if (Object.keys(rest).length) out[op] = rest;
+  }
+  return [out, created];
 }
 
 /** mingo's updater on a copy of `old`. */
@@ -403,7 +437,7 @@ function immutableId(): MongoCommandError {
   return new MongoCommandError(Codes.ImmutableField, "Performing an update on the path '_id' would modify the immutable field '_id'");
 }
 
-function setPath(doc: Document, path: string, value: unknown): void {
+function assignSeedPath(doc: Document, path: string, value: unknown): void {
   const parts = path.split('.');
   let cur = doc;
   for (let i = 0; i < parts.length - 1; i++) {
@@ -413,9 +447,29 @@ function setPath(doc: Document, path: string, value: unknown): void {
   cur[parts[parts.length - 1]] = clone(value);
 }
 
-/** The upsert seed: equality conditions of the filter ($eq and $and of equalities), nothing else. */
+/**
+ * The upsert seed: equality conditions of the filter ($eq and $and of equalities), nothing else.
+ * Two equalities on one path fail as pathsupport's checkEqualityConflicts fails them
+ * (src/mongo/db/update/path_support.cpp): NotSingleValueField, "cannot infer query fields to set,
+ * path '<p>' is matched twice" (jstests/core/upsert_and.js: `{c: 2, $and: [{c: 1}, ...]}` is a
+ * write error). Two equal values on one path, and equalities on a path and its prefix, are refused
+ * instead: whether canonicalization merges the first, and in which order the second meets the
+ * check (which decides the message), was not sourced.
+ */
 export function upsertSeed(filter: Document | undefined): Document {
   const seed: Document = {};
+  const seen = new Map<string, unknown>();
+  const setPath = (path: string, value: unknown): void => {
+    if (seen.has(path)) {
+      if (valuesEqual(seen.get(path), value)) throw unsupported(`an upsert query with two equal equality conditions on '${path}'`);
+      throw new MongoCommandError(Codes.NotSingleValueField, `cannot infer query fields to set, path '${path}' is matched twice`);
+    }
+    for (const other of seen.keys()) {
+      if (other.startsWith(`${path}.`) || path.startsWith(`${other}.`)) throw unsupported(`an upsert query with equality conditions on both '${other}' and '${path}' (mongod answers NotSingleValueField)`);
+    }
+    seen.set(path, value);
+    assignSeedPath(seed, path, value);
+  };
   const walk = (f: Document): void => {
     for (const [k, v] of Object.entries(f)) {
       if (k === '$and' && Array.isArray(v)) {
@@ -425,11 +479,11 @@ export function upsertSeed(filter: Document | undefined): Document {
       if (k.startsWith('$')) continue;
       if (isPlainObject(v) && Object.keys(v).some((x) => x.startsWith('$'))) {
         const keys = Object.keys(v);
-        if (keys.length === 1 && keys[0] === '$eq') setPath(seed, k, v.$eq);
+        if (keys.length === 1 && keys[0] === '$eq') setPath(k, v.$eq);
         continue;
       }
       if (v instanceof RegExp) continue;
-      setPath(seed, k, v);
+      setPath(k, v);
     }
   };
   if (filter) walk(filter);
