@@ -30,6 +30,7 @@ import { takeLockOptions } from './options';
 import { distinctIds } from '../id-key';
 import { containsString, findTargets, idsNamedBy, isCollated, narrowedTo, trustedIds, type SelectionOptions } from './targets';
 import { refuseUnusableSession, runInTransaction } from './transaction';
+import { upsertWithId } from './upsert-id';
 
 type ClientSession = mongo.ClientSession;
 type Document = mongo.Document;
@@ -493,7 +494,7 @@ export class WriteGuard {
    * an earlier operation of the same bulk wrote it was claimed for that earlier operation.
    */
   private bulk(call: Call): Promise<unknown> {
-    const operations = call.args[0] as Record<string, { filter?: Document; collation?: unknown; hint?: unknown; upsert?: boolean; document?: Document }>[];
+    const operations = call.args[0] as Record<string, { filter?: Document; collation?: unknown; hint?: unknown; upsert?: boolean; document?: Document; update?: unknown; replacement?: Document }>[];
     const selection: SelectionOptions = { let: call.options.let };
     return this.inMode(call, async (session, atomic) => {
       const targets: unknown[] = [];
@@ -530,9 +531,21 @@ export class WriteGuard {
         found = await this.withCollatedEquals(call, found, body?.collation, session);
         targets.push(...found);
         before.push(...found);
-        sent.push({ [kind]: { ...body, filter: narrowedTo(opFilter, distinctIds(before), body?.upsert === true) } });
-        // What an upsert without a named _id inserts gets an _id the server generates; later
-        // operations are not narrowed to it, so they do not reach that document (README, Limits).
+        const narrowed = { ...body, filter: narrowedTo(opFilter, distinctIds(before), body?.upsert === true) };
+        // What an ordered bulk's upsert inserts is reached by its later operations once its _id is
+        // known: named by the update or the replacement, or given by the guard (upsert-id.ts).
+        // A pipeline upsert, or a replacement without an _id, still gets it from the server
+        // (README, Limits).
+        if (ordered && body?.upsert === true && call.options.forceServerObjectId !== true) {
+          if (kind === 'updateOne' || kind === 'updateMany') {
+            const withId = upsertWithId(opFilter, body.update);
+            narrowed.update = withId.update;
+            if (withId.insertedId) before.push(withId.insertedId.value);
+          } else if (kind === 'replaceOne' && body.replacement && Object.prototype.hasOwnProperty.call(body.replacement, '_id')) {
+            before.push(body.replacement._id);
+          }
+        }
+        sent.push({ [kind]: narrowed });
       }
       const claimed = await this.check(call, distinctIds(targets), session, atomic);
       const args = this.withFilterAndSession(call, undefined, session);
