@@ -67,6 +67,13 @@ export class CursorRegistry {
     return { cursor, ok: 1 };
   }
 
+  /** Namespaces of the open asynchronous cursors (change streams), for $out's refusal (aggregate-write.ts). */
+  streamNamespaces(): string[] {
+    const out: string[] = [];
+    for (const e of this.cursors.values()) if (!(e.source instanceof ArraySource)) out.push(e.source.ns);
+    return out;
+  }
+
   private register(src: CursorSource): Long {
     const id = Long.fromNumber(this.next++ * 7919 + 1000);
     this.cursors.set(id.toString(), { source: src, lastUsed: Date.now(), busy: false });

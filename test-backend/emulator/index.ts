@@ -27,7 +27,9 @@
  *  - Not implemented (NotImplemented naming the feature): collation; text
  *    search ($text, text indexes); geo ($near, $geoWithin, ..., 2d/2dsphere
  *    indexes); hashed indexes; $where; $jsonSchema and collection validators;
- *    capped, time-series, clustered collections and views; $out, $merge,
+ *    capped, time-series, clustered collections and views; explain of
+ *    $out/$merge, $out/$merge in sub-pipelines, $out into a database a change
+ *    stream watches (aggregate-write.ts implements the rest of $out/$merge);
  *    collection-less aggregate (other than $changeStream); collMod,
  *    renameCollection, bulkWrite (8.0 client bulk write), mapReduce;
  *    showExpandedEvents and pre/post images in change streams; mixed

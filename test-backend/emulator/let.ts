@@ -17,7 +17,8 @@ import { makeAggregator } from './mingo-context';
 import { bindExpression, type SystemVars } from './query';
 import { isPlainObject } from './values';
 
-function checkName(name: string): void {
+/** Variables::validateNameForUserWrite (also used for $merge's `let`). */
+export function checkLetName(name: string): void {
   if (!name) throw new MongoCommandError(16866, 'empty variable names are not allowed');
   const first = name.charCodeAt(0);
   if (!((first >= 97 && first <= 122) || first >= 0x80)) throw new MongoCommandError(16867, `'${name}' starts with an invalid character for a user variable name`);
@@ -32,7 +33,7 @@ export function evaluateLet(spec: unknown, vars: SystemVars): Document | undefin
   if (!isPlainObject(spec)) throw new MongoCommandError(Codes.TypeMismatch, `BSON field 'let' is the wrong type '${Array.isArray(spec) ? 'array' : typeof spec}', expected type 'object'`);
   const names = Object.keys(spec);
   if (!names.length) return undefined;
-  for (const n of names) checkName(n);
+  for (const n of names) checkLetName(n);
   const bound = bindExpression(spec, vars);
   const [out] = makeAggregator([{ $replaceWith: { $literal: {} } }, { $set: bound }]).run([{}]) as Document[];
   return out;

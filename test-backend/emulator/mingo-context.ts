@@ -13,6 +13,7 @@
 import type { Document } from 'bson';
 import type { Aggregator, Context as ContextType, Query } from 'mingo';
 import { compareValues } from './bson-order';
+import { unsupported } from './errors';
 import { numericAccumulatorOps, numericExpressionOps, numericPipelineOps } from './numeric-expressions';
 import { QUERY_OVERRIDES, setElementQueryFactory, setExpressionEvaluator } from './query-operators';
 
@@ -56,10 +57,22 @@ const COMPARISONS = {
   $cmp: comparison('$cmp', (c) => c),
 };
 
+/**
+ * `$out` / `$merge` run only as the last stage of a top-level pipeline (aggregate-write.ts splits
+ * them off before mingo sees the pipeline). mingo's own versions would write into the arrays of a
+ * `$facet`, `$lookup` or `$unionWith` sub-pipeline; mongod refuses them there with errors not
+ * sourced here, so they are refused (NotImplemented).
+ */
+function nestedWriteStage(name: string): () => never {
+  return () => {
+    throw unsupported(`${name} inside a sub-pipeline ($facet, $lookup, $unionWith)`);
+  };
+}
+
 const CONTEXT = Context.init({
   accumulator: numericAccumulatorOps(OPS.accumulator as never) as never,
   expression: { ...numericExpressionOps(OPS.expression as never), ...COMPARISONS } as never,
-  pipeline: numericPipelineOps(OPS.pipeline as never) as never,
+  pipeline: { ...numericPipelineOps(OPS.pipeline as never), $out: nestedWriteStage('$out'), $merge: nestedWriteStage('$merge') } as never,
   projection: OPS.projection as never,
   query: { ...OPS.query, ...QUERY_OVERRIDES } as never,
   window: OPS.window as never,

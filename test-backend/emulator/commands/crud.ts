@@ -9,6 +9,7 @@ import { applyProjection, projectionIsSimple } from '../projection';
 import { deleteStatement, insertOne, sortDocs, updateStatement, waitingForLocks, type UpdateSpec } from '../writes';
 import { isPlainObject, keyOf } from '../values';
 import { ensureColl, getColl } from '../namespaces';
+import { parseWriteStage, runWriteStage } from '../aggregate-write';
 
 function collName(ctx: CommandCtx): string {
   const v = ctx.cmd[ctx.name];
@@ -249,11 +250,11 @@ const distinct: Handler = (ctx) => {
   return { values: [...seen.values()], ok: 1 };
 };
 
-export const UNSUPPORTED_STAGES = new Set(['$out', '$merge', '$changeStreamSplitLargeEvent', '$currentOp', '$listSessions', '$collStats', '$indexStats', '$planCacheStats', '$search', '$geoNear']);
+export const UNSUPPORTED_STAGES = new Set(['$changeStreamSplitLargeEvent', '$currentOp', '$listSessions', '$collStats', '$indexStats', '$planCacheStats', '$search', '$geoNear']);
 
 const aggregate: Handler = async (ctx) => {
   const c = ctx.cmd;
-  const pipeline = c.pipeline as Document[] | undefined;
+  let pipeline = c.pipeline as Document[] | undefined;
   if (!Array.isArray(pipeline)) throw new MongoCommandError(Codes.FailedToParse, "'pipeline' option must be specified as an array");
   if (c.cursor === undefined && !c.explain) throw new MongoCommandError(Codes.FailedToParse, "The 'cursor' option is required, except for aggregate with the explain argument");
   rejectOptions(ctx, ['collation', 'explain']);
@@ -281,6 +282,9 @@ const aggregate: Handler = async (ctx) => {
     if (op && UNSUPPORTED_STAGES.has(op)) throw unsupported(`aggregation stage ${op}`);
     if (op === '$changeStream') throw new MongoCommandError(Codes.Location40324, '$changeStream is only valid as the first stage in a pipeline');
   }
+  // $out / $merge (aggregate-write.ts): validated here, split off, written after the pipeline ran.
+  const write = parseWriteStage(ctx, pipeline);
+  if (write) pipeline = write.body;
   if (typeof collArg !== 'string') throw unsupported('aggregate: 1 (collection-less aggregate) without $changeStream');
   let stages = bindPipeline(pipeline, ctx.vars);
   let docs: Document[];
@@ -306,6 +310,7 @@ const aggregate: Handler = async (ctx) => {
   } catch (e) {
     throw toCommandError(e);
   }
+  if (write) return runWriteStage(ctx, write, out, `${ctx.db}.${collArg}`);
   const cursor = c.cursor as Document | undefined;
   return ctx.state.cursors.fromArray(`${ctx.db}.${collArg}`, out, cursor?.batchSize as number | undefined);
 };

@@ -160,6 +160,8 @@ function explainAggregate(ctx: CommandCtx, inner: Document): Explained {
   for (const stage of pipeline as unknown[]) {
     const op = isPlainObject(stage) ? Object.keys(stage)[0] : undefined;
     if (op === '$changeStream') throw unsupported('explain of a $changeStream aggregation');
+    // Explain of the write stages (aggregate-write.ts) is not implemented: refused, never run.
+    if (op === '$out' || op === '$merge') throw unsupported(`explain of an aggregation with ${op}`);
     if (op && UNSUPPORTED_STAGES.has(op)) throw unsupported(`aggregation stage ${op}`);
   }
   if (typeof coll !== 'string' || !coll) throw unsupported('explain of a collection-less aggregate');
