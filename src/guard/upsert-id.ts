@@ -15,17 +15,30 @@ import { mongo } from 'mongoose';
 
 type Document = mongo.Document;
 
-/** What the guard sends and which `_id` the upsert inserts (undefined: unknown before it runs). */
+/**
+ * What the guard sends, and the `_id` the upsert inserts when that is known before it runs:
+ * `generated` when the guard gave it (a fresh ObjectId, which no document and no lock can have),
+ * otherwise named by the caller's update (which, should the upsert match a document instead, may
+ * be any existing document's `_id`: the guard checks it like a target).
+ */
 export interface UpsertWithId {
   update: unknown;
-  insertedId?: { value: unknown };
+  insertedId?: { value: unknown; generated: boolean };
 }
 
-/** Whether `filter` names `_id` (or a path under it) anywhere, so the query may seed the `_id`. */
+/**
+ * Whether the query may seed the document's `_id`: a top-level condition on `_id` or a path under
+ * it, also inside `$and` / `$or` / `$nor` (canonicalization turns single-child `$or`s and `$in` /
+ * `$all` of one value into equalities, R21). Conditions inside a field's value (`{ items: {
+ * $elemMatch: { _id } } }`, an embedded document with an `_id`) are on other paths and seed none.
+ */
 function mentionsId(filter: unknown): boolean {
-  if (Array.isArray(filter)) return filter.some(mentionsId);
-  if (filter === null || typeof filter !== 'object' || !isPlain(filter)) return false;
-  return Object.entries(filter).some(([k, v]) => k === '_id' || k.startsWith('_id.') || mentionsId(v));
+  if (filter === null || typeof filter !== 'object' || !isPlain(filter)) return true; // not a plain filter: do not touch
+  for (const [k, v] of Object.entries(filter)) {
+    if (k === '_id' || k.startsWith('_id.')) return true;
+    if ((k === '$and' || k === '$or' || k === '$nor') && (!Array.isArray(v) || v.some(mentionsId))) return true;
+  }
+  return false;
 }
 
 function isPlain(v: object): v is Document {
@@ -42,19 +55,25 @@ export function upsertWithId(filter: Document, update: unknown): UpsertWithId {
   if (mentionsId(filter) || update === null || typeof update !== 'object' || Array.isArray(update) || !isPlain(update)) return { update };
   const operators = Object.keys(update);
   if (operators.length === 0 || !operators.every((op) => op.startsWith('$'))) return { update };
-  let named: { value: unknown } | undefined;
+  let named: { value: unknown; generated: boolean } | undefined;
   for (const op of operators) {
     const spec = (update as Document)[op] as unknown;
-    if (spec === null || typeof spec !== 'object' || !isPlain(spec)) continue;
-    for (const path of Object.keys(spec)) {
-      if (path !== '_id' && !path.startsWith('_id.')) continue;
+    // An operator given in another form (a Map the driver serializes, a document with toBSON) is
+    // left as written: the guard cannot read or extend it exactly as the driver would send it.
+    if (spec === null || typeof spec !== 'object' || !isPlain(spec)) return { update };
+    for (const [path, value] of Object.entries(spec)) {
+      const onId = (p: unknown) => p === '_id' || (typeof p === 'string' && p.startsWith('_id.'));
+      // `$rename` writes its target path too (UpdateObjectNode::parseAndMerge): one onto `_id`
+      // would conflict with an added `$setOnInsert._id` (ConflictingUpdateOperators).
+      if (op === '$rename' && onId(value)) return { update };
+      if (!onId(path)) continue;
       // Another operator on `_id`, or a path under it: left as written (the server decides).
       if (path !== '_id' || (op !== '$set' && op !== '$setOnInsert')) return { update };
-      named = { value: (spec as Document)[path] };
+      named = { value, generated: false };
     }
   }
   if (named) return { update, insertedId: named };
   const id = new mongo.ObjectId();
   const setOnInsert = (update as Document).$setOnInsert as Document | undefined;
-  return { update: { ...(update as Document), $setOnInsert: { ...setOnInsert, _id: id } }, insertedId: { value: id } };
+  return { update: { ...(update as Document), $setOnInsert: { ...setOnInsert, _id: id } }, insertedId: { value: id, generated: true } };
 }

@@ -537,13 +537,18 @@ export class WriteGuard {
         // A pipeline upsert, or a replacement without an _id, still gets it from the server
         // (README, Limits).
         if (ordered && body?.upsert === true && call.options.forceServerObjectId !== true) {
+          // An `_id` the caller named is checked like a target: should the upsert match another
+          // document instead of inserting, it may be any existing document's `_id`.
+          let known: { value: unknown; generated: boolean } | undefined;
           if (kind === 'updateOne' || kind === 'updateMany') {
             const withId = upsertWithId(opFilter, body.update);
             narrowed.update = withId.update;
-            if (withId.insertedId) before.push(withId.insertedId.value);
+            known = withId.insertedId;
           } else if (kind === 'replaceOne' && body.replacement && Object.prototype.hasOwnProperty.call(body.replacement, '_id')) {
-            before.push(body.replacement._id);
+            known = { value: body.replacement._id, generated: false };
           }
+          if (known) before.push(known.value);
+          if (known && !known.generated) targets.push(known.value);
         }
         sent.push({ [kind]: narrowed });
       }

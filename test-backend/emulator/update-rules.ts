@@ -56,6 +56,17 @@ function valueAt(doc: Document, parts: string[]): { value: unknown; present: boo
   return { value: cur, present: true };
 }
 
+/** True when `path` leads through documents only and its last field is absent. */
+function renameSourceAbsent(doc: Document, path: string): boolean {
+  let cur: unknown = doc;
+  for (const p of path.split('.')) {
+    if (!isPlainObject(cur)) return false;
+    if (!(p in cur)) return true;
+    cur = cur[p];
+  }
+  return false;
+}
+
 /** Refuses paths mongod answers with PathNotViable (see the module comment). */
 function checkPathViable(doc: Document, path: string): void {
   const parts = path.split('.');
@@ -121,6 +132,10 @@ export function prepareModifier(old: Document, modifier: Document, filter: Docum
         const i = positionalIndex(old, arrayPath, filter);
         if (i !== undefined) path = path.replace(/(^|\.)\$(\.|$)/, `$1${i}$2`);
       }
+      // RenameNode::apply (src/mongo/db/update/rename_node.cpp): a source that does not exist makes
+      // the rename a no-op, whatever its target (`_id` included); only a source path through a
+      // scalar fails (PathNotViable), so that case is left to the general path below.
+      if (op === '$rename' && !path.includes('$') && renameSourceAbsent(old, path)) continue;
       if (CREATING_OPS.has(op) && !path.includes('$')) checkPathViable(old, path);
       if (op === '$push' && !path.includes('$')) {
         const at = valueAt(old, path.split('.'));

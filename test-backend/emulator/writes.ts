@@ -310,7 +310,13 @@ function runPipelineUpdate(old: Document, stages: Document[], vars: SystemVars):
  */
 export function checkPathConflicts(modifier: Document): void {
   const paths: string[] = [];
-  for (const spec of Object.values(modifier)) if (isPlainObject(spec)) paths.push(...Object.keys(spec));
+  for (const [op, spec] of Object.entries(modifier)) {
+    if (!isPlainObject(spec)) continue;
+    // $rename adds a placeholder at its source path, then its RenameNode at the target path
+    // (UpdateObjectNode::parseAndMerge, "Special case: For $rename modifiers, we add two nodes").
+    if (op === '$rename') for (const [from, to] of Object.entries(spec)) paths.push(from, ...(typeof to === 'string' ? [to] : []));
+    else paths.push(...Object.keys(spec));
+  }
   for (let j = 0; j < paths.length; j++) {
     const cur = paths[j];
     const earlier = paths.slice(0, j);
@@ -448,42 +454,65 @@ function assignSeedPath(doc: Document, path: string, value: unknown): void {
 }
 
 /**
- * The upsert seed: equality conditions of the filter ($eq and $and of equalities), nothing else.
- * Two equalities on one path fail as pathsupport's checkEqualityConflicts fails them
- * (src/mongo/db/update/path_support.cpp): NotSingleValueField, "cannot infer query fields to set,
- * path '<p>' is matched twice" (jstests/core/upsert_and.js: `{c: 2, $and: [{c: 1}, ...]}` is a
- * write error). Two equal values on one path, and equalities on a path and its prefix, are refused
- * instead: whether canonicalization merges the first, and in which order the second meets the
- * check (which decides the message), was not sourced.
+ * The upsert seed: the equalities of the canonicalized query, as UpdateDriver::
+ * populateDocumentWithQueryFields collects them (src/mongo/db/update/update_driver.cpp: the query
+ * is canonicalized, then pathsupport's extractEqualityMatches for a modifier or pipeline update
+ * (`_updateType != kReplacement`), or extractFullEqualityMatches of the immutable `_id` for a
+ * replacement;
+ * src/mongo/db/update/path_support.cpp). jstests/core/upsert_fields.js pins the forms:
+ *  - extracted: `{x: v}` (arrays and embedded documents too), `{$eq: v}` (a regex too), `$in` and
+ *    `$all` of one value, the children of `$and`, a `$or` with one child;
+ *  - not extracted: `{x: /re/}`, `$gt`/`$ne`/`$exists`/`$elemMatch`/`$not`, `$in` of several,
+ *    `$or` of several, `$nor`;
+ *  - errors (modifier updates): two equalities on one path (`$all: [1, 2]`, `{$and: [{x: 1},
+ *    {x: 1}]}`): NotSingleValueField 54, "cannot infer query fields to set, path '<p>' is matched
+ *    twice" (checkEqualityConflicts); a replacement ignores every path but `_id`.
+ * Refused rather than guessed: equalities on a path and its prefix (a write error in
+ * upsert_fields.js, but its message depends on the canonical order), `$in: []` and `$all: []`
+ * (which turn the whole query into `$alwaysFalse`), `$all` with `$elemMatch`, and `'_id.<sub>'`
+ * equalities on a replacement (NotExactValueField, message not re-read).
  */
-export function upsertSeed(filter: Document | undefined): Document {
+export function upsertSeed(filter: Document | undefined, replacement = false): Document {
   const seed: Document = {};
-  const seen = new Map<string, unknown>();
-  const setPath = (path: string, value: unknown): void => {
-    if (seen.has(path)) {
-      if (valuesEqual(seen.get(path), value)) throw unsupported(`an upsert query with two equal equality conditions on '${path}'`);
-      throw new MongoCommandError(Codes.NotSingleValueField, `cannot infer query fields to set, path '${path}' is matched twice`);
+  const seen = new Set<string>();
+  const add = (path: string, value: unknown): void => {
+    if (replacement && path !== '_id') {
+      if (path.startsWith('_id.')) throw unsupported(`a replacement upsert whose query has an equality on '${path}' (mongod answers NotExactValueField)`);
+      return;
     }
-    for (const other of seen.keys()) {
+    if (seen.has(path)) throw new MongoCommandError(Codes.NotSingleValueField, `cannot infer query fields to set, path '${path}' is matched twice`);
+    for (const other of seen) {
       if (other.startsWith(`${path}.`) || path.startsWith(`${other}.`)) throw unsupported(`an upsert query with equality conditions on both '${other}' and '${path}' (mongod answers NotSingleValueField)`);
     }
-    seen.set(path, value);
+    seen.add(path);
     assignSeedPath(seed, path, value);
+  };
+  const field = (path: string, cond: unknown): void => {
+    if (cond instanceof RegExp) return;
+    if (!isPlainObject(cond) || !Object.keys(cond).some((k) => k.startsWith('$'))) return add(path, cond);
+    for (const [op, arg] of Object.entries(cond)) {
+      if (op === '$eq') add(path, arg);
+      else if (op === '$in' && Array.isArray(arg)) {
+        if (arg.length === 0) throw unsupported('an upsert query with $in: [] (the query becomes $alwaysFalse)');
+        if (arg.length === 1 && !(arg[0] instanceof RegExp)) add(path, arg[0]);
+      } else if (op === '$all' && Array.isArray(arg)) {
+        if (arg.length === 0) throw unsupported('an upsert query with $all: []');
+        for (const v of arg) {
+          if (v instanceof RegExp) continue;
+          if (isPlainObject(v) && Object.keys(v).some((k) => k.startsWith('$'))) throw unsupported('an upsert query with $all of $elemMatch');
+          add(path, v);
+        }
+      }
+    }
   };
   const walk = (f: Document): void => {
     for (const [k, v] of Object.entries(f)) {
-      if (k === '$and' && Array.isArray(v)) {
+      if ((k === '$and' || (k === '$or' && Array.isArray(v) && v.length === 1)) && Array.isArray(v)) {
         for (const sub of v) if (isPlainObject(sub)) walk(sub);
         continue;
       }
       if (k.startsWith('$')) continue;
-      if (isPlainObject(v) && Object.keys(v).some((x) => x.startsWith('$'))) {
-        const keys = Object.keys(v);
-        if (keys.length === 1 && keys[0] === '$eq') setPath(k, v.$eq);
-        continue;
-      }
-      if (v instanceof RegExp) continue;
-      setPath(k, v);
+      field(k, v);
     }
   };
   if (filter) walk(filter);
@@ -578,7 +607,7 @@ export function updateStatement(
   }
   if (!st.upsert) return { n: 0, nModified: 0, before: null, after: null };
   coll ??= ensureColl(ctx, db, collName);
-  const seed = upsertSeed(filter);
+  const seed = upsertSeed(filter, !Array.isArray(st.u) && !isModifier(st.u));
   let doc = computeUpdate(seed, st.u, { vars: ctx.vars, arrayFilters: st.arrayFilters, inserting: true });
   if (!Array.isArray(st.u) && !isModifier(st.u) && seed._id !== undefined) doc = withIdFirst(doc, doc._id ?? seed._id);
   if (seed._id !== undefined && doc._id !== undefined && !valuesEqual(seed._id, doc._id)) throw immutableId();
