@@ -20,12 +20,15 @@
  * must show the document as it is at read time (or null once deleted).
  *
  * Supported: collection, database (`aggregate: 1`) and whole-cluster (`allChangesForCluster` on
- * admin) streams; insert/update/replace/delete/drop/dropDatabase/invalidate events; fullDocument
- * 'default' | 'updateLookup' | 'whenAvailable' (post-images are never stored, so null);
- * fullDocumentBeforeChange 'off' | 'whenAvailable' (likewise null); resumeAfter, startAfter,
- * startAtOperationTime; the stages mongod allows after $changeStream, run by mingo.
- * Rejected loudly: 'required' images (need changeStreamPreAndPostImages), showExpandedEvents,
- * $changeStreamSplitLargeEvent, unknown options, and stages mongod forbids in a change stream.
+ * admin) streams; insert/update/replace/delete/drop/rename/dropDatabase/invalidate events, and with
+ * showExpandedEvents create/createIndexes/dropIndexes/modify, collectionUUID, operationDescription
+ * and disambiguatedPaths; fullDocument 'default' | 'updateLookup' | 'whenAvailable' | 'required' and
+ * fullDocumentBeforeChange 'off' | 'whenAvailable' | 'required' (images exist for collections with
+ * changeStreamPreAndPostImages); updateDescription from mongod's $v:2 diff (update-description.ts);
+ * resumeAfter, startAfter, startAtOperationTime; the stages mongod allows after $changeStream, run
+ * by mingo.
+ * Rejected loudly: $changeStreamSplitLargeEvent, unknown options, stages mongod forbids in a change
+ * stream, and events whose exact shape is not reproduced (`ChangeEvent.unsupported`).
  */
 import { randomBytes } from 'node:crypto';
 import { calculateObjectSize, Timestamp, type Document } from 'bson';
@@ -522,6 +525,8 @@ export class ChangeStreamCursor implements CursorSource {
     const expanded = this.spec.expanded;
     let op: string = ev.operationType;
     let update: UpdateOutcome | undefined;
+    // A source may give the description itself (`updateDescription`) or the update (`update`).
+    if (op === 'update' && !ev.update && ev.updateDescription) update = { description: ev.updateDescription };
     if (op === 'update' && ev.update) {
       update = describeEventUpdate(ev);
       if (update.unsupported) fail(Code.NotImplemented, `${update.unsupported} is not supported by the mongoose-pessimistic-lock emulator`);

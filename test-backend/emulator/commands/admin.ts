@@ -158,9 +158,10 @@ const dropIndexes: Handler = (ctx) => {
  * (when the index had one) and `expireAfterSeconds_new`, both NumberLong, also when unchanged; an
  * index without a TTL becomes one (5.1+), except `_id` and compound indexes (InvalidOptions). The
  * value is checked by index_key_validate::validateExpireAfterSeconds (kSecondaryTTLIndex): below 0
- * is InvalidOptions. Every other collMod option (validators, views, hidden, unique, capped, pre-
- * and post-images...) answers NotImplemented, as do values whose refusal is not sourced here (not
- * an integer, above the 32-bit range).
+ * is InvalidOptions. `changeStreamPreAndPostImages` and an
+ * empty collMod are handled by collModOptions / preAndPostImagesOption below; every other collMod
+ * option (validators, views, hidden, unique, capped...) answers NotImplemented, as do values whose refusal is not sourced here (not
+ * an integer, above the 32-bit range). `changeStreamPreAndPostImages` is handled too (preAndPostImagesOption).
  */
 const COLLMOD_GENERIC = new Set(['collMod', '$db', 'lsid', 'txnNumber', '$clusterTime', 'writeConcern', '$readPreference', 'comment', 'apiVersion', 'apiStrict', 'apiDeprecationErrors', 'maxTimeMS']);
 
