@@ -122,16 +122,18 @@ export class Storage implements ChangeSource {
    * Registers a collection a transaction created (at its commit); false if another one of the same
    * name appeared meanwhile.
    */
-  adoptCollection(coll: Collection): boolean {
+  adoptCollection(coll: Collection, meta: CommitMeta = {}): boolean {
     let colls = this.dbs.get(coll.db);
     if (!colls) this.dbs.set(coll.db, (colls = new Map()));
     if (colls.has(coll.name)) return false;
     colls.set(coll.name, coll);
     this.sink?.createCollection(coll.db, coll.name, coll.options);
     for (const idx of coll.indexes) this.sink?.createIndex(coll.db, coll.name, idx.spec);
-    this.emitCatalog(collectionEvents.created(coll));
+    // The transaction's applyOps entry holds the create and index builds: their events carry its lsid and txnNumber.
+    const txnFields = { ...(meta.lsid ? { lsid: meta.lsid } : {}), ...(meta.txnNumber !== undefined ? { txnNumber: meta.txnNumber } : {}) };
+    this.emitCatalog({ ...collectionEvents.created(coll), ...txnFields });
     // Indexes built on the (then empty) new collection: one createIndexes entry each.
-    for (const idx of coll.indexes) this.emitCatalog(collectionEvents.indexesCreated(coll, [idx.spec]));
+    for (const idx of coll.indexes) this.emitCatalog({ ...collectionEvents.indexesCreated(coll, [idx.spec]), ...txnFields });
     return true;
   }
 
