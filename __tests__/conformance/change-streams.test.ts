@@ -3,7 +3,8 @@
  * transactions (events only at commit, in order; none for an abort), resuming after a token,
  * and awaitData getMores that wait up to maxAwaitTimeMS instead of spinning.
  *
- * Sources ((*): location or wording recalled, not re-read for this audit): manual "Change Events" (*) (insert/update/replace/delete shapes, updateDescription with
+ * Sources: manual "Change Events" (re-read: https://www.mongodb.com/docs/manual/reference/change-events/update/
+ * and its insert/replace/delete siblings: event shapes, updateDescription with
  * updatedFields/removedFields/truncatedArrays), "Lookup Full Document for Update Operations"
  * (updateLookup returns the current majority-committed version, null if deleted), "Change Streams and
  * transactions" (events at commit, with lsid and txnNumber), "Resume a Change Stream" (resumeAfter /

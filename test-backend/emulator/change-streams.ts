@@ -20,12 +20,15 @@
  * must show the document as it is at read time (or null once deleted).
  *
  * Supported: collection, database (`aggregate: 1`) and whole-cluster (`allChangesForCluster` on
- * admin) streams; insert/update/replace/delete/drop/dropDatabase/invalidate events; fullDocument
- * 'default' | 'updateLookup' | 'whenAvailable' (post-images are never stored, so null);
- * fullDocumentBeforeChange 'off' | 'whenAvailable' (likewise null); resumeAfter, startAfter,
- * startAtOperationTime; the stages mongod allows after $changeStream, run by mingo.
- * Rejected loudly: 'required' images (need changeStreamPreAndPostImages), showExpandedEvents,
- * $changeStreamSplitLargeEvent, unknown options, and stages mongod forbids in a change stream.
+ * admin) streams; insert/update/replace/delete/drop/rename/dropDatabase/invalidate events, and with
+ * showExpandedEvents create/createIndexes/dropIndexes/modify, collectionUUID, operationDescription
+ * and disambiguatedPaths; fullDocument 'default' | 'updateLookup' | 'whenAvailable' | 'required' and
+ * fullDocumentBeforeChange 'off' | 'whenAvailable' | 'required' (images exist for collections with
+ * changeStreamPreAndPostImages); updateDescription from mongod's $v:2 diff (update-description.ts);
+ * resumeAfter, startAfter, startAtOperationTime; the stages mongod allows after $changeStream, run
+ * by mingo.
+ * Rejected loudly: $changeStreamSplitLargeEvent, unknown options, stages mongod forbids in a change
+ * stream, and events whose exact shape is not reproduced (`ChangeEvent.unsupported`).
  */
 import { randomBytes } from 'node:crypto';
 import { calculateObjectSize, Timestamp, type Document } from 'bson';
@@ -33,6 +36,7 @@ import type { Aggregator } from 'mingo';
 import { makeAggregator } from './mingo-context';
 import { MongoCommandError } from './errors';
 import type { ChangeEvent, ChangeSource, ChangeStreamsHook, CursorSource, OpenChangeStreamArgs } from './hooks';
+import { describeUpdate, type UpdateOutcome } from './update-description';
 import { clone, isPlainObject } from './values';
 
 export const DEFAULT_HISTORY_LIMIT = 10_000;
@@ -54,6 +58,7 @@ const Code = {
   ChangeStreamHistoryLost: 286,
   UnknownField: 40415,
   MultipleResumeOptions: 40674,
+  NoMatchingDocument: 47,
 } as const;
 
 const CODE_NAMES: Record<number, string> = {
@@ -68,6 +73,7 @@ const CODE_NAMES: Record<number, string> = {
   260: 'InvalidResumeToken',
   280: 'ChangeStreamFatalError',
   286: 'ChangeStreamHistoryLost',
+  47: 'NoMatchingDocument',
 };
 
 /**
@@ -193,6 +199,8 @@ type Scope = { kind: 'collection'; db: string; coll: string } | { kind: 'databas
 
 interface StreamSpec {
   scope: Scope;
+  /** showExpandedEvents: DDL events, collectionUUID, operationDescription, disambiguatedPaths. */
+  expanded: boolean;
   fullDocument: FullDocumentMode;
   fullDocumentBeforeChange: BeforeChangeMode;
   position: number;
@@ -243,22 +251,36 @@ function parseStages(pipeline: Document[]): Document[] {
   return pipeline;
 }
 
-/** Does this event belong to the stream, and does it end (invalidate) the stream? */
-function classify(scope: Scope, ev: ChangeEvent): { visible: boolean; invalidates: boolean } {
+/** DDL events shown only with showExpandedEvents (manual, "Change Events"; jstests/change_streams/show_expanded_events.js). */
+const EXPANDED_TYPES = new Set<string>(['create', 'createIndexes', 'dropIndexes', 'modify']);
+
+/**
+ * Does this event belong to the stream, and does it end (invalidate) the stream?
+ * change_stream_filter_helpers.cpp: buildOperationFilter (a rename is seen by the streams of its
+ * source and of its target: `o.renameCollection` or `o.to` matches) and buildInvalidationFilter (a
+ * collection stream ends at the drop of its collection, a rename from or to it, its database's drop;
+ * a database stream at its database's drop; a cluster stream never). A view's create comes from
+ * system.views, which only database and cluster streams read (ChangeStreamEventTransformer::getBuilder).
+ */
+function classify(spec: Pick<StreamSpec, 'scope' | 'expanded'>, ev: ChangeEvent): { visible: boolean; invalidates: boolean } {
+  const scope = spec.scope;
   const { db, coll } = ev.ns;
+  const shown = spec.expanded || !EXPANDED_TYPES.has(ev.operationType);
   switch (scope.kind) {
     case 'collection': {
       if (db !== scope.db) return { visible: false, invalidates: false };
       if (ev.operationType === 'dropDatabase') return { visible: false, invalidates: true };
-      const mine = coll === scope.coll;
-      return { visible: mine, invalidates: mine && ev.operationType === 'drop' };
+      if (ev.viewDefinition) return { visible: false, invalidates: false };
+      const renamedOnto = ev.operationType === 'rename' && ev.to?.db === scope.db && ev.to.coll === scope.coll;
+      const mine = coll === scope.coll || renamedOnto;
+      return { visible: mine && shown, invalidates: mine && (ev.operationType === 'drop' || ev.operationType === 'rename') };
     }
     case 'database': {
       if (db !== scope.db || coll?.startsWith('system.')) return { visible: false, invalidates: false };
-      return { visible: true, invalidates: ev.operationType === 'dropDatabase' };
+      return { visible: shown, invalidates: ev.operationType === 'dropDatabase' };
     }
     case 'cluster':
-      return { visible: !INTERNAL_DBS.has(db) && !coll?.startsWith('system.'), invalidates: false };
+      return { visible: shown && !INTERNAL_DBS.has(db) && !coll?.startsWith('system.'), invalidates: false };
   }
 }
 
@@ -341,18 +363,17 @@ export class ChangeStreams implements ChangeStreamsHook {
     if (!isPlainObject(options)) fail(Code.TypeMismatch, "the $changeStream stage specification must be an object, e.g. { $changeStream: {} }");
     const unknown = Object.keys(options).filter((k) => !KNOWN_OPTIONS.has(k));
     if (unknown.length) fail(Code.UnknownField, `BSON field '$changeStream.${unknown[0]}' is an unknown field.`);
-    if (options.showExpandedEvents) fail(Code.NotImplemented, '$changeStream.showExpandedEvents is not supported by the mongoose-pessimistic-lock emulator');
+    const expanded = options.showExpandedEvents;
+    // The IDL's TypeMismatch message for a non-boolean is not sourced here.
+    if (expanded !== undefined && typeof expanded !== 'boolean') fail(Code.NotImplemented, '$changeStream.showExpandedEvents with a non-boolean value is not supported by the mongoose-pessimistic-lock emulator');
     const scope = parseScope(args);
     const fullDocument = enumOption(options, 'fullDocument', FULL_DOCUMENT, 'default');
     const fullDocumentBeforeChange = enumOption(options, 'fullDocumentBeforeChange', FULL_DOCUMENT_BEFORE, 'off');
-    if (fullDocument === 'required' || fullDocumentBeforeChange === 'required') {
-      fail(Code.NotImplemented, "$changeStream with fullDocument or fullDocumentBeforeChange 'required' needs changeStreamPreAndPostImages, which the mongoose-pessimistic-lock emulator does not support");
-    }
     const stages = parseStages(args.pipeline);
 
     const resumeOptions = ['resumeAfter', 'startAfter', 'startAtOperationTime'].filter((k) => options[k] !== undefined);
     if (resumeOptions.length > 1) fail(Code.MultipleResumeOptions, 'Only one type of resume option is allowed, but multiple were found.');
-    const spec: StreamSpec = { scope, fullDocument, fullDocumentBeforeChange, position: this.history.latest, invalidateDue: false, stages };
+    const spec: StreamSpec = { scope, expanded: expanded === true, fullDocument, fullDocumentBeforeChange, position: this.history.latest, invalidateDue: false, stages };
 
     const which = resumeOptions[0];
     if (which === 'startAtOperationTime') {
@@ -378,7 +399,7 @@ export class ChangeStreams implements ChangeStreamsHook {
       // position was consumed before the stream existed (e.g. the collection's earlier drop).
       if (token.kind === 'event') {
         const at = this.history.at(token.position);
-        spec.invalidateDue = at !== undefined && classify(scope, at.ev).invalidates;
+        spec.invalidateDue = at !== undefined && classify(spec, at.ev).invalidates;
       }
     }
     return spec;
@@ -471,7 +492,7 @@ export class ChangeStreamCursor implements CursorSource {
       if (!next) break;
       this.position = next.seq;
       lastReturnedAtPosition = false;
-      const { visible, invalidates } = classify(this.spec.scope, next.ev);
+      const { visible, invalidates } = classify(this.spec, next.ev);
       if (invalidates) this.invalidateDue = true;
       if (!visible) continue;
       if (this.spec.minClusterTime && compareTimestamps(next.ev.clusterTime, this.spec.minClusterTime) < 0) continue;
@@ -491,31 +512,81 @@ export class ChangeStreamCursor implements CursorSource {
     return this.hub.token(this.hub.source.currentClusterTime(), this.position, 'highWaterMark');
   }
 
-  /** The event document, built at read time so that updateLookup sees the current document. */
+  /**
+   * The event document, built at read time so that updateLookup sees the current document. Field
+   * order as ChangeStreamDefaultEventTransformation::applyTransformation (change_stream_event_transform.cpp)
+   * adds them: a rename's `to` first, then _id, operationType, clusterTime, collectionUUID (expanded),
+   * wallTime, fullDocument, ns, documentKey, operationDescription (expanded), updateDescription,
+   * stateBeforeChange; the pre-image stage then appends fullDocumentBeforeChange.
+   */
   private build(r: Recorded): Document {
     const ev = r.ev;
-    const doc: Document = {
-      _id: this.hub.token(ev.clusterTime, r.seq, 'event'),
-      operationType: ev.operationType,
-      clusterTime: ev.clusterTime,
-      wallTime: r.wallTime,
-    };
-    const op = ev.operationType;
-    if (op === 'insert' || op === 'replace') doc.fullDocument = clone(ev.fullDocument ?? null);
-    else if (op === 'update') {
-      if (this.spec.fullDocument === 'updateLookup') {
-        doc.fullDocument = clone(ev.ns.coll ? this.hub.source.lookupDocument(ev.ns.db, ev.ns.coll, ev.documentKey?._id) : null);
-      } else if (this.spec.fullDocument === 'whenAvailable') doc.fullDocument = null; // no post-images are stored
+    if (ev.unsupported) fail(Code.NotImplemented, `${ev.unsupported} is not supported by the mongoose-pessimistic-lock emulator`);
+    const expanded = this.spec.expanded;
+    let op: string = ev.operationType;
+    let update: UpdateOutcome | undefined;
+    // A source may give the description itself (`updateDescription`) or the update (`update`).
+    if (op === 'update' && !ev.update && ev.updateDescription) update = { description: ev.updateDescription };
+    if (op === 'update' && ev.update) {
+      update = describeEventUpdate(ev);
+      if (update.unsupported) fail(Code.NotImplemented, `${update.unsupported} is not supported by the mongoose-pessimistic-lock emulator`);
+      // A pipeline update mongod logs as a replacement is a `replace` event.
+      if (update.replace) op = 'replace';
     }
+    // The pre-image stage runs before the post-image stage (DocumentSourceChangeStream::buildPipeline).
+    const wantsPre = this.spec.fullDocumentBeforeChange !== 'off' && (op === 'update' || op === 'replace' || op === 'delete');
+    const before = wantsPre ? this.preImage(ev, op) : undefined;
+    const doc: Document = {};
+    if (op === 'rename' && ev.to) doc.to = { ...ev.to };
+    doc._id = this.hub.token(ev.clusterTime, r.seq, 'event');
+    doc.operationType = op;
+    doc.clusterTime = ev.clusterTime;
+    if (expanded && ev.collectionUUID && !ev.viewDefinition) doc.collectionUUID = ev.collectionUUID;
+    doc.wallTime = r.wallTime;
+    if (op === 'insert') doc.fullDocument = clone(ev.fullDocument ?? null);
+    else if (op === 'replace') doc.fullDocument = clone(ev.fullDocument ?? ev.update?.after ?? null);
+    else if (op === 'update') doc.fullDocument = this.postImage(ev, op);
     doc.ns = ev.ns.coll === undefined ? { db: ev.ns.db } : { db: ev.ns.db, coll: ev.ns.coll };
     if (ev.documentKey) doc.documentKey = clone(ev.documentKey);
-    if (op === 'update' && ev.updateDescription) doc.updateDescription = clone(ev.updateDescription);
-    if (this.spec.fullDocumentBeforeChange === 'whenAvailable' && (op === 'update' || op === 'replace' || op === 'delete')) {
-      doc.fullDocumentBeforeChange = null; // no pre-images are stored
+    if (expanded && ev.operationDescription) doc.operationDescription = clone(ev.operationDescription);
+    if (op === 'update' && update?.description) {
+      const d = update.description;
+      doc.updateDescription = { updatedFields: clone(d.updatedFields), removedFields: [...d.removedFields], truncatedArrays: clone(d.truncatedArrays) };
+      // disambiguatedPaths is reported with showExpandedEvents only (6.1+).
+      if (expanded) doc.updateDescription.disambiguatedPaths = clone(d.disambiguatedPaths ?? {});
     }
+    if (ev.stateBeforeChange) doc.stateBeforeChange = clone(ev.stateBeforeChange);
+    if (before !== undefined) doc.fullDocumentBeforeChange = before;
+    if (doc.fullDocument === undefined) delete doc.fullDocument;
     if (ev.lsid) doc.lsid = clone(ev.lsid);
     if (ev.txnNumber !== undefined) doc.txnNumber = ev.txnNumber;
     return doc;
+  }
+
+  /**
+   * fullDocument of an update event. updateLookup reads the document now; whenAvailable / required
+   * use the recorded post-image (DocumentSourceChangeStreamAddPostImage::generatePostImage applies the
+   * update to the pre-image, which exists only with changeStreamPreAndPostImages); 'required' without
+   * one fails NoMatchingDocument (document_source_change_stream_add_post_image.cpp, doGetNext).
+   */
+  private postImage(ev: ChangeEvent, op: string): Document | null | undefined {
+    const mode = this.spec.fullDocument;
+    if (mode === 'updateLookup') return clone(ev.ns.coll ? this.hub.source.lookupDocument(ev.ns.db, ev.ns.coll, ev.documentKey?._id) : null);
+    if (mode === 'default') return undefined;
+    if (ev.postImage) return clone(ev.postImage);
+    if (mode === 'required') {
+      fail(Code.NoMatchingDocument, `Change stream was configured to require a post-image for all update events, but the post-image was not found for event: ${imageErrorContext(ev, op)}`);
+    }
+    return null;
+  }
+
+  /** fullDocumentBeforeChange (document_source_change_stream_add_pre_image.cpp, doGetNext). */
+  private preImage(ev: ChangeEvent, op: string): Document | null {
+    if (ev.preImage) return clone(ev.preImage);
+    if (this.spec.fullDocumentBeforeChange === 'required') {
+      fail(Code.NoMatchingDocument, `Change stream was configured to require a pre-image for all update, delete and replace events, but the pre-image was not found for event: ${imageErrorContext(ev, op)}`);
+    }
+    return null;
   }
 
   /** Runs the user's stages (mingo); null when they filter the event out. */
@@ -533,6 +604,31 @@ export class ChangeStreamCursor implements CursorSource {
     }
     return result;
   }
+}
+
+/** The update event's description, computed once per event (only streams that read it pay for it). */
+const describedUpdates = new WeakMap<ChangeEvent, UpdateOutcome>();
+function describeEventUpdate(ev: ChangeEvent): UpdateOutcome {
+  let out = describedUpdates.get(ev);
+  if (!out) {
+    const u = ev.update!;
+    out = describeUpdate(u.before, u.after, u.source);
+    describedUpdates.set(ev, out);
+  }
+  return out;
+}
+
+/**
+ * DocumentSourceChangeStreamAddPreImage::makePreImageNotFoundErrorMsg: Document::toString() of
+ * { operationType, ns, clusterTime, txnNumber } (missing fields skipped; strings quoted; a
+ * Timestamp as Timestamp(t, i)).
+ */
+function imageErrorContext(ev: ChangeEvent, op: string): string {
+  const ns = ev.ns;
+  const nsText = ns.coll === undefined ? `{db: "${ns.db}"}` : `{db: "${ns.db}", coll: "${ns.coll}"}`;
+  const parts = [`operationType: "${op}"`, `ns: ${nsText}`, `clusterTime: Timestamp(${ev.clusterTime.t}, ${ev.clusterTime.i})`];
+  if (ev.txnNumber !== undefined) parts.push(`txnNumber: ${String(ev.txnNumber)}`);
+  return `{${parts.join(', ')}}`;
 }
 
 export function createChangeStreams(source: ChangeSource, opts: { historyLimit?: number } = {}): ChangeStreams {

@@ -36,14 +36,49 @@ export interface FailPointsHook {
 
 /** A committed change, emitted synchronously in commit order on `storage.changes`. */
 export interface ChangeEvent {
-  operationType: 'insert' | 'update' | 'replace' | 'delete' | 'drop' | 'dropDatabase' | 'invalidate';
+  operationType: 'insert' | 'update' | 'replace' | 'delete' | 'drop' | 'dropDatabase' | 'invalidate' | 'rename' | ExpandedOperationType;
   ns: { db: string; coll?: string };
   documentKey?: { _id: unknown };
   fullDocument?: Document;
-  updateDescription?: { updatedFields: Document; removedFields: string[]; truncatedArrays: Document[] };
+  updateDescription?: UpdateDescription;
   clusterTime: Timestamp;
   txnNumber?: unknown;
   lsid?: Document;
+  // integration: change-stream events (change-stream-events.ts) — the fields below are set by the
+  // storage only where mongod's oplog entry carries them (change_stream_event_transform.cpp).
+  /** The collection's UUID (every event but dropDatabase/invalidate); shown with showExpandedEvents. */
+  collectionUUID?: import('bson').UUID;
+  /** rename: the target namespace (top-level `to`, and `operationDescription.to`). */
+  to?: { db: string; coll: string };
+  /** DDL events: mongod's `operationDescription` (shown with showExpandedEvents only). */
+  operationDescription?: Document;
+  /** modify: `stateBeforeChange` ({ collectionOptions, indexOptions? }). */
+  stateBeforeChange?: Document;
+  /** A view's create (an insert into system.views): seen by database and cluster streams only. */
+  viewDefinition?: boolean;
+  /**
+   * update/replace/delete on a collection with changeStreamPreAndPostImages enabled: the document
+   * before the write (mongod's config.system.preimages entry). Absent: no pre-image was recorded.
+   */
+  preImage?: Document;
+  /** update on such a collection: the document after the write (mongod computes it from the pre-image). */
+  postImage?: Document;
+  /** update: what the event's updateDescription is computed from, when a stream reads it. */
+  update?: { before: Document; after: Document; source?: import('./update-description').UpdateSource };
+  /** The event's shape is not reproduced here: a stream that would return it refuses (NotImplemented). */
+  unsupported?: string;
+}
+
+/** DDL events a change stream shows only with `showExpandedEvents` (manual, "Change Events"). */
+export type ExpandedOperationType = 'create' | 'createIndexes' | 'dropIndexes' | 'modify';
+
+/** updateDescription as mongod builds it from the $v:2 diff (change_stream_document_diff_parser.cpp). */
+export interface UpdateDescription {
+  updatedFields: Document;
+  removedFields: string[];
+  truncatedArrays: Document[];
+  /** Paths whose dotted form is ambiguous (numeric or dotted field names), as arrays of parts. */
+  disambiguatedPaths?: Document;
 }
 
 /** The subset of storage the change-stream module needs. */

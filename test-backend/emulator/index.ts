@@ -30,14 +30,16 @@
  *    capped, time-series, clustered collections and views; explain of
  *    $out/$merge, $out/$merge in sub-pipelines, $out into a database a change
  *    stream watches (aggregate-write.ts implements the rest of $out/$merge);
- *    collection-less aggregate (other than $changeStream); collMod,
- *    renameCollection, bulkWrite (8.0 client bulk write), mapReduce;
- *    showExpandedEvents and pre/post images in change streams; mixed
+ *    collection-less aggregate (other than $changeStream); collMod options
+ *    other than an index's TTL and changeStreamPreAndPostImages;
+ *    renameCollection across databases; bulkWrite (8.0 client bulk write),
+ *    mapReduce; change events whose exact shape is not sourced; mixed
  *    inclusion/exclusion projections; updates that mongod answers with
  *    PathNotViable; sorting on a field holding an empty array; hinting a
  *    partial index; TTL options on _id, compound keys or out of range.
- *  - Partially: change-stream updateDescription.truncatedArrays is always
- *    empty and disambiguatedPaths absent; the errmsg of a hint naming no index
+ *  - Partially: change-stream updateDescription follows mongod's $v:2 diff
+ *    for pipeline updates and plain-path $set/$unset/$inc/$mul/$min/$max/
+ *    $currentDate, other modifiers report arrays whole; the errmsg of a hint naming no index
  *    carries only mongod's key phrase, not the planner's description; the
  *    failGetMoreAfterCursorCheckout errmsg is the emulator's own;
  *    onPrimaryTransactionalWrite acts per command, not per document write;

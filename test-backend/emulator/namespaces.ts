@@ -8,6 +8,7 @@
  * collection lives on the transaction (`txn.pendingCollections`) and is registered with the storage
  * at commit (TransactionManager.commit).
  */
+import type { Document } from 'bson';
 import { Collection } from './storage/collection';
 import { validateNamespace, type Storage } from './storage/engine';
 import type { Transaction } from './transactions';
@@ -24,12 +25,12 @@ export function getColl(ctx: NamespaceCtx, db: string, name: string): Collection
 }
 
 /** The collection, created if missing: committed at once outside transactions, pending inside. */
-export function ensureColl(ctx: NamespaceCtx, db: string, name: string): Collection {
+export function ensureColl(ctx: NamespaceCtx, db: string, name: string, options: Document = {}): Collection {
   const existing = getColl(ctx, db, name);
   if (existing) return existing;
-  if (!ctx.txn) return ctx.storage.ensureCollection(db, name);
+  if (!ctx.txn) return ctx.storage.ensureCollection(db, name, options);
   validateNamespace(db, name);
-  const coll = new Collection(db, name, {});
+  const coll = new Collection(db, name, options);
   ctx.txn.pendingCollections.set(coll.ns, coll);
   return coll;
 }

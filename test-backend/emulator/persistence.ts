@@ -71,6 +71,19 @@ export class Persistence implements WriteSink {
         if (idx) idx.spec.expireAfterSeconds = spec.expireAfterSeconds;
         break;
       }
+      case 'rename': {
+        const c = s.getCollection(r.db as string, r.coll as string);
+        if (c) s.renameCollection(c, r.to as string, s.getCollection(r.db as string, r.to as string));
+        break;
+      }
+      case 'collOptions': {
+        const c = s.getCollection(r.db as string, r.coll as string);
+        if (c) {
+          for (const k of Object.keys(c.options)) delete c.options[k];
+          Object.assign(c.options, r.options as Document);
+        }
+        break;
+      }
       case 'dropIndex':
         s.getCollection(r.db as string, r.coll as string)?.dropIndex(r.name as string);
         break;
@@ -156,6 +169,12 @@ export class Persistence implements WriteSink {
   }
   updateIndex(db: string, coll: string, spec: IndexSpec): void {
     this.append({ op: 'indexSpec', db, coll, spec });
+  }
+  renameCollection(db: string, coll: string, to: string): void {
+    this.append({ op: 'rename', db, coll, to });
+  }
+  updateCollectionOptions(db: string, coll: string, options: Document): void {
+    this.append({ op: 'collOptions', db, coll, options });
   }
 
   close(): void {

@@ -127,7 +127,7 @@ export class TransactionManager {
       throw writeConflict();
     }
     for (const coll of txn.pendingCollections.values()) {
-      if (!this.storage.adoptCollection(coll)) {
+      if (!this.storage.adoptCollection(coll, { txnNumber: Long.fromNumber(txn.txnNumber), lsid: txn.lsid })) {
         // Created outside while the transaction ran: mongod's catalog write conflicts the same way.
         this.abort(txn, `collection ${coll.ns} was created outside the transaction`);
         throw writeConflict();

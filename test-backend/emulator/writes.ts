@@ -21,6 +21,7 @@ import type { Collection } from './storage/collection';
 import { WaitForLock, type DocWrite, type Storage, type WriteKind } from './storage/engine';
 import type { Transaction, TransactionManager } from './transactions';
 import { clone, isPlainObject, keyOf, typedKeyOf, valuesEqual } from './values';
+import type { UpdateSource } from './update-description';
 
 export interface ExecCtx {
   storage: Storage;
@@ -587,12 +588,14 @@ export function updateStatement(
     let first: { before: Document; after: Document } | undefined;
     const writes: DocWrite[] = [];
     const kind: WriteKind = !Array.isArray(st.u) && !isModifier(st.u) ? 'replace' : 'update';
+    // The change event's updateDescription depends on the kind of update (update-description.ts).
+    const source: UpdateSource | undefined = Array.isArray(st.u) ? { kind: 'pipeline' } : kind === 'update' ? { kind: 'modifier', spec: st.u as Document } : undefined;
     for (const [key, old] of matches) {
       const next = computeUpdate(old, st.u, { filter, arrayFilters: st.arrayFilters, vars: ctx.vars, inserting: false });
       first ??= { before: old, after: next };
       if (next === old || typedKeyOf(next) === typedKeyOf(old)) continue;
       checkUpdatedSize(next);
-      writes.push({ coll, key, before: old, after: next, kind });
+      writes.push({ coll, key, before: old, after: next, kind, source });
     }
     // Wait before the first write, so a multi-update never half-applies and then re-runs.
     if (!ctx.txn && ctx.storage.locks.size > 0) {

@@ -5,6 +5,7 @@ import type { CommandCtx, Handler } from '../context';
 import { Codes, MongoCommandError, toCommandError, unsupported } from '../errors';
 import { formatValue, isPlainObject, keyOf } from '../values';
 import { ensureColl, getColl } from '../namespaces';
+import { validateNamespace } from '../storage/engine';
 import { numericValue } from '../indexes';
 
 function nsNotFound(ctx: CommandCtx, name: string): MongoCommandError {
@@ -22,12 +23,32 @@ const CREATE_OPTIONS = new Set(['create', '$db', 'lsid', 'txnNumber', 'autocommi
 const create: Handler = (ctx) => {
   noTxn(ctx);
   const name = ctx.cmd.create as string;
-  for (const k of Object.keys(ctx.cmd)) if (!CREATE_OPTIONS.has(k)) throw unsupported(`create option '${k}'`);
+  for (const k of Object.keys(ctx.cmd)) if (!CREATE_OPTIONS.has(k) && k !== 'changeStreamPreAndPostImages') throw unsupported(`create option '${k}'`);
+  const prePost = preAndPostImagesOption(ctx, 'create');
   if (getColl(ctx.exec, ctx.db, name)) throw new MongoCommandError(Codes.NamespaceExists, `Collection ${ctx.db}.${name} already exists.`);
   // Inside a transaction the new collection stays invisible outside until commit (namespaces.ts).
-  ensureColl(ctx.exec, ctx.db, name);
+  ensureColl(ctx.exec, ctx.db, name, prePost ? { changeStreamPreAndPostImages: { enabled: true } } : {});
   return { ok: 1 };
 };
+
+/**
+ * `changeStreamPreAndPostImages: { enabled: <bool> }` of create and collMod (manual, "create" and
+ * "collMod"; jstests/core/write/write_change_stream_pit_preimage*.js,
+ * jstests/noPassthrough/change_stream_pre_and_post_images_options.js). The option is listed only
+ * while enabled (CollectionOptions::appendBSON). Returns the requested state, undefined if absent.
+ * Refused (NotImplemented): malformed values, and the internal databases and views, which mongod
+ * refuses with InvalidOptions and a message not sourced here.
+ */
+function preAndPostImagesOption(ctx: CommandCtx, command: string): boolean | undefined {
+  const v = ctx.cmd.changeStreamPreAndPostImages;
+  if (v === undefined) return undefined;
+  if (!isPlainObject(v) || Object.keys(v).length !== 1 || typeof v.enabled !== 'boolean') {
+    throw unsupported(`${command} with changeStreamPreAndPostImages other than { enabled: <bool> } (mongod's errors are not sourced here)`);
+  }
+  if (v.enabled && ['admin', 'local', 'config'].includes(ctx.db)) throw unsupported(`changeStreamPreAndPostImages on the ${ctx.db} database (mongod refuses it with InvalidOptions)`);
+  if (v.enabled && ctx.cmd.viewOn !== undefined) throw unsupported('changeStreamPreAndPostImages on a view (mongod refuses it with InvalidOptions)');
+  return v.enabled;
+}
 
 const drop: Handler = (ctx) => {
   noTxn(ctx);
@@ -87,8 +108,11 @@ const createIndexes: Handler = (ctx) => {
   }
   const coll = ensureColl(ctx.exec, ctx.db, name);
   const before = coll.allSpecs().length;
+  const wasEmpty = coll.docs.size === 0;
   let created = 0;
   for (const s of specs) if (storage.createIndex(coll, s, { dryRun: false, pending: !!ctx.txn && !committed }) === 'created') created++;
+  // The change event(s); a transaction's new collection reports its indexes when it commits.
+  if (created && !(ctx.txn && !committed)) storage.recordIndexesCreated(coll, coll.indexes.slice(before - 1).map((i) => i.spec), wasEmpty);
   const reply: Document = { numIndexesBefore: before, numIndexesAfter: coll.allSpecs().length, createdCollectionAutomatically: !existed, ok: 1 };
   if (!created) reply.note = 'all indexes already exist';
   return reply;
@@ -134,9 +158,10 @@ const dropIndexes: Handler = (ctx) => {
  * (when the index had one) and `expireAfterSeconds_new`, both NumberLong, also when unchanged; an
  * index without a TTL becomes one (5.1+), except `_id` and compound indexes (InvalidOptions). The
  * value is checked by index_key_validate::validateExpireAfterSeconds (kSecondaryTTLIndex): below 0
- * is InvalidOptions. Every other collMod option (validators, views, hidden, unique, capped, pre-
- * and post-images...) answers NotImplemented, as do values whose refusal is not sourced here (not
- * an integer, above the 32-bit range).
+ * is InvalidOptions. `changeStreamPreAndPostImages` and an
+ * empty collMod are handled by collModOptions / preAndPostImagesOption below; every other collMod
+ * option (validators, views, hidden, unique, capped...) answers NotImplemented, as do values whose refusal is not sourced here (not
+ * an integer, above the 32-bit range). `changeStreamPreAndPostImages` is handled too (preAndPostImagesOption).
  */
 const COLLMOD_GENERIC = new Set(['collMod', '$db', 'lsid', 'txnNumber', '$clusterTime', 'writeConcern', '$readPreference', 'comment', 'apiVersion', 'apiStrict', 'apiDeprecationErrors', 'maxTimeMS']);
 
@@ -144,9 +169,9 @@ const collMod: Handler = (ctx) => {
   noTxn(ctx);
   const name = ctx.cmd.collMod;
   if (typeof name !== 'string') throw unsupported('collMod with a non-string collection name');
-  for (const k of Object.keys(ctx.cmd)) if (!COLLMOD_GENERIC.has(k) && k !== 'index') throw unsupported(`the collMod option '${k}'`);
+  for (const k of Object.keys(ctx.cmd)) if (!COLLMOD_GENERIC.has(k) && k !== 'index' && k !== 'changeStreamPreAndPostImages') throw unsupported(`the collMod option '${k}'`);
   const index = ctx.cmd.index as Document | undefined;
-  if (index === undefined) throw unsupported('collMod without an index modification');
+  if (index === undefined) return collModOptions(ctx, name);
   if (!isPlainObject(index)) throw unsupported('collMod with a non-document index option');
   for (const k of Object.keys(index)) if (!['name', 'keyPattern', 'expireAfterSeconds'].includes(k)) throw unsupported(`the collMod index option '${k}'`);
   const coll = ctx.state.storage.getCollection(ctx.db, name);
@@ -176,12 +201,97 @@ const collMod: Handler = (ctx) => {
     if (Object.keys(spec.key as Document).length !== 1) throw new MongoCommandError(Codes.InvalidOptions, 'TTL indexes are single-field indexes, compound indexes do not support TTL');
   }
   const idx = coll.findIndex(spec.name as string)!;
+  const prePost = preAndPostImagesOption(ctx, 'collMod');
   ctx.state.storage.setIndexExpiry(coll, idx.name, secs);
+  // The `modify` event: makeCollModCmdObj names the index and gives expireAfterSeconds as a long;
+  // indexOptions_old holds the index's former expireAfterSeconds, if it had one (op_observer_impl.cpp).
+  const description = collModDescription(ctx, { name: idx.name, expireAfterSeconds: Long.fromNumber(secs) });
+  ctx.state.storage.modifyCollection(coll, { options: withPrePost(coll.options, prePost), description, indexOptionsBefore: old === undefined ? {} : { expireAfterSeconds: Long.fromNumber(old) } });
   const reply: Document = {};
   if (old !== undefined) reply.expireAfterSeconds_old = Long.fromNumber(old);
   reply.expireAfterSeconds_new = Long.fromNumber(secs);
   reply.ok = 1;
   return reply;
+};
+
+/**
+ * collMod without an index modification: `changeStreamPreAndPostImages`, or nothing at all (mongod
+ * still logs the collMod, so a stream with showExpandedEvents sees a `modify` event: change streams
+ * spec test change-streams-showExpandedEvents.json "modify events are reported"). Reply `{ ok: 1 }`.
+ */
+function collModOptions(ctx: CommandCtx, name: string): Document {
+  const coll = ctx.state.storage.getCollection(ctx.db, name);
+  if (!coll) throw new MongoCommandError(Codes.NamespaceNotFound, 'ns does not exist');
+  const prePost = preAndPostImagesOption(ctx, 'collMod');
+  ctx.state.storage.modifyCollection(coll, { options: withPrePost(coll.options, prePost), description: collModDescription(ctx) });
+  return { ok: 1 };
+}
+
+/** The collection options after a collMod's changeStreamPreAndPostImages (undefined: unchanged). */
+function withPrePost(options: Document, enabled: boolean | undefined): Document | undefined {
+  if (enabled === undefined) return undefined;
+  const next: Document = { ...options };
+  if (enabled) next.changeStreamPreAndPostImages = { enabled: true };
+  else delete next.changeStreamPreAndPostImages;
+  return next;
+}
+
+/** The collMod oplog entry's `o` without `collMod` and the generic arguments (parseCollModRequest). */
+function collModDescription(ctx: CommandCtx, index?: Document): Document {
+  const out: Document = {};
+  for (const [k, v] of Object.entries(ctx.cmd)) {
+    if (k === 'collMod' || COLLMOD_GENERIC.has(k)) continue;
+    out[k] = k === 'index' && index ? index : v;
+  }
+  return out;
+}
+
+/**
+ * renameCollection (admin command; manual "renameCollection"), same-database renames:
+ * RenameCollectionCommand::typedRun (src/mongo/db/commands/rename_collection_cmd.cpp) and
+ * validateNamespacesForRenameCollection / checkSourceAndTargetNamespaces / renameCollectionWithinDB
+ * (src/mongo/db/catalog/rename_collection.cpp). The collection keeps its documents, indexes and UUID;
+ * with `dropTarget` an existing target is dropped as part of the rename (one oplog entry, one
+ * `rename` change event carrying `operationDescription.dropTarget`, the dropped collection's UUID).
+ * Refused (NotImplemented): renames across databases (mongod copies into a temporary collection,
+ * with change events of its own), system collections, `dropTarget` given as a UUID, `stayTemp`,
+ * `collectionUUID`, and collections a running transaction has written.
+ */
+const RENAME_OPTIONS = new Set(['renameCollection', 'to', 'dropTarget', ...COLLMOD_GENERIC]);
+
+function splitNamespace(ns: unknown, which: string): [string, string] {
+  if (typeof ns !== 'string') throw unsupported(`renameCollection with a non-string ${which} namespace`);
+  const dot = ns.indexOf('.');
+  if (dot <= 0 || dot === ns.length - 1) throw unsupported(`renameCollection with the ${which} namespace '${ns}' (mongod's parse error is not sourced here)`);
+  return [ns.slice(0, dot), ns.slice(dot + 1)];
+}
+
+const renameCollection: Handler = (ctx) => {
+  noTxn(ctx);
+  // Command::adminOnly, checked when the command is dispatched (service_entry_point_common.cpp).
+  if (ctx.db !== 'admin') throw new MongoCommandError(Codes.Unauthorized, 'renameCollection may only be run against the admin database.');
+  for (const k of Object.keys(ctx.cmd)) if (!RENAME_OPTIONS.has(k)) throw unsupported(`the renameCollection option '${k}'`);
+  const dropTargetOpt = ctx.cmd.dropTarget;
+  if (dropTargetOpt !== undefined && typeof dropTargetOpt !== 'boolean') throw unsupported('renameCollection with dropTarget other than a boolean');
+  const [fromDb, fromName] = splitNamespace(ctx.cmd.renameCollection, 'source');
+  const [toDb, toName] = splitNamespace(ctx.cmd.to, 'target');
+  const source = `${fromDb}.${fromName}`;
+  const target = `${toDb}.${toName}`;
+  if (source === target) throw new MongoCommandError(Codes.IllegalOperation, "Can't rename a collection to itself");
+  if (fromDb !== toDb) throw unsupported('renameCollection across databases');
+  if (fromName.startsWith('system.') || toName.startsWith('system.')) throw unsupported('renameCollection of or to a system collection');
+  validateNamespace(toDb, toName);
+  const storage = ctx.state.storage;
+  if (!storage.databaseNames().includes(fromDb)) throw new MongoCommandError(Codes.NamespaceNotFound, `Database ${fromDb} does not exist or is drop pending`);
+  const coll = storage.getCollection(fromDb, fromName);
+  if (!coll) throw new MongoCommandError(Codes.NamespaceNotFound, `Source collection ${source} does not exist`);
+  const existing = storage.getCollection(toDb, toName);
+  if (existing && !dropTargetOpt) throw new MongoCommandError(Codes.NamespaceExists, 'target namespace exists');
+  for (const c of [coll, existing]) {
+    if (c && [...storage.locks.keys()].some((k) => k.startsWith(`${c.ns}\0`))) throw unsupported('renameCollection of a collection a running transaction has written (mongod waits for its locks)');
+  }
+  storage.renameCollection(coll, toName, existing);
+  return { ok: 1 };
 };
 
 /** Commands mongod has that the emulator does not implement: NotImplemented, not CommandNotFound. */
@@ -191,7 +301,7 @@ const notImplemented = (what: string): Handler => () => {
 
 export const adminCommands: Record<string, Handler> = {
   collMod,
-  renameCollection: notImplemented('the renameCollection command'),
+  renameCollection,
   bulkWrite: notImplemented('the bulkWrite command (client-level bulk write, 8.0+)'),
   mapReduce: notImplemented('the mapReduce command'),
   compact: notImplemented('the compact command'),

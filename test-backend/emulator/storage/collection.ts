@@ -27,9 +27,18 @@ export class Collection {
 
   constructor(
     readonly db: string,
-    readonly name: string,
+    private _name: string,
     readonly options: Document = {},
   ) {}
+
+  get name(): string {
+    return this._name;
+  }
+
+  /** renameCollection within the database: same documents, indexes and UUID (Storage.renameCollection). */
+  rename(to: string): void {
+    this._name = to;
+  }
 
   get ns(): string {
     return `${this.db}.${this.name}`;

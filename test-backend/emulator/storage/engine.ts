@@ -11,8 +11,10 @@ import { Timestamp, type Document } from 'bson';
 import type { ChangeEvent, ChangeSource } from '../hooks';
 import { Codes, MongoCommandError } from '../errors';
 import { compareIndexOptions, normalizeSpec, type IndexSpec } from '../indexes';
-import { clone, formatValue, isPlainObject, keyOf, typedKeyOf } from '../values';
+import { formatValue, keyOf } from '../values';
 import { Collection } from './collection';
+import type { UpdateSource } from '../update-description';
+import { collectionEvents } from './catalog-events';
 
 export type WriteKind = 'insert' | 'update' | 'replace' | 'delete';
 
@@ -23,6 +25,8 @@ export interface DocWrite {
   before: Document | null;
   after: Document | null;
   kind: WriteKind;
+  /** update: a pipeline or a modifier document (the change event's updateDescription depends on it). */
+  source?: UpdateSource;
 }
 
 /** Persistence sink (the journal); all calls are synchronous so a reply always follows durable data. */
@@ -35,6 +39,10 @@ export interface WriteSink {
   dropIndex(db: string, name: string, indexName: string): void;
   /** An index's options changed (collMod). */
   updateIndex(db: string, name: string, spec: IndexSpec): void;
+  /** renameCollection within a database (the target, if any, was dropped first). */
+  renameCollection(db: string, from: string, to: string): void;
+  /** The collection's options changed (collMod). */
+  updateCollectionOptions(db: string, name: string, options: Document): void;
 }
 
 /** What a lock holder (a transaction) must offer to a waiting writer. */
@@ -105,6 +113,7 @@ export class Storage implements ChangeSource {
       c = new Collection(db, name, options);
       colls.set(name, c);
       this.sink?.createCollection(db, name, options);
+      this.emitCatalog(collectionEvents.created(c));
     }
     return c;
   }
@@ -113,13 +122,18 @@ export class Storage implements ChangeSource {
    * Registers a collection a transaction created (at its commit); false if another one of the same
    * name appeared meanwhile.
    */
-  adoptCollection(coll: Collection): boolean {
+  adoptCollection(coll: Collection, meta: CommitMeta = {}): boolean {
     let colls = this.dbs.get(coll.db);
     if (!colls) this.dbs.set(coll.db, (colls = new Map()));
     if (colls.has(coll.name)) return false;
     colls.set(coll.name, coll);
     this.sink?.createCollection(coll.db, coll.name, coll.options);
     for (const idx of coll.indexes) this.sink?.createIndex(coll.db, coll.name, idx.spec);
+    // The transaction's applyOps entry holds the create and index builds: their events carry its lsid and txnNumber.
+    const txnFields = { ...(meta.lsid ? { lsid: meta.lsid } : {}), ...(meta.txnNumber !== undefined ? { txnNumber: meta.txnNumber } : {}) };
+    this.emitCatalog({ ...collectionEvents.created(coll), ...txnFields });
+    // Indexes built on the (then empty) new collection: one createIndexes entry each.
+    for (const idx of coll.indexes) this.emitCatalog({ ...collectionEvents.indexesCreated(coll, [idx.spec]), ...txnFields });
     return true;
   }
 
@@ -131,7 +145,7 @@ export class Storage implements ChangeSource {
     for (const k of [...this.locks.keys()]) if (k.startsWith(`${c.ns}\0`)) this.locks.delete(k);
     this.sink?.dropCollection(db, name);
     const clusterTime = this.tick();
-    this.emit({ operationType: 'drop', ns: { db, coll: name }, clusterTime });
+    this.emit({ operationType: 'drop', ns: { db, coll: name }, clusterTime, collectionUUID: c.uuid });
     return true;
   }
 
@@ -189,8 +203,60 @@ export class Storage implements ChangeSource {
   }
 
   dropIndex(coll: Collection, name: string): void {
+    const spec = coll.findIndex(name)?.spec;
     coll.dropIndex(name);
     this.sink?.dropIndex(coll.db, coll.name, name);
+    if (spec) this.emitCatalog(collectionEvents.indexDropped(coll, spec));
+  }
+
+  // ---- catalog changes for change streams (change-stream events) ------------------------------
+  /** createIndexes' change event(s), once its indexes are built (see collectionEvents.indexesCreated). */
+  recordIndexesCreated(coll: Collection, specs: IndexSpec[], collectionWasEmpty: boolean): void {
+    if (!specs.length) return;
+    // OpObserverImpl::onCreateIndex logs one entry per index built on an empty collection;
+    // a two-phase build on a non-empty one logs one commitIndexBuild entry with all of them.
+    if (collectionWasEmpty) for (const s of specs) this.emitCatalog(collectionEvents.indexesCreated(coll, [s]));
+    else this.emitCatalog(collectionEvents.indexesCreated(coll, specs));
+  }
+
+  /** collMod: new options (journaled) and the `modify` event (OpObserverImpl::onCollMod). */
+  modifyCollection(coll: Collection, change: { options?: Document; description: Document; indexOptionsBefore?: Document }): void {
+    const before = { ...coll.options };
+    if (change.options) {
+      for (const k of Object.keys(coll.options)) delete coll.options[k];
+      Object.assign(coll.options, change.options);
+      this.sink?.updateCollectionOptions(coll.db, coll.name, coll.options);
+    }
+    this.emitCatalog(collectionEvents.modified(coll, before, change.description, change.indexOptionsBefore));
+  }
+
+  /**
+   * renameCollection within one database, keeping the collection (documents, indexes, UUID): drops
+   * the target first when asked (renameCollectionAndDropTarget, rename_collection.cpp, logs no
+   * separate drop), journals, and emits the one `rename` event.
+   */
+  renameCollection(coll: Collection, to: string, dropTarget: Collection | undefined): void {
+    const colls = this.dbs.get(coll.db)!;
+    const from = coll.name;
+    if (dropTarget) {
+      colls.delete(dropTarget.name);
+      this.sink?.dropCollection(dropTarget.db, dropTarget.name);
+    }
+    colls.delete(from);
+    coll.rename(to);
+    colls.set(to, coll);
+    this.sink?.renameCollection(coll.db, from, to);
+    this.emitCatalog(collectionEvents.renamed(coll, from, dropTarget));
+  }
+
+  /** A view's creation, for the views module: the change event of its system.views insert. */
+  recordViewCreated(db: string, name: string, definition: { viewOn: string; pipeline: Document[]; collation?: Document }): void {
+    this.emitCatalog(collectionEvents.viewCreated(db, name, definition));
+  }
+
+  private emitCatalog(ev: Omit<ChangeEvent, 'clusterTime'>): void {
+    const clusterTime = this.tick();
+    this.emit({ ...ev, clusterTime } as ChangeEvent);
   }
 
   // ---- reads --------------------------------------------------------------
@@ -255,9 +321,17 @@ export class Storage implements ChangeSource {
       ns: { db: coll.db, coll: coll.name },
       documentKey: { _id: id },
       clusterTime,
+      collectionUUID: coll.uuid,
     };
     if (w.kind === 'insert' || w.kind === 'replace') ev.fullDocument = after ?? undefined;
-    if (w.kind === 'update' && before && after) ev.updateDescription = diff(before, after);
+    // The update's description is computed when a stream reads the event (change-streams.ts).
+    if (w.kind === 'update' && before && after) ev.update = { before, after, source: w.source };
+    // changeStreamPreAndPostImages: mongod records the pre-image of every update, replace and
+    // delete (config.system.preimages) and derives the post-image from it; only for such collections.
+    if (before && w.kind !== 'insert' && (coll.options.changeStreamPreAndPostImages as Document | undefined)?.enabled === true) {
+      ev.preImage = before;
+      if (w.kind === 'update' && after) ev.postImage = after;
+    }
     if (meta.txnNumber !== undefined) ev.txnNumber = meta.txnNumber;
     if (meta.lsid) ev.lsid = meta.lsid;
     this.emit(ev);
@@ -295,21 +369,4 @@ export function validateNamespace(db: string, name: string): void {
   if (!name || name.includes('$') || name.startsWith('.') || name.includes('\0')) {
     throw new MongoCommandError(Codes.InvalidNamespace, `Invalid collection name: '${name}'`);
   }
-}
-
-/** updateDescription as change streams report it: dotted paths into embedded documents. */
-export function diff(before: Document, after: Document): { updatedFields: Document; removedFields: string[]; truncatedArrays: Document[] } {
-  const updatedFields: Document = {};
-  const removedFields: string[] = [];
-  const walk = (a: Document, b: Document, prefix: string): void => {
-    for (const k of Object.keys(b)) {
-      const path = prefix + k;
-      if (!(k in a)) updatedFields[path] = clone(b[k]);
-      else if (isPlainObject(a[k]) && isPlainObject(b[k])) walk(a[k] as Document, b[k] as Document, `${path}.`);
-      else if (typedKeyOf(a[k]) !== typedKeyOf(b[k])) updatedFields[path] = clone(b[k]);
-    }
-    for (const k of Object.keys(a)) if (!(k in b)) removedFields.push(prefix + k);
-  };
-  walk(before, after, '');
-  return { updatedFields, removedFields, truncatedArrays: [] };
 }
