@@ -6,6 +6,8 @@ import { Codes, MongoCommandError, toCommandError, unsupported } from '../errors
 import { formatValue, isPlainObject, keyOf } from '../values';
 import { ensureColl, getColl } from '../namespaces';
 import { numericValue } from '../indexes';
+import { cannotDropIndexesOnView, createView, modifyView, parseViewDefinition, viewInfos, viewNotCollection } from '../views';
+import { checkValidationOptions } from '../validation';
 
 function nsNotFound(ctx: CommandCtx, name: string): MongoCommandError {
   return new MongoCommandError(Codes.NamespaceNotFound, `ns does not exist: ${ctx.db}.${name}`);
@@ -19,19 +21,49 @@ function noTxn(ctx: CommandCtx): void {
 
 const CREATE_OPTIONS = new Set(['create', '$db', 'lsid', 'txnNumber', 'autocommit', 'startTransaction', '$clusterTime', 'writeConcern', '$readPreference', 'comment', 'apiVersion', 'apiStrict', 'apiDeprecationErrors', 'maxTimeMS']);
 
+/** create's view and validation options (views.ts, validation.ts). */
+const VIEW_OPTIONS = ['viewOn', 'pipeline'];
+const VALIDATION_OPTIONS = ['validator', 'validationLevel', 'validationAction'];
+
 const create: Handler = (ctx) => {
   noTxn(ctx);
   const name = ctx.cmd.create as string;
-  for (const k of Object.keys(ctx.cmd)) if (!CREATE_OPTIONS.has(k)) throw unsupported(`create option '${k}'`);
+  for (const k of Object.keys(ctx.cmd)) if (!CREATE_OPTIONS.has(k) && !VIEW_OPTIONS.includes(k) && !VALIDATION_OPTIONS.includes(k)) throw unsupported(`create option '${k}'`);
+  // ---- views and validation (views.ts, validation.ts) ----
+  if (ctx.cmd.viewOn !== undefined || ctx.cmd.pipeline !== undefined) return createViewCommand(ctx, name);
+  if (ctx.state.storage.getView(ctx.db, name)) throw unsupported(`create of a collection where the view ${ctx.db}.${name} exists (checkCollectionOptions' message for it is not sourced here)`);
+  const validation = checkValidationOptions(ctx.cmd, 'create');
+  // ---- end views and validation ----
   if (getColl(ctx.exec, ctx.db, name)) throw new MongoCommandError(Codes.NamespaceExists, `Collection ${ctx.db}.${name} already exists.`);
+  if (Object.keys(validation).length) {
+    if (ctx.txn) throw unsupported('create with a validator inside a transaction');
+    ctx.state.storage.ensureCollection(ctx.db, name, validation);
+    return { ok: 1 };
+  }
   // Inside a transaction the new collection stays invisible outside until commit (namespaces.ts).
   ensureColl(ctx.exec, ctx.db, name);
   return { ok: 1 };
 };
 
+/**
+ * create with viewOn/pipeline (views.ts): CmdCreate::typedRun's option checks, then the catalog.
+ * Views with other options (collation, validators...) are refused loudly.
+ */
+function createViewCommand(ctx: CommandCtx, name: string): Document {
+  if (ctx.cmd.viewOn === undefined) throw new MongoCommandError(Codes.InvalidOptions, "'pipeline' requires 'viewOn' to also be specified");
+  for (const k of VALIDATION_OPTIONS) if (ctx.cmd[k] !== undefined) throw unsupported(`create of a view with '${k}'`);
+  // createCollection (create_collection.cpp).
+  if (ctx.txn) throw new MongoCommandError(Codes.OperationNotSupportedInTransaction, 'Cannot create a view in a multi-document transaction.');
+  const def = parseViewDefinition('create', ctx.cmd.viewOn, ctx.cmd.pipeline);
+  createView(ctx.state.storage, ctx.db, name, def, ctx.state.storage.getCollection(ctx.db, name));
+  return { ok: 1 };
+}
+
 const drop: Handler = (ctx) => {
   noTxn(ctx);
   const name = ctx.cmd.drop as string;
+  // drop_collection.cpp _dropView: the reply names the view (views.ts).
+  if (ctx.state.storage.dropView(ctx.db, name)) return { ns: `${ctx.db}.${name}`, ok: 1 };
   const coll = ctx.state.storage.getCollection(ctx.db, name);
   const nIndexesWas = coll ? coll.allSpecs().length : undefined;
   // mongod >= 7.0 answers drop of a missing collection with ok: 1.
@@ -52,6 +84,10 @@ const listCollections: Handler = (ctx) => {
       ? { name: c.name, type: 'collection' }
       : { name: c.name, type: 'collection', options: { ...c.options }, info: { readOnly: false, uuid: c.uuid }, idIndex: { v: 2, key: { _id: 1 }, name: '_id_' } },
   );
+  // Views after the collections, and system.views with them (views.ts).
+  const views = viewInfos(ctx.state.storage, ctx.db, nameOnly);
+  if (views.systemViews) infos.push(views.systemViews);
+  infos.push(...views.views);
   if (ctx.cmd.filter && Object.keys(ctx.cmd.filter as Document).length) {
     try {
       const q = makeQuery(ctx.cmd.filter as Document);
@@ -75,6 +111,8 @@ const createIndexes: Handler = (ctx) => {
   const specs = ctx.cmd.indexes as Document[] | undefined;
   if (!Array.isArray(specs) || !specs.length) throw new MongoCommandError(Codes.FailedToParse, "Must specify at least one index to create");
   const storage = ctx.state.storage;
+  // runCreateIndexesWithCoordinator's AutoGetCollection refuses a view (views.ts).
+  if (storage.getView(ctx.db, name)) throw viewNotCollection(ctx.db, name);
   const committed = storage.getCollection(ctx.db, name);
   const existed = !!getColl(ctx.exec, ctx.db, name);
   if (ctx.txn && committed) {
@@ -96,6 +134,7 @@ const createIndexes: Handler = (ctx) => {
 
 const listIndexes: Handler = (ctx) => {
   const name = ctx.cmd.listIndexes as string;
+  if (ctx.state.storage.getView(ctx.db, name)) throw viewNotCollection(ctx.db, name);
   const coll = ctx.state.storage.getCollection(ctx.db, name);
   if (!coll) throw nsNotFound(ctx, name);
   const batchSize = (ctx.cmd.cursor as Document | undefined)?.batchSize as number | undefined;
@@ -105,6 +144,7 @@ const listIndexes: Handler = (ctx) => {
 const dropIndexes: Handler = (ctx) => {
   noTxn(ctx);
   const name = ctx.cmd.dropIndexes as string;
+  if (ctx.state.storage.getView(ctx.db, name)) throw cannotDropIndexesOnView(ctx.db, name);
   const coll = ctx.state.storage.getCollection(ctx.db, name);
   if (!coll) throw nsNotFound(ctx, name);
   const nIndexesWas = coll.allSpecs().length;
@@ -144,7 +184,15 @@ const collMod: Handler = (ctx) => {
   noTxn(ctx);
   const name = ctx.cmd.collMod;
   if (typeof name !== 'string') throw unsupported('collMod with a non-string collection name');
-  for (const k of Object.keys(ctx.cmd)) if (!COLLMOD_GENERIC.has(k) && k !== 'index') throw unsupported(`the collMod option '${k}'`);
+  for (const k of Object.keys(ctx.cmd)) if (!COLLMOD_GENERIC.has(k) && k !== 'index' && !VIEW_OPTIONS.includes(k) && !VALIDATION_OPTIONS.includes(k)) throw unsupported(`the collMod option '${k}'`);
+  // ---- views and validation (views.ts, validation.ts) ----
+  const viewOrValidation = [...VIEW_OPTIONS, ...VALIDATION_OPTIONS].filter((k) => ctx.cmd[k] !== undefined);
+  if (viewOrValidation.length) {
+    if (ctx.cmd.index !== undefined) throw unsupported(`collMod of an index together with '${viewOrValidation[0]}'`);
+    return collModViewOrValidation(ctx, name);
+  }
+  if (ctx.state.storage.getView(ctx.db, name)) throw unsupported('collMod of an index on a view');
+  // ---- end views and validation ----
   const index = ctx.cmd.index as Document | undefined;
   if (index === undefined) throw unsupported('collMod without an index modification');
   if (!isPlainObject(index)) throw unsupported('collMod with a non-document index option');
@@ -183,6 +231,31 @@ const collMod: Handler = (ctx) => {
   reply.ok = 1;
   return reply;
 };
+
+/**
+ * collMod of a view's viewOn/pipeline (ViewCatalog::modifyView: an option left out keeps its value)
+ * or of a collection's validator, validationLevel and validationAction (coll_mod.cpp; each option
+ * replaces the stored one). Mixing them, or view options on a collection and validation options on
+ * a view, is refused loudly (mongod's messages are not sourced here). Reply `{ok: 1}`.
+ */
+function collModViewOrValidation(ctx: CommandCtx, name: string): Document {
+  const storage = ctx.state.storage;
+  const view = storage.getView(ctx.db, name);
+  const coll = storage.getCollection(ctx.db, name);
+  if (!view && !coll) throw new MongoCommandError(Codes.NamespaceNotFound, 'ns does not exist');
+  const viewOptions = VIEW_OPTIONS.filter((k) => ctx.cmd[k] !== undefined);
+  const validationOptions = VALIDATION_OPTIONS.filter((k) => ctx.cmd[k] !== undefined);
+  if (view) {
+    if (validationOptions.length) throw unsupported(`collMod '${validationOptions[0]}' on a view`);
+    const def = parseViewDefinition('collMod', ctx.cmd.viewOn ?? view.viewOn, ctx.cmd.pipeline ?? view.pipeline);
+    modifyView(storage, ctx.db, name, def);
+    return { ok: 1 };
+  }
+  if (viewOptions.length) throw unsupported(`collMod '${viewOptions[0]}' on a collection`);
+  const changes = checkValidationOptions(ctx.cmd, 'collMod');
+  storage.setCollectionOptions(coll!, { ...coll!.options, ...changes });
+  return { ok: 1 };
+}
 
 /** Commands mongod has that the emulator does not implement: NotImplemented, not CommandNotFound. */
 const notImplemented = (what: string): Handler => () => {
