@@ -1,4 +1,4 @@
-/** Namespace and index commands: create, drop, dropDatabase, listCollections, listDatabases, createIndexes, listIndexes, dropIndexes. */
+/** Namespace and index commands: create (collections, views, validators), drop, dropDatabase, listCollections, listDatabases, createIndexes, listIndexes, dropIndexes, collMod. */
 import { Long, type Document } from 'bson';
 import { makeQuery } from '../mingo-context';
 import type { CommandCtx, Handler } from '../context';
@@ -174,9 +174,10 @@ const dropIndexes: Handler = (ctx) => {
  * (when the index had one) and `expireAfterSeconds_new`, both NumberLong, also when unchanged; an
  * index without a TTL becomes one (5.1+), except `_id` and compound indexes (InvalidOptions). The
  * value is checked by index_key_validate::validateExpireAfterSeconds (kSecondaryTTLIndex): below 0
- * is InvalidOptions. Every other collMod option (validators, views, hidden, unique, capped, pre-
- * and post-images...) answers NotImplemented, as do values whose refusal is not sourced here (not
- * an integer, above the 32-bit range).
+ * is InvalidOptions. Validators and view definitions go to collModViewOrValidation (views.ts,
+ * validation.ts). Every other collMod option (hidden, unique, capped, pre- and post-images...)
+ * answers NotImplemented, as do values whose refusal is not sourced here (not an integer, above
+ * the 32-bit range).
  */
 const COLLMOD_GENERIC = new Set(['collMod', '$db', 'lsid', 'txnNumber', '$clusterTime', 'writeConcern', '$readPreference', 'comment', 'apiVersion', 'apiStrict', 'apiDeprecationErrors', 'maxTimeMS']);
 
