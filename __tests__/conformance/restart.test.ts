@@ -77,4 +77,39 @@ describeIf(restartable, 'the deployment behind MONGODB_URI cannot be stopped and
       await second.stop();
     }
   }, 120_000);
+
+  // Views (views.ts) and validators (validation.ts) are catalog entries: journaled and compacted
+  // like collections and indexes (persistence.ts), so both survive the restart.
+  test('views, a modified view and a collMod validator survive a stop and a start', async () => {
+    const dbName = 'mpl_conf_restart_views';
+    const first = await start();
+    let client = new MongoClient(first.uri, { serverSelectionTimeoutMS: 10_000 });
+    try {
+      await client.connect();
+      const db = client.db(dbName);
+      await db.collection<Loose>('src').insertMany([{ _id: 1, n: 1 }, { _id: 2, n: 2 }]);
+      await db.command({ create: 'v', viewOn: 'src', pipeline: [] });
+      await db.command({ collMod: 'v', viewOn: 'src', pipeline: [{ $match: { n: 2 } }] });
+      await db.command({ create: 'gone', viewOn: 'src', pipeline: [] });
+      await db.command({ drop: 'gone' });
+      await db.command({ collMod: 'src', validator: { n: { $gte: 0 } } });
+    } finally {
+      await client.close();
+      await first.stop();
+    }
+    const second = await start();
+    client = new MongoClient(second.uri, { serverSelectionTimeoutMS: 10_000 });
+    try {
+      await client.connect();
+      const db = client.db(dbName);
+      expect(await db.collection('v').find().toArray()).toEqual([{ _id: 2, n: 2 }]);
+      const names = (await db.listCollections({}, { nameOnly: true }).toArray()).map((c) => `${c.name}:${c.type}`).sort();
+      expect(names).toEqual(['src:collection', 'system.views:collection', 'v:view']);
+      const err = await expectServerError(db.collection<Loose>('src').insertOne({ _id: 3, n: -1 }), 121);
+      expect(err.errInfo?.failingDocumentId).toBe(3);
+    } finally {
+      await client.close();
+      await second.stop();
+    }
+  }, 120_000);
 });

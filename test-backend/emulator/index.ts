@@ -17,7 +17,8 @@
  * let, namespaces (collections created in transactions), writes + update-rules
  * + rules/upsert (write path), query-operators, unsupported-features,
  * transactions, change-streams, failpoints + write-failpoints, ttl,
- * persistence, indexes, storage/*.
+ * persistence, indexes, storage/*, views (read-only views), validation
+ * (document validators), collectionless-aggregate ({aggregate: 1}).
  *
  * Known gaps (refused loudly unless stated):
  *  - Number types: Int32, Int64, Double and Decimal128 keep their BSON type
@@ -26,14 +27,17 @@
  *    meet a type they do not track are refused (NotImplemented).
  *  - Not implemented (NotImplemented naming the feature): collation; text
  *    search ($text, text indexes); geo ($near, $geoWithin, ..., 2d/2dsphere
- *    indexes); hashed indexes; $where; $jsonSchema and collection validators;
- *    capped, time-series, clustered collections and views; explain of
- *    $out/$merge, $out/$merge in sub-pipelines, $out into a database a change
- *    stream watches (aggregate-write.ts implements the rest of $out/$merge);
- *    collection-less aggregate (other than $changeStream); collMod options
- *    other than an index's TTL and changeStreamPreAndPostImages;
- *    renameCollection across databases; bulkWrite (8.0 client bulk write),
- *    mapReduce; change events whose exact shape is not sourced; mixed
+ *    indexes); hashed indexes; $where; $jsonSchema validators and validators
+ *    using operators without implemented error details (validation.ts);
+ *    capped, time-series, clustered collections; views with a collation or
+ *    reading other namespaces (views.ts); explain of $out/$merge, $out/$merge
+ *    in sub-pipelines, $out into a database a change stream watches
+ *    (aggregate-write.ts implements the rest of $out/$merge); collection-less
+ *    aggregate other than $changeStream, $listLocalSessions and $documents;
+ *    collMod options other than index TTL, changeStreamPreAndPostImages,
+ *    validators and view definitions; renameCollection across databases;
+ *    bulkWrite (8.0 client bulk write), mapReduce; change events whose exact
+ *    shape is not sourced; mixed
  *    inclusion/exclusion projections; updates that mongod answers with
  *    PathNotViable; sorting on a field holding an empty array; hinting a
  *    partial index; TTL options on _id, compound keys or out of range.

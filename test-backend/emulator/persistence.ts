@@ -8,7 +8,7 @@ import * as fs from 'fs';
 import * as path from 'path';
 import { serialize, type Document } from 'bson';
 import type { IndexSpec } from './indexes';
-import type { Storage, WriteSink } from './storage/engine';
+import type { Storage, ViewDef, WriteSink } from './storage/engine';
 import { keyOf } from './values';
 import { readDocument } from './wire';
 
@@ -30,6 +30,10 @@ function* records(file: string): Iterable<Document> {
     yield readDocument(buf.subarray(pos, pos + size));
     pos += size;
   }
+}
+
+function viewRecord(v: ViewDef): Document {
+  return { op: 'view', db: v.db, coll: v.name, viewOn: v.viewOn, pipeline: v.pipeline };
 }
 
 export class Persistence implements WriteSink {
@@ -76,16 +80,19 @@ export class Persistence implements WriteSink {
         if (c) s.renameCollection(c, r.to as string, s.getCollection(r.db as string, r.to as string));
         break;
       }
-      case 'collOptions': {
-        const c = s.getCollection(r.db as string, r.coll as string);
-        if (c) {
-          for (const k of Object.keys(c.options)) delete c.options[k];
-          Object.assign(c.options, r.options as Document);
-        }
-        break;
-      }
       case 'dropIndex':
         s.getCollection(r.db as string, r.coll as string)?.dropIndex(r.name as string);
+        break;
+      case 'collOptions': {
+        const c = s.getCollection(r.db as string, r.coll as string);
+        if (c) s.setCollectionOptions(c, (r.options as Document) ?? {});
+        break;
+      }
+      case 'view':
+        s.putView({ db: r.db as string, name: r.coll as string, viewOn: r.viewOn as string, pipeline: (r.pipeline as Document[]) ?? [] });
+        break;
+      case 'dropView':
+        s.dropView(r.db as string, r.coll as string);
         break;
       case 'put': {
         const [db, coll] = splitNs(r.ns as string);
@@ -135,6 +142,7 @@ export class Persistence implements WriteSink {
         for (const idx of c.indexes) put({ op: 'index', db, coll: c.name, spec: idx.spec });
         for (const rec of c.docs.values()) put({ op: 'put', ns: c.ns, doc: rec.doc });
       }
+      for (const v of this.storage.views(db)) put(viewRecord(v));
     }
     flush();
     fs.fsyncSync(fd);
@@ -175,6 +183,12 @@ export class Persistence implements WriteSink {
   }
   updateCollectionOptions(db: string, coll: string, options: Document): void {
     this.append({ op: 'collOptions', db, coll, options });
+  }
+  putView(view: ViewDef): void {
+    this.append(viewRecord(view));
+  }
+  dropView(db: string, coll: string): void {
+    this.append({ op: 'dropView', db, coll });
   }
 
   close(): void {

@@ -184,6 +184,8 @@ export async function dispatch(state: ServerState, msg: IncomingMessage, conn: C
     if (state.topology === 'standalone' && cmd.txnNumber !== undefined && cmd.lsid !== undefined) {
       throw new MongoCommandError(Codes.IllegalOperation, 'Transaction numbers are only allowed on a replica set member or mongos');
     }
+    // The logical session cache learns every session a command names ($listLocalSessions).
+    if (cmd.lsid !== undefined) state.txns.touchSession(cmd.lsid as Document);
     if (inTransaction) {
       if (name === 'count') {
         throw new MongoCommandError(

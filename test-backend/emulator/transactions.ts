@@ -62,8 +62,24 @@ interface SessionState {
   retry?: { txnNumber: number; reply: Document | undefined };
 }
 
+/**
+ * A logical session as mongod's LogicalSessionCache holds it (LogicalSessionRecord: `_id` {id,
+ * uid}, `lastUse`); `endedAt` marks a session named by endSessions, which the cache drops at its
+ * next refresh.
+ */
+export interface LocalSession {
+  id: unknown;
+  lastUse: Date;
+  endedAt?: number;
+}
+
+/** logicalSessionRefreshMillis' default (5 minutes): ended sessions leave the cache at the next refresh. */
+const SESSION_REFRESH_MS = 5 * 60 * 1000;
+
 export class TransactionManager {
   private readonly sessions = new Map<string, SessionState>();
+  /** Every session a command named (LogicalSessionCache::vivify, initializeOperationSessionInfo). */
+  private readonly logicalSessions = new Map<string, LocalSession>();
   transactionLifetimeLimitSeconds = 60;
 
   constructor(private readonly storage: Storage) {
@@ -261,10 +277,27 @@ export class TransactionManager {
     this.session(lsid).retry = { txnNumber: txnNum(cmd.txnNumber), reply };
   }
 
+  /** Registers the session of a command carrying `lsid` (first use; vivify adds a record only when absent). */
+  touchSession(lsid: Document): void {
+    const k = lsidKey(lsid);
+    if (!k) return;
+    const s = this.logicalSessions.get(k);
+    if (!s) this.logicalSessions.set(k, { id: lsid.id, lastUse: new Date() });
+    else if (s.endedAt !== undefined) s.endedAt = undefined;
+  }
+
+  /** The sessions $listLocalSessions reports: those in the cache (ended ones until the next refresh). */
+  localSessions(now = Date.now()): LocalSession[] {
+    for (const [k, s] of this.logicalSessions) if (s.endedAt !== undefined && now - s.endedAt >= SESSION_REFRESH_MS) this.logicalSessions.delete(k);
+    return [...this.logicalSessions.values()];
+  }
+
   endSessions(ids: Document[]): void {
     for (const lsid of ids) {
       const k = lsidKey(lsid);
       if (!k) continue;
+      const ls = this.logicalSessions.get(k);
+      if (ls) ls.endedAt = Date.now();
       const s = this.sessions.get(k);
       if (s?.txn?.state === 'active') this.abort(s.txn, 'session ended');
       this.sessions.delete(k);
@@ -275,6 +308,7 @@ export class TransactionManager {
   close(): void {
     for (const s of this.sessions.values()) if (s.txn?.state === 'active') this.abort(s.txn, 'server shutting down');
     this.sessions.clear();
+    this.logicalSessions.clear();
   }
 }
 

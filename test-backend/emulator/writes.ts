@@ -15,6 +15,7 @@ import { sortDocs } from './sort';
 export { sortDocs } from './sort';
 import { assignPath, checkIntResults, planArithmetic } from './update-arithmetic';
 import { rejectProtoKeys } from './unsupported-features';
+import { validateWrite } from './validation';
 import { bindExpression, bindFilter, compileFilter, equalityValue, View, withRestriction, type SystemVars } from './query';
 import { resolveHint } from './hint';
 import type { Collection } from './storage/collection';
@@ -29,6 +30,8 @@ export interface ExecCtx {
   txn?: Transaction;
   vars: SystemVars;
   db: string;
+  /** The command's `bypassDocumentValidation: true` (insert, update, findAndModify): validation.ts is skipped. */
+  bypassDocumentValidation?: boolean;
 }
 
 const MODIFIERS = new Set(['$set', '$unset', '$inc', '$mul', '$min', '$max', '$rename', '$push', '$pull', '$pullAll', '$addToSet', '$pop', '$bit', '$currentDate', '$setOnInsert']);
@@ -97,6 +100,8 @@ export function prepareInsert(doc: Document): Document {
 
 /** Routes one document write: transaction overlay, or the committed path after lock and unique checks. */
 export function applyWrite(ctx: ExecCtx, w: DocWrite): void {
+  // Document validation costs nothing for collections without a validator (validation.ts).
+  if (w.after && w.coll.options.validator !== undefined && !ctx.bypassDocumentValidation) validateWrite(w.coll, w.before, w.after);
   if (ctx.txn) {
     if (w.kind === 'insert') {
       const view = new View(w.coll, ctx.txn);

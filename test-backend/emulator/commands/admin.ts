@@ -1,4 +1,4 @@
-/** Namespace and index commands: create, drop, dropDatabase, listCollections, listDatabases, createIndexes, listIndexes, dropIndexes. */
+/** Namespace and index commands: create (collections, views, validators), drop, dropDatabase, listCollections, listDatabases, createIndexes, listIndexes, dropIndexes, collMod. */
 import { Long, type Document } from 'bson';
 import { makeQuery } from '../mingo-context';
 import type { CommandCtx, Handler } from '../context';
@@ -7,6 +7,8 @@ import { formatValue, isPlainObject, keyOf } from '../values';
 import { ensureColl, getColl } from '../namespaces';
 import { validateNamespace } from '../storage/engine';
 import { numericValue } from '../indexes';
+import { cannotDropIndexesOnView, createView, modifyView, parseViewDefinition, viewInfos, viewNotCollection } from '../views';
+import { checkValidationOptions } from '../validation';
 
 function nsNotFound(ctx: CommandCtx, name: string): MongoCommandError {
   return new MongoCommandError(Codes.NamespaceNotFound, `ns does not exist: ${ctx.db}.${name}`);
@@ -20,12 +22,26 @@ function noTxn(ctx: CommandCtx): void {
 
 const CREATE_OPTIONS = new Set(['create', '$db', 'lsid', 'txnNumber', 'autocommit', 'startTransaction', '$clusterTime', 'writeConcern', '$readPreference', 'comment', 'apiVersion', 'apiStrict', 'apiDeprecationErrors', 'maxTimeMS']);
 
+/** create's view and validation options (views.ts, validation.ts). */
+const VIEW_OPTIONS = ['viewOn', 'pipeline'];
+const VALIDATION_OPTIONS = ['validator', 'validationLevel', 'validationAction'];
+
 const create: Handler = (ctx) => {
   noTxn(ctx);
   const name = ctx.cmd.create as string;
-  for (const k of Object.keys(ctx.cmd)) if (!CREATE_OPTIONS.has(k) && k !== 'changeStreamPreAndPostImages') throw unsupported(`create option '${k}'`);
+  for (const k of Object.keys(ctx.cmd)) if (!CREATE_OPTIONS.has(k) && k !== 'changeStreamPreAndPostImages' && !VIEW_OPTIONS.includes(k) && !VALIDATION_OPTIONS.includes(k)) throw unsupported(`create option '${k}'`);
   const prePost = preAndPostImagesOption(ctx, 'create');
+  // ---- views and validation (views.ts, validation.ts) ----
+  if (ctx.cmd.viewOn !== undefined || ctx.cmd.pipeline !== undefined) return createViewCommand(ctx, name);
+  if (ctx.state.storage.getView(ctx.db, name)) throw unsupported(`create of a collection where the view ${ctx.db}.${name} exists (checkCollectionOptions' message for it is not sourced here)`);
+  const validation = checkValidationOptions(ctx.cmd, 'create');
+  // ---- end views and validation ----
   if (getColl(ctx.exec, ctx.db, name)) throw new MongoCommandError(Codes.NamespaceExists, `Collection ${ctx.db}.${name} already exists.`);
+  if (Object.keys(validation).length) {
+    if (ctx.txn) throw unsupported('create with a validator inside a transaction');
+    ctx.state.storage.ensureCollection(ctx.db, name, prePost ? { ...validation, changeStreamPreAndPostImages: { enabled: true } } : validation);
+    return { ok: 1 };
+  }
   // Inside a transaction the new collection stays invisible outside until commit (namespaces.ts).
   ensureColl(ctx.exec, ctx.db, name, prePost ? { changeStreamPreAndPostImages: { enabled: true } } : {});
   return { ok: 1 };
@@ -50,9 +66,25 @@ function preAndPostImagesOption(ctx: CommandCtx, command: string): boolean | und
   return v.enabled;
 }
 
+/**
+ * create with viewOn/pipeline (views.ts): CmdCreate::typedRun's option checks, then the catalog.
+ * Views with other options (collation, validators...) are refused loudly.
+ */
+function createViewCommand(ctx: CommandCtx, name: string): Document {
+  if (ctx.cmd.viewOn === undefined) throw new MongoCommandError(Codes.InvalidOptions, "'pipeline' requires 'viewOn' to also be specified");
+  for (const k of VALIDATION_OPTIONS) if (ctx.cmd[k] !== undefined) throw unsupported(`create of a view with '${k}'`);
+  // createCollection (create_collection.cpp).
+  if (ctx.txn) throw new MongoCommandError(Codes.OperationNotSupportedInTransaction, 'Cannot create a view in a multi-document transaction.');
+  const def = parseViewDefinition('create', ctx.cmd.viewOn, ctx.cmd.pipeline);
+  createView(ctx.state.storage, ctx.db, name, def, ctx.state.storage.getCollection(ctx.db, name));
+  return { ok: 1 };
+}
+
 const drop: Handler = (ctx) => {
   noTxn(ctx);
   const name = ctx.cmd.drop as string;
+  // drop_collection.cpp _dropView: the reply names the view (views.ts).
+  if (ctx.state.storage.dropView(ctx.db, name)) return { ns: `${ctx.db}.${name}`, ok: 1 };
   const coll = ctx.state.storage.getCollection(ctx.db, name);
   const nIndexesWas = coll ? coll.allSpecs().length : undefined;
   // mongod >= 7.0 answers drop of a missing collection with ok: 1.
@@ -73,6 +105,10 @@ const listCollections: Handler = (ctx) => {
       ? { name: c.name, type: 'collection' }
       : { name: c.name, type: 'collection', options: { ...c.options }, info: { readOnly: false, uuid: c.uuid }, idIndex: { v: 2, key: { _id: 1 }, name: '_id_' } },
   );
+  // Views after the collections, and system.views with them (views.ts).
+  const views = viewInfos(ctx.state.storage, ctx.db, nameOnly);
+  if (views.systemViews) infos.push(views.systemViews);
+  infos.push(...views.views);
   if (ctx.cmd.filter && Object.keys(ctx.cmd.filter as Document).length) {
     try {
       const q = makeQuery(ctx.cmd.filter as Document);
@@ -96,6 +132,8 @@ const createIndexes: Handler = (ctx) => {
   const specs = ctx.cmd.indexes as Document[] | undefined;
   if (!Array.isArray(specs) || !specs.length) throw new MongoCommandError(Codes.FailedToParse, "Must specify at least one index to create");
   const storage = ctx.state.storage;
+  // runCreateIndexesWithCoordinator's AutoGetCollection refuses a view (views.ts).
+  if (storage.getView(ctx.db, name)) throw viewNotCollection(ctx.db, name);
   const committed = storage.getCollection(ctx.db, name);
   const existed = !!getColl(ctx.exec, ctx.db, name);
   if (ctx.txn && committed) {
@@ -120,6 +158,7 @@ const createIndexes: Handler = (ctx) => {
 
 const listIndexes: Handler = (ctx) => {
   const name = ctx.cmd.listIndexes as string;
+  if (ctx.state.storage.getView(ctx.db, name)) throw viewNotCollection(ctx.db, name);
   const coll = ctx.state.storage.getCollection(ctx.db, name);
   if (!coll) throw nsNotFound(ctx, name);
   const batchSize = (ctx.cmd.cursor as Document | undefined)?.batchSize as number | undefined;
@@ -129,6 +168,7 @@ const listIndexes: Handler = (ctx) => {
 const dropIndexes: Handler = (ctx) => {
   noTxn(ctx);
   const name = ctx.cmd.dropIndexes as string;
+  if (ctx.state.storage.getView(ctx.db, name)) throw cannotDropIndexesOnView(ctx.db, name);
   const coll = ctx.state.storage.getCollection(ctx.db, name);
   if (!coll) throw nsNotFound(ctx, name);
   const nIndexesWas = coll.allSpecs().length;
@@ -158,10 +198,11 @@ const dropIndexes: Handler = (ctx) => {
  * (when the index had one) and `expireAfterSeconds_new`, both NumberLong, also when unchanged; an
  * index without a TTL becomes one (5.1+), except `_id` and compound indexes (InvalidOptions). The
  * value is checked by index_key_validate::validateExpireAfterSeconds (kSecondaryTTLIndex): below 0
- * is InvalidOptions. `changeStreamPreAndPostImages` and an
- * empty collMod are handled by collModOptions / preAndPostImagesOption below; every other collMod
- * option (validators, views, hidden, unique, capped...) answers NotImplemented, as do values whose refusal is not sourced here (not
- * an integer, above the 32-bit range). `changeStreamPreAndPostImages` is handled too (preAndPostImagesOption).
+ * is InvalidOptions. `changeStreamPreAndPostImages` and an empty collMod are handled by
+ * collModOptions / preAndPostImagesOption below; validators and view definitions by
+ * collModViewOrValidation (views.ts, validation.ts). Every other collMod option (hidden, unique,
+ * capped...) answers NotImplemented, as do values whose refusal is not sourced here (not an
+ * integer, above the 32-bit range).
  */
 const COLLMOD_GENERIC = new Set(['collMod', '$db', 'lsid', 'txnNumber', '$clusterTime', 'writeConcern', '$readPreference', 'comment', 'apiVersion', 'apiStrict', 'apiDeprecationErrors', 'maxTimeMS']);
 
@@ -169,7 +210,15 @@ const collMod: Handler = (ctx) => {
   noTxn(ctx);
   const name = ctx.cmd.collMod;
   if (typeof name !== 'string') throw unsupported('collMod with a non-string collection name');
-  for (const k of Object.keys(ctx.cmd)) if (!COLLMOD_GENERIC.has(k) && k !== 'index' && k !== 'changeStreamPreAndPostImages') throw unsupported(`the collMod option '${k}'`);
+  for (const k of Object.keys(ctx.cmd)) if (!COLLMOD_GENERIC.has(k) && k !== 'index' && k !== 'changeStreamPreAndPostImages' && !VIEW_OPTIONS.includes(k) && !VALIDATION_OPTIONS.includes(k)) throw unsupported(`the collMod option '${k}'`);
+  // ---- views and validation (views.ts, validation.ts) ----
+  const viewOrValidation = [...VIEW_OPTIONS, ...VALIDATION_OPTIONS].filter((k) => ctx.cmd[k] !== undefined);
+  if (viewOrValidation.length) {
+    if (ctx.cmd.index !== undefined) throw unsupported(`collMod of an index together with '${viewOrValidation[0]}'`);
+    return collModViewOrValidation(ctx, name);
+  }
+  if (ctx.state.storage.getView(ctx.db, name)) throw unsupported('collMod of an index on a view');
+  // ---- end views and validation ----
   const index = ctx.cmd.index as Document | undefined;
   if (index === undefined) return collModOptions(ctx, name);
   if (!isPlainObject(index)) throw unsupported('collMod with a non-document index option');
@@ -293,6 +342,33 @@ const renameCollection: Handler = (ctx) => {
   storage.renameCollection(coll, toName, existing);
   return { ok: 1 };
 };
+
+/**
+ * collMod of a view's viewOn/pipeline (ViewCatalog::modifyView: an option left out keeps its value)
+ * or of a collection's validator, validationLevel and validationAction (coll_mod.cpp; each option
+ * replaces the stored one). Mixing them, or view options on a collection and validation options on
+ * a view, is refused loudly (mongod's messages are not sourced here). Reply `{ok: 1}`.
+ */
+function collModViewOrValidation(ctx: CommandCtx, name: string): Document {
+  const storage = ctx.state.storage;
+  const view = storage.getView(ctx.db, name);
+  const coll = storage.getCollection(ctx.db, name);
+  if (!view && !coll) throw new MongoCommandError(Codes.NamespaceNotFound, 'ns does not exist');
+  const viewOptions = VIEW_OPTIONS.filter((k) => ctx.cmd[k] !== undefined);
+  const validationOptions = VALIDATION_OPTIONS.filter((k) => ctx.cmd[k] !== undefined);
+  if (view) {
+    if (validationOptions.length) throw unsupported(`collMod '${validationOptions[0]}' on a view`);
+    if (ctx.cmd.changeStreamPreAndPostImages !== undefined) throw unsupported('collMod changeStreamPreAndPostImages on a view (mongod refuses it with InvalidOptions)');
+    const def = parseViewDefinition('collMod', ctx.cmd.viewOn ?? view.viewOn, ctx.cmd.pipeline ?? view.pipeline);
+    modifyView(storage, ctx.db, name, def);
+    return { ok: 1 };
+  }
+  if (viewOptions.length) throw unsupported(`collMod '${viewOptions[0]}' on a collection`);
+  const changes = checkValidationOptions(ctx.cmd, 'collMod');
+  const options = { ...coll!.options, ...changes };
+  storage.modifyCollection(coll!, { options: withPrePost(options, preAndPostImagesOption(ctx, 'collMod')) ?? options, description: collModDescription(ctx) });
+  return { ok: 1 };
+}
 
 /** Commands mongod has that the emulator does not implement: NotImplemented, not CommandNotFound. */
 const notImplemented = (what: string): Handler => () => {

@@ -10,6 +10,9 @@ import { deleteStatement, insertOne, sortDocs, updateStatement, waitingForLocks,
 import { isPlainObject, keyOf } from '../values';
 import { ensureColl, getColl } from '../namespaces';
 import { parseWriteStage, runWriteStage } from '../aggregate-write';
+import { rejectSystemViews, runOnView, viewNotCollection } from '../views';
+import { collectionlessAggregate, collectionlessDocs } from '../collectionless-aggregate';
+import { numKind, toNumber } from '../numbers';
 
 function collName(ctx: CommandCtx): string {
   const v = ctx.cmd[ctx.name];
@@ -23,6 +26,32 @@ function rejectOptions(ctx: CommandCtx, names: string[]): void {
 
 function rejectStatementOptions(ctx: CommandCtx, st: Document, names: string[]): void {
   for (const n of names) if (st[n] !== undefined) throw unsupported(`${ctx.name} statement option '${n}'`);
+}
+
+/** Whether `name` is a view (views.ts); every statement of a write on it fails (write_ops_exec.cpp). */
+function isView(ctx: CommandCtx, name: string): boolean {
+  return ctx.state.storage.getView(ctx.db, name) !== undefined;
+}
+
+/** insert/update/findAndModify's `bypassDocumentValidation: true` (validation.ts). */
+function takeBypass(ctx: CommandCtx): void {
+  if (ctx.cmd.bypassDocumentValidation === true) ctx.exec.bypassDocumentValidation = true;
+}
+
+/** The documents of `stages` run over the view `name` (the resolved view pipeline first). */
+function viewDocs(ctx: CommandCtx, name: string, stages: Document[]): Document[] {
+  return runOnView(ctx.state.storage, ctx.db, name, stages, ctx.vars, (coll) => [...readView(ctx, coll).all()].map(([, d]) => d), (coll) => resolverDocs(ctx, coll));
+}
+
+/** What `$lookup`/`$unionWith` read from `name`: a collection's documents, or a view's. */
+function resolverDocs(ctx: CommandCtx, name: string): Document[] {
+  if (isView(ctx, name)) return viewDocs(ctx, name, []);
+  return [...readView(ctx, name).all()].map(([, d]) => d);
+}
+
+/** Options a read on a view does not take here (NotImplemented). */
+function rejectOnView(ctx: CommandCtx, c: Document): void {
+  if (c.hint !== undefined) throw unsupported(`${ctx.name} with a hint on a view`);
 }
 
 /** Runs statements with ordered/unordered semantics and collects writeErrors shaped like mongod's. */
@@ -48,7 +77,9 @@ const insert: Handler = async (ctx) => {
   const docs = ctx.cmd.documents as Document[] | undefined;
   if (!Array.isArray(docs)) throw new MongoCommandError(Codes.FailedToParse, "BSON field 'insert.documents' is missing but a required field");
   rejectOptions(ctx, ['collation']);
+  takeBypass(ctx);
   let n = 0;
+  if (isView(ctx, name)) return withErrors({ n, ok: 1 }, await runStatements(ctx, docs, () => { throw viewNotCollection(ctx.db, name); }));
   const coll = ensureColl(ctx.exec, ctx.db, name);
   const writeErrors = await runStatements(ctx, docs, (d) => {
     insertOne(ctx.exec, getColl(ctx.exec, ctx.db, name) ?? coll, d);
@@ -72,7 +103,10 @@ const update: Handler = async (ctx) => {
   // 'sort' in an update statement exists from 8.0; the 7.0 IDL parser rejects unknown fields for the
   // whole command ("BSON field '<path>' is an unknown field.", 40415).
   if (updates.some((st) => isPlainObject(st) && st.sort !== undefined)) throw new MongoCommandError(40415, "BSON field 'update.updates.sort' is an unknown field.");
+  takeBypass(ctx);
+  const onView = isView(ctx, name);
   const writeErrors = await runStatements(ctx, updates, (st, index) => {
+    if (onView) throw viewNotCollection(ctx.db, name);
     rejectStatementOptions(ctx, st, ['collation']);
     const r = updateStatement(ctx.exec, ctx.db, name, {
       q: st.q as Document,
@@ -96,7 +130,9 @@ const del: Handler = async (ctx) => {
   const deletes = ctx.cmd.deletes as Document[] | undefined;
   if (!Array.isArray(deletes)) throw new MongoCommandError(Codes.FailedToParse, "BSON field 'delete.deletes' is missing but a required field");
   let n = 0;
+  const onView = isView(ctx, name);
   const writeErrors = await runStatements(ctx, deletes, (st) => {
+    if (onView) throw viewNotCollection(ctx.db, name);
     rejectStatementOptions(ctx, st, ['collation']);
     const limit = Number(st.limit ?? 0);
     if (limit !== 0 && limit !== 1) throw new MongoCommandError(Codes.FailedToParse, 'The limit field in delete objects must be 0 or 1');
@@ -131,6 +167,8 @@ const findAndModify: Handler = async (ctx) => {
   if (c.remove && c.update !== undefined) throw new MongoCommandError(Codes.FailedToParse, 'Cannot specify both an update and remove=true');
   if (!c.remove && c.update === undefined) throw new MongoCommandError(Codes.FailedToParse, 'Either an update or remove=true must be specified');
   if (c.remove && c.upsert) throw new MongoCommandError(Codes.FailedToParse, 'Cannot specify both upsert=true and remove=true');
+  if (isView(ctx, name)) throw viewNotCollection(ctx.db, name);
+  takeBypass(ctx);
   return waitingForLocks(() => {
     let value: Document | null;
     const leo: Document = {};
@@ -197,11 +235,33 @@ export function findDocs(ctx: CommandCtx, name: string, c: Document, stats?: { e
   return project(docs, c.projection as Document | undefined, ctx, filter);
 }
 
+/**
+ * A find on a view runs as the aggregation query_request_helper::asAggregationCommand builds: the
+ * view pipeline, then $match, $sort, $skip, $limit, $project. Projections beyond plain
+ * inclusion/exclusion differ between find and $project and are refused.
+ */
+function findOnView(ctx: CommandCtx, name: string, c: Document): Document[] {
+  rejectOnView(ctx, c);
+  const { skip, limit, sort } = findWindow(c);
+  const projection = c.projection as Document | undefined;
+  if (projection && Object.entries(projection).some(([k, v]) => k.includes('$') || (typeof v !== 'number' && typeof v !== 'boolean'))) {
+    throw unsupported('a find projection with operators or expressions on a view');
+  }
+  const filter = (c.filter ?? {}) as Document;
+  compileFilter(filter, ctx.vars); // the filter's own checks and errors, as on a collection
+  let docs = viewDocs(ctx, name, Object.keys(filter).length ? bindPipeline([{ $match: filter }], ctx.vars) : []);
+  if (sort) docs = sortDocs(docs, sort);
+  if (skip) docs = docs.slice(skip);
+  if (limit) docs = docs.slice(0, limit);
+  return project(docs, projection, ctx, filter);
+}
+
 const find: Handler = (ctx) => {
   const name = collName(ctx);
   const c = ctx.cmd;
   rejectOptions(ctx, FIND_UNSUPPORTED_OPTIONS);
-  const docs = findDocs(ctx, name, c);
+  rejectSystemViews(name);
+  const docs = isView(ctx, name) ? findOnView(ctx, name, c) : findDocs(ctx, name, c);
   return ctx.state.cursors.fromArray(`${ctx.db}.${name}`, docs, c.batchSize as number | undefined, findWindow(c).singleBatch);
 };
 
@@ -227,9 +287,23 @@ export function countDocs(ctx: CommandCtx, name: string, c: Document, stats?: { 
   return n;
 }
 
+/** count on a view: the view pipeline, $match, $skip, $limit, counted (count_cmd.cpp runs it as an aggregation). */
+function countOnView(ctx: CommandCtx, name: string, c: Document): number {
+  rejectOnView(ctx, c);
+  const filter = (c.query ?? {}) as Document;
+  compileFilter(filter, ctx.vars);
+  let n = viewDocs(ctx, name, Object.keys(filter).length ? bindPipeline([{ $match: filter }], ctx.vars) : []).length;
+  n = Math.max(0, n - Number(c.skip ?? 0));
+  const limit = Math.abs(Number(c.limit ?? 0));
+  if (limit) n = Math.min(n, limit);
+  return n;
+}
+
 const count: Handler = (ctx) => {
   const name = collName(ctx);
   rejectOptions(ctx, ['collation']);
+  rejectSystemViews(name);
+  if (isView(ctx, name)) return { n: countOnView(ctx, name, ctx.cmd), ok: 1 };
   return { n: countDocs(ctx, name, ctx.cmd), ok: 1 };
 };
 
@@ -238,8 +312,17 @@ const distinct: Handler = (ctx) => {
   rejectOptions(ctx, ['collation']);
   const key = ctx.cmd.key as string;
   const filter = (ctx.cmd.query ?? {}) as Document;
-  const view = readView(ctx, name);
-  const docs = view.find(filter, withRestriction(compileFilter(filter, ctx.vars), resolveHint(view.coll, ctx.cmd.hint))).map(([, d]) => d);
+  rejectSystemViews(name);
+  let docs: Document[];
+  if (isView(ctx, name)) {
+    // distinct.cpp runs a distinct on a view as an aggregation of the view pipeline and $match.
+    rejectOnView(ctx, ctx.cmd);
+    compileFilter(filter, ctx.vars);
+    docs = viewDocs(ctx, name, Object.keys(filter).length ? bindPipeline([{ $match: filter }], ctx.vars) : []);
+  } else {
+    const view = readView(ctx, name);
+    docs = view.find(filter, withRestriction(compileFilter(filter, ctx.vars), resolveHint(view.coll, ctx.cmd.hint))).map(([, d]) => d);
+  }
   const seen = new Map<string, unknown>();
   for (const d of docs) {
     let v: unknown = d;
@@ -264,6 +347,8 @@ const aggregate: Handler = async (ctx) => {
     // DocumentSourceChangeStream::assertIsLegalSpecification
     // (src/mongo/db/pipeline/document_source_change_stream.cpp): replica sets and mongos only.
     if (ctx.state.topology === 'standalone') throw new MongoCommandError(40573, 'The $changeStream stage is only supported on replica sets');
+    // run_aggregate.cpp: "Raise an error if 'origNss' is a view" (views.ts).
+    if (typeof collArg === 'string' && isView(ctx, collArg)) throw viewNotCollection(ctx.db, collArg);
     const hook = ctx.state.changeStreams;
     if (!hook) throw unsupported('$changeStream (change-streams module not installed)');
     const src = await hook.openCursor({
@@ -285,7 +370,27 @@ const aggregate: Handler = async (ctx) => {
   // $out / $merge (aggregate-write.ts): validated here, split off, written after the pipeline ran.
   const write = parseWriteStage(ctx, pipeline);
   if (write) pipeline = write.body;
-  if (typeof collArg !== 'string') throw unsupported('aggregate: 1 (collection-less aggregate) without $changeStream');
+  // Collection-less aggregate ($listLocalSessions, $documents): collectionless-aggregate.ts.
+  if (typeof collArg !== 'string' && numKind(collArg) !== undefined && toNumber(collArg) === 1) {
+    const resolver = (name: string) => resolverDocs(ctx, name);
+    if (write) return runWriteStage(ctx, write, collectionlessDocs(ctx, pipeline, resolver), `${ctx.db}.$cmd.aggregate`);
+    return collectionlessAggregate(ctx, pipeline, resolver);
+  }
+  if (typeof collArg !== 'string') throw unsupported(`aggregate: ${String(collArg)} (neither a collection name nor 1)`);
+  for (const stage of pipeline) {
+    const op = isPlainObject(stage) ? Object.keys(stage)[0] : undefined;
+    // DocumentSourceListLocalSessions::createFromBson (document_source_list_local_sessions.cpp).
+    if (op === '$listLocalSessions') throw new MongoCommandError(Codes.InvalidNamespace, '$listLocalSessions must be run against the database with {aggregate: 1}, not a collection');
+    if (op === '$documents') throw unsupported('$documents in an aggregate on a collection');
+  }
+  rejectSystemViews(collArg);
+  if (isView(ctx, collArg)) {
+    // The view pipeline, then the request's (views.ts).
+    rejectOnView(ctx, c);
+    const out = viewDocs(ctx, collArg, bindPipeline(pipeline, ctx.vars));
+    if (write) return runWriteStage(ctx, write, out, `${ctx.db}.${collArg}`);
+    return ctx.state.cursors.fromArray(`${ctx.db}.${collArg}`, out, (c.cursor as Document | undefined)?.batchSize as number | undefined);
+  }
   let stages = bindPipeline(pipeline, ctx.vars);
   let docs: Document[];
   const view = readView(ctx, collArg);
@@ -304,7 +409,7 @@ const aggregate: Handler = async (ctx) => {
     out = stages.length
       ? (makeAggregator(stages, {
           variables: ctx.vars.let,
-          collectionResolver: (name: string) => [...readView(ctx, name).all()].map(([, d]) => d),
+          collectionResolver: (name: string) => resolverDocs(ctx, name),
         }).run(docs) as Document[])
       : docs;
   } catch (e) {

@@ -81,6 +81,8 @@ function rejectOptions(cmd: Document, name: string, options: string[]): void {
 }
 
 function base(ctx: CommandCtx, coll: string, filter: Document): Omit<Explained, 'plan'> {
+  // A view's explain is the aggregation's explain of its resolved pipeline (views.ts): not modelled.
+  if (ctx.state.storage.getView(ctx.db, coll)) throw unsupported('explain of a command on a view');
   compileFilter(filter, ctx.vars); // the same validation (and errors) as running the command
   const view = readView(ctx, coll);
   return { ns: `${ctx.db}.${coll}`, filter, path: chooseAccessPath(view.coll, filter, !!view.txn) };

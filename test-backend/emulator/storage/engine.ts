@@ -41,8 +41,19 @@ export interface WriteSink {
   updateIndex(db: string, name: string, spec: IndexSpec): void;
   /** renameCollection within a database (the target, if any, was dropped first). */
   renameCollection(db: string, from: string, to: string): void;
-  /** The collection's options changed (collMod). */
+  /** A collection's options changed (collMod: validators, changeStreamPreAndPostImages). */
   updateCollectionOptions(db: string, name: string, options: Document): void;
+  /** A view was created or modified (views.ts). */
+  putView(view: ViewDef): void;
+  dropView(db: string, name: string): void;
+}
+
+/** A view definition (views.ts): a name in `db` reading `viewOn` through `pipeline`. */
+export interface ViewDef {
+  db: string;
+  name: string;
+  viewOn: string;
+  pipeline: Document[];
 }
 
 /** What a lock holder (a transaction) must offer to a waiting writer. */
@@ -65,6 +76,8 @@ export interface CommitMeta {
 export class Storage implements ChangeSource {
   readonly changes = new EventEmitter();
   private readonly dbs = new Map<string, Map<string, Collection>>();
+  /** View definitions by namespace (views.ts); journaled like collections. */
+  private readonly viewDefs = new Map<string, ViewDef>();
   /** ns + '\0' + key -> transaction holding the document. */
   readonly locks = new Map<string, LockHolder>();
   seq = 0;
@@ -92,7 +105,39 @@ export class Storage implements ChangeSource {
 
   // ---- namespaces ---------------------------------------------------------
   databaseNames(): string[] {
-    return [...this.dbs.entries()].filter(([, c]) => c.size > 0).map(([n]) => n);
+    const names = [...this.dbs.entries()].filter(([, c]) => c.size > 0).map(([n]) => n);
+    // A database holding only views exists on mongod (its system.views collection).
+    for (const v of this.viewDefs.values()) if (!names.includes(v.db)) names.push(v.db);
+    return names;
+  }
+
+  // ---- views (views.ts decides; the storage keeps and journals) ------------------
+  getView(db: string, name: string): ViewDef | undefined {
+    return this.viewDefs.size ? this.viewDefs.get(`${db}.${name}`) : undefined;
+  }
+
+  views(db: string): ViewDef[] {
+    return [...this.viewDefs.values()].filter((v) => v.db === db);
+  }
+
+  /** Creates or replaces a view definition (journaled). */
+  putView(view: ViewDef): void {
+    validateNamespace(view.db, view.name);
+    this.viewDefs.set(`${view.db}.${view.name}`, view);
+    this.sink?.putView(view);
+  }
+
+  dropView(db: string, name: string): boolean {
+    if (!this.viewDefs.delete(`${db}.${name}`)) return false;
+    this.sink?.dropView(db, name);
+    return true;
+  }
+
+  /** collMod's validator options (journaled); `options` replaces the collection's options. */
+  setCollectionOptions(coll: Collection, options: Document): void {
+    for (const k of Object.keys(coll.options)) delete coll.options[k];
+    Object.assign(coll.options, options);
+    this.sink?.updateCollectionOptions(coll.db, coll.name, coll.options);
   }
 
   collections(db: string): Collection[] {
@@ -151,6 +196,7 @@ export class Storage implements ChangeSource {
 
   dropDatabase(db: string): void {
     for (const c of this.collections(db)) this.dropCollection(db, c.name);
+    for (const v of this.views(db)) this.dropView(db, v.name);
     this.dbs.delete(db);
     this.emit({ operationType: 'dropDatabase', ns: { db }, clusterTime: this.tick() });
   }
