@@ -9,6 +9,7 @@ import { applyProjection, projectionIsSimple } from '../projection';
 import { deleteStatement, insertOne, sortDocs, updateStatement, waitingForLocks, type UpdateSpec } from '../writes';
 import { isPlainObject, keyOf } from '../values';
 import { ensureColl, getColl } from '../namespaces';
+import { snapshotView } from '../snapshot-reads';
 
 function collName(ctx: CommandCtx): string {
   const v = ctx.cmd[ctx.name];
@@ -164,6 +165,8 @@ const findAndModify: Handler = async (ctx) => {
 };
 
 export function readView(ctx: CommandCtx, name: string): View {
+  // integration: snapshot reads outside transactions (snapshot-reads.ts) read at ctx.readAt.
+  if (ctx.readAt) return snapshotView(ctx, ctx.readAt, name);
   return new View(getColl(ctx.exec, ctx.db, name), ctx.txn);
 }
 

@@ -83,7 +83,7 @@ function rejectOptions(cmd: Document, name: string, options: string[]): void {
 function base(ctx: CommandCtx, coll: string, filter: Document): Omit<Explained, 'plan'> {
   compileFilter(filter, ctx.vars); // the same validation (and errors) as running the command
   const view = readView(ctx, coll);
-  return { ns: `${ctx.db}.${coll}`, filter, path: chooseAccessPath(view.coll, filter, !!view.txn) };
+  return { ns: `${ctx.db}.${coll}`, filter, path: chooseAccessPath(view.coll, filter, view.pointInTime) };
 }
 
 function single(inner: Document, name: string, field: string): Document {
