@@ -107,12 +107,14 @@ export class SnapshotHistory {
     if (currentSeq - b[this.head].seq > MAX_VERSIONS) {
       while (this.head + 1 < b.length && b[this.head].seq < minSeq) this.head++;
     }
+    if (this.head === start) return false;
     for (const [ns, ts] of this.drops) if (compareTs(ts, b[this.head].ts) <= 0) this.drops.delete(ns);
+    // Trimmed boundaries are removed in bulk once they are the larger part (amortized O(1)).
     if (this.head > 1024 && this.head * 2 > b.length) {
       b.splice(0, this.head);
       this.head = 0;
     }
-    return this.head !== start;
+    return true;
   }
 }
 
