@@ -72,6 +72,8 @@ export class Storage implements ChangeSource {
   snapshots: SnapshotHistory | undefined;
   /** True while commitAll replays a transaction: its writes form one commit boundary. */
   private inCommitAll = false;
+  /** The bound of the last pruneHistory sweep (undefined: everything was dropped). */
+  private prunedTo: number | undefined;
 
   constructor() {
     this.changes.setMaxListeners(0);
@@ -319,6 +321,11 @@ export class Storage implements ChangeSource {
     const txnOldest = this.oldestSnapshot();
     const floor = this.snapshots?.floor.seq;
     const oldest = txnOldest === undefined ? floor : floor === undefined ? txnOldest : Math.min(txnOldest, floor);
+    // Every transaction's commit and abort calls this; while snapshot reads keep history (up to
+    // MAX_VERSIONS entries) a sweep that cannot drop anything is skipped: entries written since the
+    // last sweep all lie above the same bound.
+    if (oldest !== undefined && oldest === this.prunedTo) return;
+    this.prunedTo = oldest;
     for (const colls of this.dbs.values()) {
       for (const c of colls.values()) {
         if (oldest === undefined) {
