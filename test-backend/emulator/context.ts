@@ -3,6 +3,7 @@ import type { Document, ObjectId } from 'bson';
 import type { CursorRegistry } from './cursors';
 import type { ChangeStreamsHook, FailPointsHook } from './hooks';
 import type { SystemVars } from './query';
+import type { SnapshotRead } from './snapshot-reads';
 import type { Storage } from './storage/engine';
 import type { Transaction, TransactionManager } from './transactions';
 import type { ExecCtx } from './writes';
@@ -46,6 +47,8 @@ export interface CommandCtx {
   db: string;
   connectionId: number;
   txn?: Transaction;
+  /** A snapshot read outside a transaction: the point in time every view of the command reads at. */
+  readAt?: SnapshotRead;
   vars: SystemVars;
   exec: ExecCtx;
   /** OP_MSG exhaustAllowed flag: used by streaming hello. */

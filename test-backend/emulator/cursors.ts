@@ -3,7 +3,7 @@
  * asynchronous `CursorSource`s (change streams). Ids are Longs; idle cursors
  * are reaped like mongod's cursorTimeoutMillis (10 minutes).
  */
-import { Long, type Document } from 'bson';
+import { Long, type Document, type Timestamp } from 'bson';
 import type { CursorSource } from './hooks';
 import { Codes, MongoCommandError } from './errors';
 
@@ -34,6 +34,8 @@ interface Entry {
   source: CursorSource;
   lastUsed: number;
   busy: boolean;
+  /** A snapshot read's time (snapshot-reads.ts): every getMore reply repeats it. */
+  atClusterTime?: Timestamp;
 }
 
 export class CursorRegistry {
@@ -80,6 +82,12 @@ export class CursorRegistry {
     return id;
   }
 
+  /** Marks a snapshot read's cursor (CursorResponseBuilder::done adds `atClusterTime` after `ns`). */
+  setAtClusterTime(id: Long | number, ts: Timestamp): void {
+    const e = this.cursors.get(String(id));
+    if (e) e.atClusterTime = ts;
+  }
+
   async getMore(id: Long | number, ns: string, batchSize: number | undefined, maxAwaitTimeMS: number | undefined, afterCheckout?: (isChangeStream: boolean) => void): Promise<Document> {
     const key = String(id);
     const e = this.cursors.get(key);
@@ -106,6 +114,7 @@ export class CursorRegistry {
         outId = Long.ZERO;
       }
       const cursor: Document = { nextBatch: batch, id: outId, ns: src.ns };
+      if (e.atClusterTime) cursor.atClusterTime = e.atClusterTime;
       const token = e.source.postBatchResumeToken?.();
       if (token) cursor.postBatchResumeToken = token;
       return { cursor, ok: 1 };

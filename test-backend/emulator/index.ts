@@ -16,8 +16,9 @@
  * query-operator overrides, let variables), bson-order, projection, hint,
  * let, namespaces (collections created in transactions), writes + update-rules
  * + rules/upsert (write path), query-operators, unsupported-features,
- * transactions, change-streams, failpoints + write-failpoints, ttl,
- * persistence, indexes, storage/*, views (read-only views), validation
+ * transactions, snapshot-reads (readConcern snapshot outside transactions, on
+ * storage/snapshot-history), change-streams, failpoints + write-failpoints,
+ * ttl, persistence, indexes, storage/*, views (read-only views), validation
  * (document validators), collectionless-aggregate ({aggregate: 1}).
  *
  * Known gaps (refused loudly unless stated):
@@ -48,7 +49,9 @@
  *    failGetMoreAfterCursorCheckout errmsg is the emulator's own;
  *    onPrimaryTransactionalWrite acts per command, not per document write;
  *    on a standalone `$$CLUSTER_TIME` is refused when the command binds its
- *    variables, also where mongod would evaluate it on no document.
+ *    variables, also where mongod would evaluate it on no document; snapshot
+ *    reads outside transactions have history from the first snapshot read on
+ *    (bounded; older times and other cases refused, see snapshot-reads.ts).
  *  - Concurrency: commands run in arrival order (one connection's in order,
  *    different connections' interleaved by arrival). A change stream opened
  *    in the same tick as a write on another connection misses that write if

@@ -132,12 +132,22 @@ export class View {
   private readonly overlay: Map<string, Document | null> | undefined;
   private readonly snapshot: number | undefined;
 
+  /**
+   * `readAt`: a snapshot read outside a transaction (snapshot-reads.ts) reads the committed state
+   * as of that commit sequence, like a transaction without writes of its own.
+   */
   constructor(
     readonly coll: Collection | undefined,
     readonly txn?: Transaction,
+    readAt?: number,
   ) {
     this.overlay = coll && txn ? txn.overlayFor(coll.ns) : undefined;
-    this.snapshot = txn?.snapshot;
+    this.snapshot = txn ? txn.snapshot : readAt;
+  }
+
+  /** Whether the view reads a past snapshot (a transaction's or a snapshot read's), not the latest state. */
+  get pointInTime(): boolean {
+    return this.snapshot !== undefined;
   }
 
   get(key: string): Document | undefined {
@@ -149,7 +159,7 @@ export class View {
   *all(): Iterable<[string, Document]> {
     const c = this.coll;
     if (!c) return;
-    if (!this.txn) {
+    if (this.snapshot === undefined) {
       for (const [k, r] of c.docs) yield [k, r.doc];
       return;
     }
@@ -175,7 +185,7 @@ export class View {
     return out;
   }
 
-  *candidates(filter: Document | undefined, path: AccessPath = chooseAccessPath(this.coll, filter, !!this.txn)): Iterable<[string, Document]> {
+  *candidates(filter: Document | undefined, path: AccessPath = chooseAccessPath(this.coll, filter, this.pointInTime)): Iterable<[string, Document]> {
     const c = this.coll;
     if (!c) return;
     switch (path.kind) {
@@ -207,7 +217,8 @@ export class View {
  *  - eof: the collection does not exist, nothing is read;
  *  - id: one lookup in the collection's `_id` map (equality on `_id`);
  *  - index: the equality map of a single-field secondary index (outside
- *    transactions only: the maps hold committed state, not a snapshot);
+ *    transactions and snapshot reads only: the maps hold the latest committed
+ *    state, not a snapshot);
  *  - collscan: every visible document in natural order.
  * View.candidates executes exactly this decision and explain reports it.
  */
@@ -217,12 +228,12 @@ export type AccessPath =
   | { kind: 'index'; index: Index; field: string; value: unknown }
   | { kind: 'collscan' };
 
-export function chooseAccessPath(coll: Collection | undefined, filter: Document | undefined, inTransaction: boolean): AccessPath {
+export function chooseAccessPath(coll: Collection | undefined, filter: Document | undefined, pointInTime: boolean): AccessPath {
   if (!coll) return { kind: 'eof' };
   if (filter) {
     const idEq = equalityValue(filter._id);
     if (idEq.ok) return { kind: 'id', value: idEq.value };
-    if (!inTransaction) {
+    if (!pointInTime) {
       for (const field of Object.keys(filter)) {
         if (field.startsWith('$')) continue;
         const eq = equalityValue(filter[field]);

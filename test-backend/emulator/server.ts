@@ -24,8 +24,9 @@ import { adminCommands } from './commands/admin';
 import { crudCommands, WRITE_COMMANDS } from './commands/crud';
 import { explainCommands } from './commands/explain';
 import { handshakeCommands } from './commands/handshake';
-import { Codes, MongoCommandError, toCommandError, unsupported } from './errors';
+import { Codes, MongoCommandError, toCommandError } from './errors';
 import { evaluateLet } from './let';
+import { resolveSnapshotRead, withAtClusterTime } from './snapshot-reads';
 import { checkWriteConcern, withWriteConcernOutcome } from './write-concern';
 import { decodeMessage, encodeOpMsg, encodeOpReply, FLAG_EXHAUST_ALLOWED, FLAG_MORE_TO_COME, MessageFramer, OP_QUERY, type IncomingMessage } from './wire';
 
@@ -197,11 +198,10 @@ export async function dispatch(state: ServerState, msg: IncomingMessage, conn: C
       checkTransactionStatement(cmd, name);
       ctx.txn = state.txns.forCommand(cmd, name);
     }
-    // Snapshot reads outside transactions (readConcern snapshot, atClusterTime; 5.0+) read at a
-    // point in time the emulator does not keep for plain reads: refused rather than answered from
-    // the latest data.
-    const rc = cmd.readConcern as Document | undefined;
-    if (!inTransaction && rc && (rc.level === 'snapshot' || rc.atClusterTime !== undefined)) throw unsupported('readConcern snapshot outside a transaction (snapshot reads)');
+    // Snapshot reads outside transactions (readConcern snapshot, atClusterTime; 5.0+): the point
+    // in time every view of the command reads at, or mongod's refusal (snapshot-reads.ts).
+    const readAt = resolveSnapshotRead(state, cmd, name, inTransaction);
+    if (readAt) ctx.readAt = readAt;
     if (cmd.let !== undefined && LET_COMMANDS.has(name)) ctx.vars.let = evaluateLet(cmd.let, ctx.vars);
     ctx.exec = { storage: state.storage, txns: state.txns, txn: ctx.txn, vars: ctx.vars, db };
     const retryable = !inTransaction && WRITE_COMMANDS.has(name) && cmd.lsid !== undefined && cmd.txnNumber !== undefined;
@@ -219,7 +219,8 @@ export async function dispatch(state: ServerState, msg: IncomingMessage, conn: C
     checkWriteConcern(cmd, name, state.topology);
     if (!inTransaction && createsCollection(state, cmd, name, db)) await new Promise((r) => setTimeout(r, state.params.collectionCreationLatencyMs));
     const seqBefore = state.storage.seq;
-    const reply = withWriteConcernOutcome(cmd, name, state.topology, await handler(ctx));
+    let reply = withWriteConcernOutcome(cmd, name, state.topology, await handler(ctx));
+    if (readAt) reply = withAtClusterTime(state, name, readAt, reply);
     // A statement is recorded as executed only when it wrote (TransactionParticipant's executed
     // statements come from the oplog entries of the write, onWriteOpCompletedOnPrimary); a write
     // that changed nothing leaves no entry and runs again when retried. findAndModify records what

@@ -153,7 +153,7 @@ export class TransactionManager {
       this.storage.locks.delete(this.storage.lockKey(op.coll, op.key));
     }
     txn.markFinished('committed');
-    for (const op of txn.ops) this.storage.commit(op, { txnNumber: Long.fromNumber(txn.txnNumber), lsid: txn.lsid });
+    this.storage.commitAll(txn.ops, { txnNumber: Long.fromNumber(txn.txnNumber), lsid: txn.lsid });
     this.storage.pruneHistory();
   }
 

@@ -13,6 +13,7 @@ import { parseWriteStage, runWriteStage } from '../aggregate-write';
 import { rejectSystemViews, runOnView, viewNotCollection } from '../views';
 import { collectionlessAggregate, collectionlessDocs } from '../collectionless-aggregate';
 import { numKind, toNumber } from '../numbers';
+import { snapshotView } from '../snapshot-reads';
 
 function collName(ctx: CommandCtx): string {
   const v = ctx.cmd[ctx.name];
@@ -203,6 +204,8 @@ const findAndModify: Handler = async (ctx) => {
 };
 
 export function readView(ctx: CommandCtx, name: string): View {
+  // integration: snapshot reads outside transactions (snapshot-reads.ts) read at ctx.readAt.
+  if (ctx.readAt) return snapshotView(ctx, ctx.readAt, name);
   return new View(getColl(ctx.exec, ctx.db, name), ctx.txn);
 }
 

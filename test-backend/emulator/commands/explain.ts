@@ -85,7 +85,7 @@ function base(ctx: CommandCtx, coll: string, filter: Document): Omit<Explained, 
   if (ctx.state.storage.getView(ctx.db, coll)) throw unsupported('explain of a command on a view');
   compileFilter(filter, ctx.vars); // the same validation (and errors) as running the command
   const view = readView(ctx, coll);
-  return { ns: `${ctx.db}.${coll}`, filter, path: chooseAccessPath(view.coll, filter, !!view.txn) };
+  return { ns: `${ctx.db}.${coll}`, filter, path: chooseAccessPath(view.coll, filter, view.pointInTime) };
 }
 
 function single(inner: Document, name: string, field: string): Document {

@@ -3,7 +3,7 @@
  * encoding of `_id` (O(1) lookups), secondary indexes, and the before-images
  * that running transactions need to read their snapshot.
  */
-import { UUID, type Document } from 'bson';
+import { UUID, type Document, type Timestamp } from 'bson';
 import { Index, type IndexSpec } from '../indexes';
 import { keyOf } from '../values';
 
@@ -24,6 +24,11 @@ export class Collection {
   readonly history = new Map<string, HistoryEntry[]>();
   readonly indexes: Index[] = [];
   readonly uuid = new UUID();
+  /**
+   * The cluster time when the collection was registered (no tick of its own: a snapshot read at
+   * exactly this time cannot tell whether it was created before or after, see snapshot-reads.ts).
+   */
+  createdAt: Timestamp | undefined;
 
   constructor(
     readonly db: string,

@@ -15,6 +15,7 @@ import { formatValue, keyOf } from '../values';
 import { Collection } from './collection';
 import type { UpdateSource } from '../update-description';
 import { collectionEvents } from './catalog-events';
+import { HISTORY_WINDOW_SECONDS, SnapshotHistory } from './snapshot-history';
 
 export type WriteKind = 'insert' | 'update' | 'replace' | 'delete';
 
@@ -85,6 +86,15 @@ export class Storage implements ChangeSource {
   sink: WriteSink | undefined;
   /** Smallest snapshot still in use by a running transaction (undefined: none). */
   oldestSnapshot: () => number | undefined = () => undefined;
+  /**
+   * History for snapshot reads outside transactions (snapshot-history.ts); undefined until the
+   * first snapshot read, so the plain write path keeps no history for them before.
+   */
+  snapshots: SnapshotHistory | undefined;
+  /** True while commitAll replays a transaction: its writes form one commit boundary. */
+  private inCommitAll = false;
+  /** The bound of the last pruneHistory sweep (undefined: everything was dropped). */
+  private prunedTo: number | undefined;
 
   constructor() {
     this.changes.setMaxListeners(0);
@@ -156,6 +166,7 @@ export class Storage implements ChangeSource {
     let c = colls.get(name);
     if (!c) {
       c = new Collection(db, name, options);
+      c.createdAt = this.lastTs;
       colls.set(name, c);
       this.sink?.createCollection(db, name, options);
       this.emitCatalog(collectionEvents.created(c));
@@ -171,6 +182,7 @@ export class Storage implements ChangeSource {
     let colls = this.dbs.get(coll.db);
     if (!colls) this.dbs.set(coll.db, (colls = new Map()));
     if (colls.has(coll.name)) return false;
+    coll.createdAt = this.lastTs;
     colls.set(coll.name, coll);
     this.sink?.createCollection(coll.db, coll.name, coll.options);
     for (const idx of coll.indexes) this.sink?.createIndex(coll.db, coll.name, idx.spec);
@@ -190,6 +202,7 @@ export class Storage implements ChangeSource {
     for (const k of [...this.locks.keys()]) if (k.startsWith(`${c.ns}\0`)) this.locks.delete(k);
     this.sink?.dropCollection(db, name);
     const clusterTime = this.tick();
+    this.snapshots?.noteDrop(c.ns, clusterTime);
     this.emit({ operationType: 'drop', ns: { db, coll: name }, clusterTime, collectionUUID: c.uuid });
     return true;
   }
@@ -337,8 +350,9 @@ export class Storage implements ChangeSource {
   commit(w: DocWrite, meta: CommitMeta = {}): void {
     const { coll, key, before, after } = w;
     const seq = ++this.seq;
-    const oldest = this.oldestSnapshot();
-    if (oldest !== undefined && oldest < seq) {
+    const snapshots = this.snapshots;
+    let oldest: number | undefined;
+    if (snapshots || ((oldest = this.oldestSnapshot()) !== undefined && oldest < seq)) {
       let hist = coll.history.get(key);
       if (!hist) coll.history.set(key, (hist = []));
       hist.push({ until: seq, doc: before });
@@ -359,6 +373,7 @@ export class Storage implements ChangeSource {
       if (before) this.sink?.deleteDoc(coll.ns, before._id);
     }
     const clusterTime = this.tick();
+    if (snapshots && !this.inCommitAll) this.snapshotBoundary(snapshots, clusterTime, seq);
     // Building the event (and the update's diff) is only worth it when a change stream listens.
     if (this.changes.listenerCount('change') === 0) return;
     const id = (after ?? before)?._id;
@@ -383,9 +398,54 @@ export class Storage implements ChangeSource {
     this.emit(ev);
   }
 
-  /** Drops before-images no running snapshot can need any more. */
+  /**
+   * Commits a transaction's writes in order as one commit boundary: a snapshot read outside the
+   * transaction sees all of them or none (mongod commits a transaction at one timestamp).
+   */
+  commitAll(writes: DocWrite[], meta: CommitMeta): void {
+    this.inCommitAll = true;
+    try {
+      for (const w of writes) this.commit(w, meta);
+    } finally {
+      this.inCommitAll = false;
+    }
+    if (this.snapshots && writes.length) this.snapshotBoundary(this.snapshots, this.lastTs, this.seq);
+  }
+
+  // ---- snapshot reads outside transactions ------------------------------------
+  /** Starts (or keeps) the history for snapshot reads; called by every snapshot read. */
+  enableSnapshotHistory(): SnapshotHistory {
+    let h = this.snapshots;
+    if (!h) this.snapshots = h = new SnapshotHistory(this.lastTs, this.seq);
+    h.lastUsed = Date.now();
+    return h;
+  }
+
+  private snapshotBoundary(h: SnapshotHistory, ts: Timestamp, seq: number): void {
+    h.record(ts, seq);
+    // Trimming scans every collection's history: done every 1024 commits, so it costs O(1) a write.
+    if (++h.commitsSinceMaintain < 1024) return;
+    h.commitsSinceMaintain = 0;
+    const now = Date.now();
+    if (now - h.lastUsed > HISTORY_WINDOW_SECONDS * 1000) {
+      // No snapshot read for a whole window: stop keeping history (the next one starts it again).
+      this.snapshots = undefined;
+      this.pruneHistory();
+    } else if (h.trim(Math.floor(now / 1000), this.seq)) {
+      this.pruneHistory();
+    }
+  }
+
+  /** Drops before-images no running snapshot (transaction or snapshot read) can need any more. */
   pruneHistory(): void {
-    const oldest = this.oldestSnapshot();
+    const txnOldest = this.oldestSnapshot();
+    const floor = this.snapshots?.floor.seq;
+    const oldest = txnOldest === undefined ? floor : floor === undefined ? txnOldest : Math.min(txnOldest, floor);
+    // Every transaction's commit and abort calls this; while snapshot reads keep history (up to
+    // MAX_VERSIONS entries) a sweep that cannot drop anything is skipped: entries written since the
+    // last sweep all lie above the same bound.
+    if (oldest !== undefined && oldest === this.prunedTo) return;
+    this.prunedTo = oldest;
     for (const colls of this.dbs.values()) {
       for (const c of colls.values()) {
         if (oldest === undefined) {

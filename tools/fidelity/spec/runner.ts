@@ -5,7 +5,7 @@
  * expectError, expectEvents (command events) and outcome. Written for this project; it runs test
  * files read from a checkout given at run time and contains none of their data.
  */
-import { EJSON, type Document } from 'bson';
+import { EJSON, type Document, type Timestamp } from 'bson';
 import {
   MongoBulkWriteError,
   MongoClient,
@@ -147,7 +147,15 @@ export class UnifiedRun implements MatchContext {
         case 'session': {
           const c = this.get(spec.client as string, 'client');
           const so = (spec.sessionOptions as Document | undefined) ?? {};
-          const session = c.client.startSession(sessionOptions(so));
+          const { snapshotTime, ...rest } = so;
+          const session = c.client.startSession(sessionOptions(rest));
+          // sessionOptions.snapshotTime (sessions/snapshot-sessions.md, "snapshotTime"): the Node
+          // driver has no such option; it keeps the time in the session's internal `snapshotTime`,
+          // which it sends as atClusterTime, so the runner sets that (the value is a saved entity).
+          if (snapshotTime !== undefined) {
+            const saved = typeof snapshotTime === 'string' ? this.get(snapshotTime, 'value').value : snapshotTime;
+            (session as unknown as SnapshotSession).snapshotTime = saved as Timestamp;
+          }
           this.entities.set(id, { kind: 'session', session, lsid: session.id as Document, client: spec.client as string });
           break;
         }
@@ -357,6 +365,9 @@ export class UnifiedRun implements MatchContext {
         return session.abortTransaction();
       case 'endSession':
         return session.endSession();
+      case 'getSnapshotTime':
+        // The time the driver took from the session's first snapshot read (see createEntities).
+        return (session as unknown as SnapshotSession).snapshotTime;
       case 'withTransaction':
         return session.withTransaction(async () => {
           for (const o of (a.callback as Document[]) ?? []) await this.runOperation(o);
@@ -516,6 +527,11 @@ function collOptions(o: Document): Document {
   if (o.writeConcern) out.writeConcern = o.writeConcern;
   if (o.readPreference) out.readPreference = o.readPreference;
   return out;
+}
+
+/** The Node driver's internal field holding a snapshot session's time (not in its public types). */
+interface SnapshotSession {
+  snapshotTime?: Timestamp;
 }
 
 function sessionOptions(o: Document): Document {
