@@ -48,6 +48,14 @@ test('an unknown aggregation stage fails with 40324', async () => {
   expect(error.message).toContain('$mplBogusStage');
 });
 
+// mongod refuses a $changeStream that is not the first stage (Pipeline::validateCommon, 40602 for
+// kFirst stages, src/mongo/db/pipeline/pipeline.cpp); which expanded stage meets the check, and so
+// the errmsg, was not sourced, so the emulator refuses it loudly (NotImplemented) rather than guess.
+test('a $changeStream after the first stage is refused (NotImplemented, not a guessed mongod error)', async () => {
+  const error = await expectServerError(db.collection('c').aggregate([{ $match: {} }, { $changeStream: {} }]).toArray(), 238);
+  expect(error.message).toContain('$changeStream after the first stage');
+});
+
 // LiteParsedDocumentSource::parse (src/mongo/db/pipeline/lite_parsed_document_source.cpp).
 test('a stage object with two fields fails with 40323', async () => {
   const error = await expectServerError(db.collection('c').aggregate([{ $match: {}, $limit: 1 }]).toArray(), 40323);

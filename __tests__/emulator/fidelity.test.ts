@@ -126,7 +126,7 @@ test('unsupported features answer NotImplemented naming the feature', async () =
     ['collation', () => c.find({}, { collation: { locale: 'en' } }).toArray()],
     ['capped', () => db.createCollection('capped', { capped: true, size: 4096 })],
     ['timeseries', () => db.createCollection('ts', { timeseries: { timeField: 't' } })],
-    ['collMod', () => db.command({ collMod: 'loud', validationLevel: 'off' })],
+    ['collMod', () => db.command({ collMod: 'loud', index: { name: '_id_', hidden: true } })],
     ['renameCollection', () => client.db('admin').command({ renameCollection: 'fid.loud', to: 'other.loud2' })],
   ];
   for (const [feature, p] of cases) {

@@ -240,7 +240,8 @@ function parseStages(pipeline: Document[]): Document[] {
     if (names.length !== 1) fail(40323, 'A pipeline stage specification object must contain exactly one field.');
     const name = names[0];
     if (name === '$changeStreamSplitLargeEvent') fail(Code.NotImplemented, '$changeStreamSplitLargeEvent is not supported by the mongoose-pessimistic-lock emulator');
-    if (name === '$changeStream') fail(Code.BadValue, '$changeStream is only valid as the first stage in a pipeline');
+    // A second $changeStream: refused by mongod (pipeline.cpp validateCommon, 40602), errmsg not sourced (see crud.ts).
+    if (name === '$changeStream') fail(Code.NotImplemented, '$changeStream after the first stage (mongod refuses it; its errmsg is not sourced here) is not supported by the mongoose-pessimistic-lock emulator');
     // An unknown stage name fails as in any pipeline (LiteParsedDocumentSource::parse,
     // src/mongo/db/pipeline/lite_parsed_document_source.cpp, re-read: 40324 "Unrecognized
     // pipeline stage name"; change-streams spec test change-streams.json expects 40324 for

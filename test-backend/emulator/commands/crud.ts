@@ -368,7 +368,10 @@ const aggregate: Handler = async (ctx) => {
     if (isPlainObject(stage) && Object.keys(stage).length !== 1) throw new MongoCommandError(40323, 'A pipeline stage specification object must contain exactly one field.');
     const op = isPlainObject(stage) ? Object.keys(stage)[0] : undefined;
     if (op && UNSUPPORTED_STAGES.has(op)) throw unsupported(`aggregation stage ${op}`);
-    if (op === '$changeStream') throw new MongoCommandError(Codes.Location40324, '$changeStream is only valid as the first stage in a pipeline');
+    // mongod refuses a $changeStream that is not first (Pipeline::validateCommon's 40602 for stages
+    // whose position is kFirst, src/mongo/db/pipeline/pipeline.cpp), but which of its expanded
+    // stages meets that check first, and so the errmsg, was not sourced: refused here instead.
+    if (op === '$changeStream') throw unsupported('$changeStream after the first stage (mongod refuses it; its errmsg is not sourced here)');
   }
   // $out / $merge (aggregate-write.ts): validated here, split off, written after the pipeline ran.
   const write = parseWriteStage(ctx, pipeline);
