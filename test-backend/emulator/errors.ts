@@ -32,6 +32,7 @@ export const Codes = {
   InvalidIdField: 53,
   ConflictingUpdateOperators: 40,
   NotSingleValueField: 54,
+  CommandNotSupportedOnView: 166,
   QueryFeatureNotAllowed: 224,
 } as const;
 

@@ -333,8 +333,11 @@ const renameCollection: Handler = (ctx) => {
   const storage = ctx.state.storage;
   if (!storage.databaseNames().includes(fromDb)) throw new MongoCommandError(Codes.NamespaceNotFound, `Database ${fromDb} does not exist or is drop pending`);
   const coll = storage.getCollection(fromDb, fromName);
+  // checkSourceAndTargetNamespaces (rename_collection.cpp): a view is neither source nor target.
+  if (!coll && storage.getView(fromDb, fromName)) throw new MongoCommandError(Codes.CommandNotSupportedOnView, `cannot rename view: ${source}`);
   if (!coll) throw new MongoCommandError(Codes.NamespaceNotFound, `Source collection ${source} does not exist`);
   const existing = storage.getCollection(toDb, toName);
+  if (!existing && storage.getView(toDb, toName)) throw new MongoCommandError(Codes.NamespaceExists, `a view already exists with that name: ${target}`);
   if (existing && !dropTargetOpt) throw new MongoCommandError(Codes.NamespaceExists, 'target namespace exists');
   for (const c of [coll, existing]) {
     if (c && [...storage.locks.keys()].some((k) => k.startsWith(`${c.ns}\0`))) throw unsupported('renameCollection of a collection a running transaction has written (mongod waits for its locks)');
