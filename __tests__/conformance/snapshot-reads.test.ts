@@ -14,6 +14,7 @@
  *    jstests/libs/global_snapshot_reads_util.js: the getMore's atClusterTime equals the find's and
  *    its documents do not show a later update); distinct's top-level `atClusterTime` after `values`
  *    (src/mongo/db/commands/query_cmd/distinct.cpp).
+ *  - Renames and hints at a time: jstests/noPassthrough/point_in_time_lookups.js (requires_fcv_70).
  *  - Reading at a given time: global_snapshot_reads_util.js reads at an insert's operationTime and
  *    sees exactly the documents then, `$lookup` included; driver spec sessions/tests/
  *    snapshot-sessions.json (a snapshot session keeps reading at its first read's time).
@@ -198,6 +199,35 @@ describeIf(isReplSet, 'snapshot reads need a replica set member')('snapshot read
     const r = await db().command({ find: 'c11', readConcern: { level: 'snapshot', afterClusterTime: t } });
     expect(r.cursor.firstBatch).toEqual([{ _id: 1 }]);
     expect((r.cursor.atClusterTime as Timestamp).greaterThanOrEqual(t)).toBe(true);
+  });
+
+  // jstests/noPassthrough/point_in_time_lookups.js: a read at a time at or after a rename finds the
+  // collection under its new name and nothing under the old one. (Reads at a time before the rename
+  // are refused by the emulator, see attack9-snapshot.test.ts and FIDELITY.md.)
+  test('a read at or after a rename sees the collection under its new name only', async () => {
+    await db().createCollection('rn_old');
+    await seed('rn_old', [{ _id: 1 }, { _id: 2 }]);
+    const renamed = await client.db('admin').command({ renameCollection: `${dbName}.rn_old`, to: `${dbName}.rn_new` });
+    const at = renamed.operationTime as Timestamp;
+    const find = (coll: string, t: Timestamp): Promise<Document> =>
+      db().command({ find: coll, sort: { _id: 1 }, readConcern: { level: 'snapshot', atClusterTime: t } });
+    expect((await find('rn_new', at)).cursor.firstBatch).toEqual([{ _id: 1 }, { _id: 2 }]);
+    expect((await find('rn_old', at)).cursor.firstBatch).toEqual([]);
+    const later = await seed('rn_new', [{ _id: 3 }]);
+    expect((await find('rn_new', later)).cursor.firstBatch).toEqual([{ _id: 1 }, { _id: 2 }, { _id: 3 }]);
+    expect((await find('rn_old', later)).cursor.firstBatch).toEqual([]);
+  });
+
+  // point_in_time_lookups.js resolves a hint against the indexes of the read time; at a time after
+  // the last index build the current indexes are those (hint.ts: an unknown index is BadValue).
+  test('a hint at a time after the index build is resolved against the index', async () => {
+    await db().createCollection('hinted');
+    await db().collection('hinted').createIndex({ x: 1 });
+    const t = await seed('hinted', [{ _id: 1, x: 1 }, { _id: 2 }]);
+    const r = await db().command({ find: 'hinted', hint: { x: 1 }, sort: { _id: 1 }, readConcern: { level: 'snapshot', atClusterTime: t } });
+    expect(r.cursor.firstBatch).toEqual([{ _id: 1, x: 1 }, { _id: 2 }]);
+    const e = await expectServerError(db().command({ find: 'hinted', hint: { y: 1 }, readConcern: { level: 'snapshot', atClusterTime: t } }), 2);
+    expect(e.message).toMatch(/hint provided does not correspond to an existing index/);
   });
 });
 

@@ -168,7 +168,7 @@ export function resolveSnapshotRead(state: ServerState, cmd: Document, name: str
 /**
  * The view of collection `name` at the command's snapshot. A collection dropped after the snapshot
  * (its data at that time is gone here) or created at or after it (7.0's point-in-time catalog
- * behaviour is not traced) is refused.
+ * behaviour is not modelled) is refused; a rename counts as both (Storage.renameCollection).
  */
 export function snapshotView(ctx: CommandCtx, read: SnapshotRead, name: string): View {
   const coll = getColl(ctx.exec, ctx.db, name);
@@ -179,6 +179,14 @@ export function snapshotView(ctx: CommandCtx, read: SnapshotRead, name: string):
     }
     if (coll?.createdAt && compareTs(coll.createdAt, read.atClusterTime) >= 0) {
       throw unsupported(`a snapshot read of ${ns} at ${fmt(read.atClusterTime)}, created at or after that time`);
+    }
+    // point_in_time_lookups.js: a hint is resolved against the indexes of the read time (one built
+    // since fails with BadValue, one dropped since is usable); the emulator keeps only the current
+    // indexes, so a hint is refused when they changed at or after the read time.
+    const hint: unknown = ctx.cmd.hint;
+    const hinted = hint !== undefined && hint !== null && !(isPlainObject(hint) && '$natural' in hint);
+    if (hinted && ctx.cmd[ctx.name] === name && coll?.indexesChangedAt && compareTs(coll.indexesChangedAt, read.atClusterTime) >= 0) {
+      throw unsupported(`a hint in a snapshot read of ${ns} at ${fmt(read.atClusterTime)}, its indexes changed at or after that time`);
     }
   }
   return new View(coll, undefined, read.seq);

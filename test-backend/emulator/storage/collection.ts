@@ -29,6 +29,12 @@ export class Collection {
    * exactly this time cannot tell whether it was created before or after, see snapshot-reads.ts).
    */
   createdAt: Timestamp | undefined;
+  /**
+   * The cluster time of the latest index build or drop (same convention as createdAt): a snapshot
+   * read at or before it would resolve a hint against indexes the collection did not have then
+   * (snapshot-reads.ts refuses it).
+   */
+  indexesChangedAt: Timestamp | undefined;
 
   constructor(
     readonly db: string,

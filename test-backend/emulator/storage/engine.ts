@@ -249,6 +249,7 @@ export class Storage implements ChangeSource {
     }
     if (opts.dryRun) return 'created';
     coll.addIndex(spec);
+    coll.indexesChangedAt = this.lastTs;
     if (!opts.pending) this.sink?.createIndex(coll.db, coll.name, spec);
     return 'created';
   }
@@ -264,6 +265,7 @@ export class Storage implements ChangeSource {
   dropIndex(coll: Collection, name: string): void {
     const spec = coll.findIndex(name)?.spec;
     coll.dropIndex(name);
+    coll.indexesChangedAt = this.lastTs;
     this.sink?.dropIndex(coll.db, coll.name, name);
     if (spec) this.emitCatalog(collectionEvents.indexDropped(coll, spec));
   }
@@ -293,19 +295,27 @@ export class Storage implements ChangeSource {
    * renameCollection within one database, keeping the collection (documents, indexes, UUID): drops
    * the target first when asked (renameCollectionAndDropTarget, rename_collection.cpp, logs no
    * separate drop), journals, and emits the one `rename` event.
+   * For snapshot reads (snapshot-reads.ts) the rename counts as a drop of the source name and of a
+   * dropped target, and as a creation under the new name: the emulator keeps no point-in-time
+   * catalog (7.0's CollectionCatalog lookups at a read timestamp, jstests/noPassthrough/
+   * point_in_time_lookups.js), so reads at a time before the rename are refused under either name.
    */
   renameCollection(coll: Collection, to: string, dropTarget: Collection | undefined): void {
     const colls = this.dbs.get(coll.db)!;
     const from = coll.name;
+    const fromNs = coll.ns;
     if (dropTarget) {
       colls.delete(dropTarget.name);
       this.sink?.dropCollection(dropTarget.db, dropTarget.name);
     }
     colls.delete(from);
     coll.rename(to);
+    coll.createdAt = this.lastTs;
     colls.set(to, coll);
     this.sink?.renameCollection(coll.db, from, to);
     this.emitCatalog(collectionEvents.renamed(coll, from, dropTarget));
+    this.snapshots?.noteDrop(fromNs, this.lastTs);
+    if (dropTarget) this.snapshots?.noteDrop(dropTarget.ns, this.lastTs);
   }
 
   /** A view's creation, for the views module: the change event of its system.views insert. */
