@@ -23,8 +23,27 @@
  *    in the pipeline".
  *  - CRUD spec tests aggregate-out.json, aggregate-merge.json, aggregate-merge-errorResponse.json
  *    (code 11000 with keyPattern / keyValue), aggregate-out-readConcern.json.
+ *  - Validation: jstests/core/doc_validation/bypass_doc_validation.js ("aggregation command with a
+ *    $out stage": the output collection's validator applies, 121 with an errInfo object per
+ *    jstests/libs/doc_validation_utils.js assertDocumentValidationFailure, nothing written; bypass
+ *    writes) and jstests/aggregation/sources/merge/bypass_doc_validation.js (every mode fails with
+ *    121 without the flag and writes nothing; a non-boolean flag 5 is taken as true); the flag is a
+ *    safeBool in src/mongo/db/pipeline/aggregate_command.idl (src/mongo/db/basic_types.idl: bool or
+ *    number, BSONElement::trueValue). The temporary collection of $out has the target's options
+ *    (document_source_out.cpp initialize: create with _originalOutOptions), so validationAction
+ *    warn lets documents through and validationLevel moderate still checks inserts (manual,
+ *    "Specify Validation Level for Existing Documents"); the rename keeps them on the target.
+ *  - Views: jstests/core/views/views_aggregation.js testAggStagesWritingToViews (166); the errmsg
+ *    "Namespace <ns> is a view, not a collection" is AutoGetCollection's with views forbidden
+ *    (db_raii.cpp), met by $out's initialize (getCollectionOptionsLocally, before any input is
+ *    read, so even an empty output fails) and by $merge's first batch write (write_ops_exec.cpp;
+ *    document_source_writer.h doGetNext flushes nothing for an empty output, and
+ *    DocumentSourceMerge has no initialize, so an empty $merge into a view succeeds).
+ *  - Batches: document_source_writer.h doGetNext (batches bounded by BSONObjMaxUserSize and
+ *    write_ops::kMaxWriteBatchSize); the emulator refuses an error in an output that may span
+ *    more than one batch.
  */
-import type { Db, MongoClient } from 'mongodb';
+import type { Db, Document, MongoClient } from 'mongodb';
 import { deploymentFacts, describeIf, expectServerError, openClient, uniqueDbName } from './support/server';
 
 const dbName = uniqueDbName('conf_out_merge');
@@ -176,6 +195,85 @@ describe('$merge', () => {
     expect(e3.message).toBe('Cannot $merge to special collection: system.x');
     const e4 = await expectServerError(run({ into: { db: 'config', coll: 'x' } }), 31320);
     expect(e4.message).toBe('Cannot $merge to internal database: config');
+  });
+});
+
+describe('validators, views and write batches', () => {
+  test('$out: the target validator applies to the new contents (121 with errInfo, nothing written); bypass as a number', async () => {
+    await seed('vsrc1', [{ _id: 1 }, { _id: 2, a: 1 }]);
+    await db.collection('vout1').drop().catch(() => undefined);
+    await db.createCollection('vout1', { validator: { a: { $exists: true } } });
+    await db.collection<{ _id: string; a: number }>('vout1').insertOne({ _id: 'keep', a: 0 });
+    const err = await expectServerError(db.command({ aggregate: 'vsrc1', pipeline: [{ $out: 'vout1' }], cursor: {} }), 121);
+    expect(err.message).toBe('Document failed validation');
+    expect(err.errInfo).toEqual({ failingDocumentId: 1, details: { operatorName: '$exists', specifiedAs: { a: { $exists: true } }, reason: 'path does not exist' } });
+    expect(await contents('vout1')).toEqual([{ _id: 'keep', a: 0 }]);
+    await expectServerError(db.command({ aggregate: 'vsrc1', pipeline: [{ $out: 'vout1' }], cursor: {}, bypassDocumentValidation: 0 }), 121);
+    await db.command({ aggregate: 'vsrc1', pipeline: [{ $out: 'vout1' }], cursor: {}, bypassDocumentValidation: 1 });
+    expect(await contents('vout1')).toEqual([{ _id: 1 }, { _id: 2, a: 1 }]);
+    // The target keeps its options through the rename.
+    const [info] = await db.listCollections({ name: 'vout1' }).toArray();
+    expect((info as Document).options.validator).toEqual({ a: { $exists: true } });
+    await expectServerError(db.command({ aggregate: 'vsrc1', pipeline: [{ $out: 'vout1' }], cursor: {}, bypassDocumentValidation: 'false' }), 238);
+  });
+
+  test('$out: validationAction warn writes invalid documents, validationLevel moderate still checks them, off does not', async () => {
+    await seed('vsrc2', [{ _id: 1 }]);
+    for (const [name, opts, code] of [
+      ['vout2w', { validationAction: 'warn' }, 0],
+      ['vout2m', { validationLevel: 'moderate' }, 121],
+      ['vout2o', { validationLevel: 'off' }, 0],
+    ] as const) {
+      await db.collection(name).drop().catch(() => undefined);
+      await db.createCollection(name, { validator: { a: 1 }, ...opts, changeStreamPreAndPostImages: { enabled: true } });
+      const run = db.command({ aggregate: 'vsrc2', pipeline: [{ $out: name }], cursor: {} });
+      if (code) {
+        await expectServerError(run, code);
+        expect(await contents(name)).toEqual([]);
+      } else {
+        await run;
+        expect(await contents(name)).toEqual([{ _id: 1 }]);
+        const [info] = await db.listCollections({ name }).toArray();
+        expect((info as Document).options).toMatchObject({ validator: { a: 1 }, ...opts, changeStreamPreAndPostImages: { enabled: true } });
+      }
+    }
+  });
+
+  test('$merge: without bypass every mode fails with 121 and writes nothing; a non-boolean bypass (5) is true', async () => {
+    await seed('vsrc3', [{ _id: 0, a: 1 }]);
+    await db.collection('vmt3').drop().catch(() => undefined);
+    await db.createCollection('vmt3', { validator: { a: 2 } });
+    for (const pipeline of [
+      [{ $merge: 'vmt3' }],
+      [{ $addFields: { a: 3 } }, { $merge: { into: 'vmt3', whenMatched: 'replace', whenNotMatched: 'insert' } }],
+      [{ $replaceRoot: { newRoot: { _id: 1, a: 4 } } }, { $merge: { into: 'vmt3', whenMatched: 'fail', whenNotMatched: 'insert' } }],
+    ]) {
+      await expectServerError(db.command({ aggregate: 'vsrc3', pipeline, cursor: {} }), 121);
+      await expectServerError(db.command({ aggregate: 'vsrc3', pipeline, cursor: {}, bypassDocumentValidation: false }), 121);
+    }
+    expect(await contents('vmt3')).toEqual([]);
+    await db.command({ aggregate: 'vsrc3', pipeline: [{ $merge: 'vmt3' }], cursor: {}, bypassDocumentValidation: 5 });
+    expect(await contents('vmt3')).toEqual([{ _id: 0, a: 1 }]);
+  });
+
+  test('into a view: $out fails with 166 even for an empty output; an empty $merge output writes nothing and succeeds', async () => {
+    await seed('vsrc4', [{ _id: 1 }]);
+    await db.command({ create: 'vview4', viewOn: 'vsrc4', pipeline: [] });
+    const e1 = await expectServerError(db.command({ aggregate: 'vsrc4', pipeline: [{ $match: { _id: 0 } }, { $out: 'vview4' }], cursor: {} }), 166);
+    expect(e1.message).toBe(`Namespace ${dbName}.vview4 is a view, not a collection`);
+    await db.command({ aggregate: 'vsrc4', pipeline: [{ $match: { _id: 0 } }, { $merge: 'vview4' }], cursor: {} });
+    const e2 = await expectServerError(db.command({ aggregate: 'vsrc4', pipeline: [{ $merge: 'vview4' }], cursor: {} }), 166);
+    expect(e2.message).toBe(`Namespace ${dbName}.vview4 is a view, not a collection`);
+    expect((await db.listCollections({ name: 'vview4' }).toArray()).map((i) => i.type)).toEqual(['view']);
+  });
+
+  test('$merge: an output that may span several write batches is written, but an error in it is refused (238)', async () => {
+    const big = 'x'.repeat(1024 * 1024);
+    await seed('vsrc5', Array.from({ length: 10 }, (_, i) => ({ _id: i, big })));
+    await seed('vmt5', []);
+    await db.command({ aggregate: 'vsrc5', pipeline: [{ $merge: 'vmt5' }], cursor: {} });
+    expect(await db.collection('vmt5').countDocuments()).toBe(10);
+    await expectServerError(db.command({ aggregate: 'vsrc5', pipeline: [{ $merge: { into: 'vmt5', whenMatched: 'fail' } }], cursor: {} }), 238);
   });
 });
 

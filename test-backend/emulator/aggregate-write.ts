@@ -30,8 +30,28 @@
  *  - Position: Pipeline::validateCommon (src/mongo/db/pipeline/pipeline.cpp): 40601 "<stage> can
  *    only be the final stage in the pipeline".
  *
- * `bypassDocumentValidation` is accepted and passed along in the write options (the emulator has no
- * validators here). What is not sourced is refused with NotImplemented (see `unsupported` calls).
+ *  - Views: a view target fails with CommandNotSupportedOnView (166) "Namespace <ns> is a view, not
+ *    a collection" (jstests/core/views/views_aggregation.js testAggStagesWritingToViews): `$out`'s
+ *    initialize reads the target's options through the process interface's
+ *    getCollectionOptionsLocally (AutoGetCollectionForReadCommand, views forbidden, db_raii.cpp)
+ *    before it reads any input; `$merge`'s first batch write (performInserts/performUpdates,
+ *    write_ops_exec.cpp, AutoGetCollection views forbidden) fails and nothing is created.
+ *  - Document validation: `$out`'s temporary collection is created with the target's options
+ *    (validator, validationLevel, validationAction), so its inserts are validated (validation.ts,
+ *    DocumentValidationFailure 121 with errInfo) unless `bypassDocumentValidation`; `$merge`'s writes
+ *    carry the flag (buildInsertOp/buildUpdateOp `setBypassDocumentValidation`): jstests
+ *    core/doc_validation/bypass_doc_validation.js ("aggregation command with a $out stage") and
+ *    aggregation/sources/merge/bypass_doc_validation.js. The flag is a `safeBool`
+ *    (aggregate_command.idl, basic_types.idl: bool or number, BSONElement::trueValue).
+ *  - Batches: DocumentSourceWriter::doGetNext (document_source_writer.h) builds every document's
+ *    batch entry (makeBatchObject: `on` values, `let` variables) before a batch is flushed, and the
+ *    batch write is unordered (buildInsertOp/buildUpdateOp `setOrdered(false)`; the process
+ *    interface's insert/update return the first statement error after all were tried). Batch
+ *    boundaries (BSONObjMaxUserSize minus the write header, write_ops::kMaxWriteBatchSize 100,000)
+ *    depend on mongod's size estimates, which are not modelled: an output that may not fit one batch
+ *    is written statement by statement and refused if a statement fails.
+ *
+ * What is not sourced is refused with NotImplemented (see `unsupported` calls).
  */
 import { calculateObjectSize, ObjectId, UUID, type Document } from 'bson';
 import type { CommandCtx } from './context';
@@ -44,8 +64,11 @@ import { Collection } from './storage/collection';
 import { WaitForLock } from './storage/engine';
 import { bsonTypeName } from './update-rules';
 import { isPlainObject, keyOf } from './values';
-import { insertOne, prepareInsert, updateStatement, waitingForLocks, type ExecCtx, type UpdateSpec } from './writes';
+import { insertOne, MAX_USER_DOC_SIZE, prepareInsert, updateStatement, waitingForLocks, type ExecCtx, type UpdateSpec } from './writes';
 import { duplicateKeyError } from './indexes';
+import { numKind, toNumber } from './numbers';
+import { validateWrite } from './validation';
+import { viewNotCollection } from './views';
 
 export type WhenMatched = 'replace' | 'keepExisting' | 'merge' | 'fail' | 'pipeline';
 export type WhenNotMatched = 'insert' | 'discard' | 'fail';
@@ -72,10 +95,11 @@ export interface MergeStage {
 
 export type WriteStage = OutStage | MergeStage;
 
-/** The pipeline without its write stage, and the parsed stage. */
+/** The pipeline without its write stage, the parsed stage, and the command's bypass flag. */
 export interface ParsedWrite {
   body: Document[];
   stage: WriteStage;
+  bypassDocumentValidation: boolean;
 }
 
 /** NamespaceString::isOnInternalDb: admin, local and config. */
@@ -113,7 +137,21 @@ export function parseWriteStage(ctx: CommandCtx, pipeline: Document[]): ParsedWr
   else createMerge(ctx, stage, spec as Document | string);
   if (at !== pipeline.length - 1) throw new MongoCommandError(40601, `${name} can only be the final stage in the pipeline`);
   checkWriteConcern(ctx);
-  return { body: pipeline.slice(0, at), stage };
+  return { body: pipeline.slice(0, at), stage, bypassDocumentValidation: bypassOf(ctx.cmd.bypassDocumentValidation) };
+}
+
+/**
+ * The aggregate's `bypassDocumentValidation`: a `safeBool` in aggregate_command.idl (basic_types.idl:
+ * bool, long, int, decimal or double, read with BSONElement::trueValue, so a non-zero number is true;
+ * jstests/aggregation/sources/merge/bypass_doc_validation.js testNonBooleanBypassDocValidationFlag
+ * passes 5). That jstest also passes the string "false" and expects it taken as true, which the IDL
+ * type list contradicts: other types are refused.
+ */
+function bypassOf(v: unknown): boolean {
+  if (v === undefined) return false;
+  if (typeof v === 'boolean') return v;
+  if (numKind(v) !== undefined) return toNumber(v) !== 0;
+  throw unsupported(`aggregate bypassDocumentValidation of type ${bsonTypeName(v)} with $out/$merge (the IDL type and the jstest disagree)`);
 }
 
 /**
@@ -283,9 +321,9 @@ function hasSupportingUniqueIndex(ctx: CommandCtx, stage: MergeStage): boolean {
 
 /** Writes the pipeline's output `docs` and returns the aggregate's reply (an empty, closed cursor). */
 export async function runWriteStage(ctx: CommandCtx, parsed: ParsedWrite, docs: Document[], sourceNs: string): Promise<Document> {
-  // bypassDocumentValidation travels with the writes (document_source_writer.h: the writer's
-  // bypassDocumentValidation comes from the command); there are no validators to bypass yet.
-  const bypassDocumentValidation = ctx.cmd.bypassDocumentValidation === true;
+  // bypassDocumentValidation travels with the writes (the process interface's buildInsertOp /
+  // buildUpdateOp: setBypassDocumentValidation(expCtx->bypassDocumentValidation)).
+  const { bypassDocumentValidation } = parsed;
   if (parsed.stage.kind === '$out') await runOut(ctx, parsed.stage, docs, { bypassDocumentValidation });
   else await runMerge(ctx, parsed.stage, docs, { bypassDocumentValidation });
   return ctx.state.cursors.fromArray(sourceNs, [], 0);
@@ -307,21 +345,30 @@ function refuseIfWatched(ctx: CommandCtx, db: string): void {
   }
 }
 
-async function runOut(ctx: CommandCtx, stage: OutStage, docs: Document[], _opts: WriteOptions): Promise<void> {
+async function runOut(ctx: CommandCtx, stage: OutStage, docs: Document[], opts: WriteOptions): Promise<void> {
   const { db, coll: name } = stage.target;
   refuseIfWatched(ctx, db);
   const storage = ctx.state.storage;
+  // initialize(): getCollectionOptions reads the target through AutoGetCollectionForReadCommand,
+  // which refuses a view (views forbidden) before any input is read.
+  if (storage.getView(db, name)) throw viewNotCollection(db, name);
   const existing = storage.getCollection(db, name);
   if (existing?.options.capped) throw new MongoCommandError(17152, `namespace '${db}.${name}' is capped so it can't be used for $out`);
-  if (existing && (existing.options.viewOn !== undefined || existing.options.timeseries !== undefined)) throw unsupported('$out into a view or a time-series collection');
+  if (existing?.options.timeseries !== undefined) throw unsupported('$out into a time-series collection');
   // DocumentSourceOut::initialize: a temporary collection with the target's options and indexes.
-  // It lives only in memory here: the documents are checked against it (ids, unique indexes) and it
-  // becomes the target only when every one went in, so a failure leaves the target untouched.
+  // It lives only in memory here: the documents are checked against it (validator, ids, unique
+  // indexes) and it becomes the target only when every one went in, so a failure leaves the target
+  // untouched. Its inserts are unordered, but the first failing statement is the same as in an
+  // ordered run (every earlier one went in), and a failure drops the temporary collection.
   const temp = new Collection(db, `tmp.agg_out.${new UUID().toHexString(true)}`, { ...(existing?.options ?? {}) });
   for (const spec of existing?.indexes.map((i) => i.spec) ?? []) temp.addIndex({ ...spec });
+  // The temporary collection carries the target's validator, validationLevel and validationAction
+  // (validation.ts: an insert is checked at every level but off; warn lets it through).
+  const validate = temp.options.validator !== undefined && !opts.bypassDocumentValidation;
   const prepared: Array<[string, Document]> = [];
   for (const raw of docs) {
     const doc = prepareInsert(raw);
+    if (validate) validateWrite(temp, null, doc);
     const key = keyOf(doc._id);
     if (temp.docs.has(key)) throw duplicateKeyError(temp.ns, '_id_', { _id: 1 }, { _id: doc._id });
     for (const idx of temp.indexes) {
@@ -343,43 +390,118 @@ async function runOut(ctx: CommandCtx, stage: OutStage, docs: Document[], _opts:
   });
 }
 
-/** MergeStrategy of each mode pair (document_source_merge.cpp, getDescriptors). */
-async function runMerge(ctx: CommandCtx, stage: MergeStage, docs: Document[], _opts: WriteOptions): Promise<void> {
-  const { db, coll: name } = stage.target;
-  const strict = stage.whenNotMatched === 'fail';
-  if (strict) checkOneBatch(docs);
-  let unmatched = 0;
-  for (const source of docs) {
-    let doc = source;
-    // makeBatchObject: an `_id` is generated when the `on` fields include it and it is missing.
-    if (stage.on.includes('_id') && doc._id === undefined) doc = { ...doc, _id: new ObjectId() };
-    const q = onFieldsOf(doc, stage.on);
-    for (const k of Object.keys(doc)) {
-      if (k.startsWith('$') || k.includes('.')) throw unsupported(`$merge of a document with the field name '${k}'`);
-    }
+/** write_ops::kMaxWriteBatchSize. */
+const MAX_WRITE_BATCH_SIZE = 100000;
+
+/**
+ * Per-statement bytes added to an entry's q/u/c sizes: an upper bound of the statement fields
+ * (upsert, multi, upsertSupplied...) mongod's write size estimators count.
+ */
+const STATEMENT_OVERHEAD = 1024;
+
+/**
+ * The bytes a batch surely holds: mongod's limit is BSONObjMaxUserSize minus the metadata, the
+ * write header (namespace, write concern, the aggregate's `let` and runtime constants) and
+ * internalQueryDocumentSourceWriterBatchExtraReservedBytes; half of BSONObjMaxUserSize minus the
+ * `let` leaves room for all of them.
+ */
+function oneBatchCapacity(ctx: CommandCtx): number {
+  const letSize = isPlainObject(ctx.cmd.let) ? calculateObjectSize(ctx.cmd.let) : 0;
+  return MAX_USER_DOC_SIZE / 2 - letSize;
+}
+
+/** One entry of a $merge write batch (MergeProcessor::makeBatchObject). */
+interface BatchObject {
+  /** The `on` values, the statement's query. */
+  q: Document;
+  doc: Document;
+  /** The resolved `let` variables (whenMatched pipeline only). */
+  vars?: Document;
+  /** An upper bound of mongod's estimate of the entry's size. */
+  size: number;
+}
+
+/**
+ * makeBatchObject: an `_id` is generated when the `on` fields include it and it is missing, the
+ * `on` values are extracted (51132/51185), and the `let` variables are resolved against the
+ * document (resolveLetVariablesIfNeeded).
+ */
+function makeBatchObject(ctx: CommandCtx, stage: MergeStage, source: Document): BatchObject {
+  let doc = source;
+  if (stage.on.includes('_id') && doc._id === undefined) doc = { ...doc, _id: new ObjectId() };
+  const q = onFieldsOf(doc, stage.on);
+  for (const k of Object.keys(doc)) {
+    if (k.startsWith('$') || k.includes('.')) throw unsupported(`$merge of a document with the field name '${k}'`);
+  }
+  let vars: Document | undefined;
+  if (stage.whenMatched === 'pipeline') {
+    // The `let` variables are evaluated against the source document; `new` is the document.
+    const letSpec = stage.let ?? { new: '$$ROOT' };
+    vars = {};
     try {
-      const matched = await waitingForLocks(() => mergeOne(ctx, stage, db, name, q, doc));
+      for (const [n, expr] of Object.entries(letSpec)) vars[n] = evaluate(doc, bindExpression(expr, ctx.vars));
+    } catch (e) {
+      throw toCommandError(e);
+    }
+    if (stage.whenNotMatched === 'insert' && !('new' in letSpec)) vars.new = doc;
+  }
+  const uSize = stage.whenMatched === 'pipeline' ? calculateObjectSize({ u: stage.pipeline ?? [] }) : calculateObjectSize(doc) + 32;
+  const size = calculateObjectSize(q) + uSize + (vars ? calculateObjectSize(vars) : 0) + STATEMENT_OVERHEAD;
+  return { q, doc, vars, size };
+}
+
+/**
+ * MergeStrategy of each mode pair (document_source_merge.cpp, getDescriptors), run over the
+ * batch as DocumentSourceWriter::doGetNext and the process interface do it: every entry is built
+ * first (an error there writes nothing of the batch), then the batch is written unordered (every
+ * statement tried, the first error thrown after), then whenNotMatched: fail checks nMatched.
+ */
+async function runMerge(ctx: CommandCtx, stage: MergeStage, docs: Document[], opts: WriteOptions): Promise<void> {
+  const { db, coll: name } = stage.target;
+  const exec: ExecCtx = { ...ctx.exec, bypassDocumentValidation: opts.bypassDocumentValidation };
+  const capacity = oneBatchCapacity(ctx);
+  const batch: BatchObject[] = [];
+  let bytes = 0;
+  // Whether the output surely fits the first batch (the boundaries are not modelled otherwise).
+  let oneBatch = true;
+  for (const source of docs) {
+    let entry: BatchObject;
+    try {
+      entry = makeBatchObject(ctx, stage, source);
+    } catch (e) {
+      if (!oneBatch && !isRefusal(e)) throw unsupported('$merge: an error building a write batch entry after the first batch (mongod writes the earlier batches first; their boundaries are not modelled)');
+      throw e;
+    }
+    bytes += entry.size;
+    if (batch.length >= MAX_WRITE_BATCH_SIZE || bytes > capacity) oneBatch = false;
+    batch.push(entry);
+  }
+  if (!batch.length) return;
+  // The first batch write into a view fails (write_ops_exec.cpp: AutoGetCollection, views forbidden).
+  if (ctx.state.storage.getView(db, name)) throw viewNotCollection(db, name);
+  const strict = stage.whenNotMatched === 'fail';
+  let firstError: MongoCommandError | undefined;
+  let unmatched = 0;
+  for (const entry of batch) {
+    try {
+      const matched = await waitingForLocks(() => mergeOne(exec, stage, db, name, entry));
       if (!matched) unmatched++;
     } catch (e) {
-      throw withMergeContext(e, stage);
+      if (!(e instanceof MongoCommandError) || isRefusal(e)) throw e;
+      if (!oneBatch) throw unsupported('$merge: a write error in an output that may span more than one write batch (mongod stops after the failing batch; its boundaries are not modelled)');
+      firstError ??= e;
     }
   }
+  if (firstError) throw withMergeContext(firstError, stage);
   // makeStrictUpdateStrategy: the whole batch is applied, then nMatched is checked.
   if (strict && unmatched > 0) {
+    if (!oneBatch) throw unsupported('$merge whenNotMatched: fail over more than one write batch');
     throw new MongoCommandError(13113, '$merge could not find a matching document in the target collection for at least one document in the source collection', {}, 'MergeStageNoMatchingDocument');
   }
 }
 
-/**
- * mongod writes $merge's output in batches (BSONObjMaxUserSize, maxWriteBatchSize 100000); with
- * whenNotMatched: fail the check runs per batch, so an output that may span several batches is
- * refused rather than checked as one.
- */
-function checkOneBatch(docs: Document[]): void {
-  if (docs.length >= 100000) throw unsupported('$merge whenNotMatched: fail over more than one write batch');
-  let size = 0;
-  for (const d of docs) size += calculateObjectSize(d) * 2;
-  if (size > 8 * 1024 * 1024) throw unsupported('$merge whenNotMatched: fail over more than one write batch');
+function isRefusal(e: unknown): boolean {
+  return e instanceof MongoCommandError && e.code === Codes.NotImplemented;
 }
 
 /** extractMergeOnFieldsFromDoc: the `on` values as an equality query. */
@@ -395,9 +517,9 @@ function onFieldsOf(doc: Document, on: string[]): Document {
   return q;
 }
 
-/** One document's write; returns whether a target document matched. */
-function mergeOne(ctx: CommandCtx, stage: MergeStage, db: string, name: string, q: Document, doc: Document): boolean {
-  const exec = ctx.exec;
+/** One statement of the batch; returns whether a target document matched. */
+function mergeOne(exec: ExecCtx, stage: MergeStage, db: string, name: string, entry: BatchObject): boolean {
+  const { q, doc } = entry;
   const upsert = stage.whenNotMatched === 'insert';
   switch (stage.whenMatched) {
     case 'fail':
@@ -411,16 +533,7 @@ function mergeOne(ctx: CommandCtx, stage: MergeStage, db: string, name: string, 
     case 'keepExisting':
       return update(exec, db, name, q, { $setOnInsert: doc }, upsert);
     case 'pipeline': {
-      // The `let` variables are evaluated against the source document; `new` is the document.
-      const letSpec = stage.let ?? { new: '$$ROOT' };
-      const vars: Document = {};
-      try {
-        for (const [n, expr] of Object.entries(letSpec)) vars[n] = evaluate(doc, bindExpression(expr, ctx.vars));
-      } catch (e) {
-        throw toCommandError(e);
-      }
-      if (stage.whenNotMatched === 'insert' && !('new' in letSpec)) vars.new = doc;
-      const pipelineExec: ExecCtx = { ...exec, vars: { ...exec.vars, let: vars } };
+      const pipelineExec: ExecCtx = { ...exec, vars: { ...exec.vars, let: entry.vars ?? {} } };
       const matched = update(pipelineExec, db, name, q, stage.pipeline ?? [], false);
       // UpsertType::kInsertSuppliedDoc: without a match the source document itself is inserted.
       if (!matched && upsert) insertOne(exec, ensureColl(exec, db, name), doc);
