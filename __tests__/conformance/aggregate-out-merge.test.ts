@@ -294,3 +294,26 @@ describeIf(deploymentFacts().setName !== undefined, 'transactions need a replica
     }
   });
 });
+
+// mongod's $out writes a temporary collection and renames it over the target
+// (DocumentSourceOut::initialize / finalize, document_source_out.cpp), so the oplog holds inserts
+// into `<db>.tmp.agg_out.<UUID>` and a renameCollection. Which of those a change stream reports
+// was not sourced; the emulator's own events (drop, create, inserts on the target) are not them,
+// so a stream that reaches them refuses loudly, also one opened afterwards from an earlier time.
+describeIf(deploymentFacts().setName !== undefined, 'change streams need a replica set')('$out and change streams', () => {
+  test('a stream resumed from before an $out refuses its events (NotImplemented) instead of reporting the emulator\'s', async () => {
+    const src = db.collection<{ _id: number }>('out_cs_src');
+    await src.insertMany([{ _id: 1 }, { _id: 2 }]);
+    const hello = await db.command({ ping: 1 });
+    const before = hello.operationTime as import('mongodb').Timestamp;
+    await src.aggregate([{ $out: 'out_cs_target' }]).toArray();
+    const stream = db.collection('out_cs_target').watch([], { startAtOperationTime: before });
+    try {
+      await expectServerError(stream.tryNext(), 238);
+    } finally {
+      await stream.close();
+    }
+    // The $out itself happened.
+    expect(await db.collection('out_cs_target').countDocuments()).toBe(2);
+  });
+});

@@ -383,10 +383,15 @@ async function runOut(ctx: CommandCtx, stage: OutStage, docs: Document[], opts: 
   // documents), then replaces it in one turn of the event loop (nothing interleaves).
   await waitingForLocks(() => {
     for (const [k, holder] of storage.locks) if (k.startsWith(`${db}.${name}\0`)) throw new WaitForLock(holder);
-    if (storage.getCollection(db, name)) storage.dropCollection(db, name);
-    const target = storage.ensureCollection(db, name, temp.options);
-    for (const idx of temp.indexes) storage.createIndex(target, { ...idx.spec });
-    for (const [key, doc] of prepared) storage.commit({ coll: target, key, before: null, after: doc, kind: 'insert' });
+    // mongod logs inserts into the temporary collection and a renameCollection over the target; the
+    // emulator's drop/create/insert events are not those, so a stream that reaches them (one opened
+    // later from an earlier time included) refuses instead of reporting them.
+    storage.eventsUnsupported(`the change events of $out into '${db}.${name}' (mongod logs its temporary collection's inserts and a rename)`, () => {
+      if (storage.getCollection(db, name)) storage.dropCollection(db, name);
+      const target = storage.ensureCollection(db, name, temp.options);
+      for (const idx of temp.indexes) storage.createIndex(target, { ...idx.spec });
+      for (const [key, doc] of prepared) storage.commit({ coll: target, key, before: null, after: doc, kind: 'insert' });
+    });
   });
 }
 

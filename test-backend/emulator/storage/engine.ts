@@ -470,8 +470,28 @@ export class Storage implements ChangeSource {
     }
   }
 
+  /** While set, every event emitted is marked unsupported with this reason (see eventsUnsupported). */
+  private unsupportedEvents: string | undefined;
+
+  /**
+   * Runs `fn` with every change event it causes marked `unsupported`: a stream that reaches one of
+   * them (now, or later from an earlier resume point) refuses with NotImplemented instead of
+   * reporting events mongod would not have logged (e.g. $out's drop/create/inserts, where mongod
+   * logs inserts into its temporary collection and a renameCollection).
+   */
+  eventsUnsupported<T>(reason: string, fn: () => T): T {
+    const before = this.unsupportedEvents;
+    this.unsupportedEvents = reason;
+    try {
+      return fn();
+    } finally {
+      this.unsupportedEvents = before;
+    }
+  }
+
   private emit(ev: ChangeEvent): void {
     if (this.changes.listenerCount('change') === 0) return;
+    if (this.unsupportedEvents !== undefined) ev = { ...ev, unsupported: this.unsupportedEvents };
     try {
       this.changes.emit('change', ev);
     } catch {
