@@ -25,6 +25,21 @@
  *   logged as a replacement), change_stream_document_diff_parser.cpp (disambiguatedPaths); manual
  *   "Change Events: update" and the Node driver's UpdateDescription docs ("truncatedArrays ... record
  *   array truncations performed with pipeline-based updates").
+ * - the diff-or-replacement decision is exact: computeDocDiff keeps a diff only when
+ *   `postObjSize > diffNode->getObjSize()` (document_diff_calculator.cpp, same at the 7.0-era commit
+ *   6805bd38 and on master), the root diff padded by kSizeOfDeltaOplogEntryMetadata (15,
+ *   update_oplog_entry_serialization.h; pipeline_executor.cpp), sizes per ApproxBSONSizeTracker
+ *   (document_diff_serialization.h/.cpp: 5 for an empty diff, field name + 2 + value size per entry,
+ *   8 per section).
+ * - transactions: change_stream_filter_helpers.cpp (buildTransactionFilter: "All events in a
+ *   transaction share the same clusterTime, lsid, and txNumber values"); their tokens differ by
+ *   txnOpIndex (resume_token.cpp ResumeTokenData) and a stream resumes after any of them.
+ * - modifier updates: push_node.cpp (PushNode::insertElementsWithPosition / performPush /
+ *   logUpdate: only appended elements are logged, as `<path>.<index>`, when a push appends to a
+ *   non-empty array with no $sort, no trimming $slice and no $position <= size; otherwise the whole
+ *   array), modifier_node.cpp (ModifierNode::logUpdate: the whole new value, used by $pull, $pullAll,
+ *   $pop, $bit). Refused (NotImplemented 238): $addToSet adding to an existing array (its logUpdate
+ *   differs between releases), positional paths and $rename.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -265,5 +280,103 @@ describeIf(facts.setName !== undefined, 'change streams need a replica set; this
     const stream = await watch(coll);
     await coll.updateOne({ _id: 1 }, [{ $replaceWith: { _id: '$_id', b: 2 } }]);
     expect(await next(stream)).toMatchObject({ operationType: 'replace', fullDocument: { _id: 1, b: 2 }, documentKey: { _id: 1 } });
+  });
+
+  test('the diff-or-replacement decision is exact at the boundary (computeDocDiff: strictly smaller)', async () => {
+    // post = {_id: int32, f: string(F), s: 'b'} is 31 + F bytes; the padded root diff {u: {s: 'b'}}
+    // is estimated at 15 + 5 + (1 + 2 + 6) + 8 = 37 bytes: kept only when 37 < 31 + F, i.e. F >= 7.
+    const coll = await fresh('ud_edge', [
+      { _id: 1, f: 'x'.repeat(6), s: 'a' },
+      { _id: 2, f: 'x'.repeat(7), s: 'a' },
+    ]);
+    const stream = await watch(coll);
+    await coll.updateOne({ _id: 1 }, [{ $set: { s: 'b' } }]);
+    await coll.updateOne({ _id: 2 }, [{ $set: { s: 'b' } }]);
+    expect(await next(stream)).toMatchObject({ operationType: 'replace', documentKey: { _id: 1 }, fullDocument: { _id: 1, f: 'xxxxxx', s: 'b' } });
+    const update = await next(stream);
+    expect(update).toMatchObject({ operationType: 'update', documentKey: { _id: 2 } });
+    expect(update.updateDescription).toEqual({ updatedFields: { s: 'b' }, removedFields: [], truncatedArrays: [] });
+  });
+
+  test('the events of one transaction share one clusterTime, carry lsid and txnNumber, and a stream resumes after each', async () => {
+    const coll = await fresh('txn_ev', [{ _id: 0 }]);
+    const stream = await watch(coll);
+    const session = client.startSession();
+    try {
+      await session.withTransaction(async () => {
+        await coll.insertOne({ _id: 1 }, { session });
+        await coll.updateOne({ _id: 0 }, { $set: { x: 1 } }, { session });
+        await coll.deleteOne({ _id: 1 }, { session });
+      });
+    } finally {
+      await session.endSession();
+    }
+    await coll.insertOne({ _id: 9 });
+    const events = [await next(stream), await next(stream), await next(stream)];
+    const after = await next(stream);
+    expect(events.map((e) => e.operationType)).toEqual(['insert', 'update', 'delete']);
+    for (const e of events) {
+      expect(e.clusterTime).toEqual(events[0].clusterTime);
+      expect(e.lsid).toBeDefined();
+      expect(e.txnNumber).toEqual(events[0].txnNumber);
+    }
+    expect(after.txnNumber).toBeUndefined();
+    expect(after.clusterTime.greaterThan(events[0].clusterTime)).toBe(true);
+    const tokens = events.map((e) => (e._id as { _data: string })._data);
+    expect(new Set(tokens).size).toBe(3);
+    expect([...tokens].sort()).toEqual(tokens);
+    // Resuming after each event of the transaction yields exactly the events that follow it.
+    for (let i = 0; i < events.length; i++) {
+      const s = coll.watch<Loose, Document>([], { resumeAfter: events[i]._id, maxAwaitTimeMS: 200 });
+      streams.push(s as unknown as ChangeStream);
+      const rest = [...events.slice(i + 1), after];
+      for (const want of rest) expect((await next(s))._id).toEqual(want._id);
+    }
+  });
+
+  test('$push: appended elements are logged as <path>.<index>; otherwise the whole array (push_node.cpp)', async () => {
+    const coll = await fresh('push_ev', [{ _id: 1, a: [1, 2], e: [], n: { b: [{ c: [1] }] } }]);
+    const stream = await watch(coll);
+    const cases: Array<[Document, Document]> = [
+      [{ $push: { a: 3 } }, { 'a.2': 3 }],
+      [{ $push: { a: { $each: [4, 5] } } }, { 'a.3': 4, 'a.4': 5 }],
+      [{ $push: { a: { $each: [6], $position: 99 } } }, { 'a.5': 6 }],
+      [{ $push: { a: { $each: [7], $slice: 100 } } }, { 'a.6': 7 }],
+      // $position equal to the size is not "past the end": kNormalUpdate, the whole array.
+      [{ $push: { a: { $each: [8], $position: 7 } } }, { a: [1, 2, 3, 4, 5, 6, 7, 8] }],
+      [{ $push: { a: { $each: [0], $position: 0 } } }, { a: [0, 1, 2, 3, 4, 5, 6, 7, 8] }],
+      [{ $push: { a: { $each: [9], $slice: -3 } } }, { a: [7, 8, 9] }],
+      [{ $push: { a: { $each: [1], $sort: 1 } } }, { a: [1, 7, 8, 9] }],
+      // An empty array: kNormalUpdate.
+      [{ $push: { e: 1 } }, { e: [1] }],
+      // A new field: the created array.
+      [{ $push: { z: 1 } }, { z: [1] }],
+      // Through an array index.
+      [{ $push: { 'n.b.0.c': 2 } }, { 'n.b.0.c.1': 2 }],
+      // ModifierNode::logUpdate: the whole new array.
+      [{ $pull: { a: 8 } }, { a: [1, 7, 9] }],
+      [{ $pop: { a: 1 } }, { a: [1, 7] }],
+      [{ $pullAll: { a: [1] } }, { a: [7] }],
+    ];
+    for (const [update] of cases) await coll.updateOne({ _id: 1 }, update);
+    for (const [update, updatedFields] of cases) {
+      const ev = await next(stream);
+      expect({ update, description: ev.updateDescription }).toEqual({ update, description: { updatedFields, removedFields: [], truncatedArrays: [] } });
+    }
+  });
+
+  test('refused loudly: $addToSet adding to an existing array, positional paths, $rename', async () => {
+    const coll = await fresh('mod_refused', [{ _id: 1, a: [1], b: [{ x: 1 }], r: 1 }]);
+    const updates: Document[] = [{ $addToSet: { a: 2 } }, { $set: { 'b.$[].x': 2 } }, { $rename: { r: 's' } }];
+    for (const update of updates) {
+      const stream = await watch(coll);
+      await coll.updateOne({ _id: 1 }, update);
+      const err = await expectServerError(next(stream), 238);
+      expect(err.message).toMatch(/updateDescription of a modifier update/);
+    }
+    // $addToSet creating the field is a plain insert (ModifierNode::logUpdate, kCreated).
+    const stream = await watch(coll);
+    await coll.updateOne({ _id: 1 }, { $addToSet: { t: 1 } } as Document);
+    expect((await next(stream)).updateDescription.updatedFields).toEqual({ t: [1] });
   });
 });

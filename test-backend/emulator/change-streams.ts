@@ -115,7 +115,10 @@ interface TokenData {
 
 /**
  * `_data` is upper-case hex, like mongod's: 0x82, cluster time (t, i), kind, position, instance.
- * Leading with the cluster time keeps tokens ordered the way mongod's are.
+ * Leading with the cluster time keeps tokens ordered the way mongod's are. The events of one
+ * transaction share its cluster time (one applyOps entry); mongod tells them apart and orders them
+ * by the token's txnOpIndex (ResumeTokenData, resume_token.cpp; set by
+ * DocumentSourceChangeStreamUnwindTransaction), the emulator by the position, which grows with it.
  */
 function encodeToken(d: TokenData): Document {
   const hex = (n: number, width: number): string => n.toString(16).padStart(width, '0');

@@ -42,9 +42,7 @@
  *    inclusion/exclusion projections; updates that mongod answers with
  *    PathNotViable; sorting on a field holding an empty array; hinting a
  *    partial index; TTL options on _id, compound keys or out of range.
- *  - Partially: change-stream updateDescription follows mongod's $v:2 diff
- *    for pipeline updates and plain-path $set/$unset/$inc/$mul/$min/$max/
- *    $currentDate, other modifiers report arrays whole; the errmsg of a hint naming no index
+ *  - Partially: the errmsg of a hint naming no index
  *    carries only mongod's key phrase, not the planner's description; the
  *    failGetMoreAfterCursorCheckout errmsg is the emulator's own;
  *    onPrimaryTransactionalWrite acts per command, not per document write;

@@ -142,18 +142,21 @@ export class TransactionManager {
       this.abort(txn, `unique index clash at commit: ${clash.message}`);
       throw writeConflict();
     }
-    for (const coll of txn.pendingCollections.values()) {
-      if (!this.storage.adoptCollection(coll, { txnNumber: Long.fromNumber(txn.txnNumber), lsid: txn.lsid })) {
-        // Created outside while the transaction ran: mongod's catalog write conflicts the same way.
-        this.abort(txn, `collection ${coll.ns} was created outside the transaction`);
-        throw writeConflict();
+    // The collections the transaction created and its writes are one applyOps entry: one cluster time.
+    this.storage.atOneTime(() => {
+      for (const coll of txn.pendingCollections.values()) {
+        if (!this.storage.adoptCollection(coll, { txnNumber: Long.fromNumber(txn.txnNumber), lsid: txn.lsid })) {
+          // Created outside while the transaction ran: mongod's catalog write conflicts the same way.
+          this.abort(txn, `collection ${coll.ns} was created outside the transaction`);
+          throw writeConflict();
+        }
       }
-    }
-    for (const op of txn.ops) {
-      this.storage.locks.delete(this.storage.lockKey(op.coll, op.key));
-    }
-    txn.markFinished('committed');
-    this.storage.commitAll(txn.ops, { txnNumber: Long.fromNumber(txn.txnNumber), lsid: txn.lsid });
+      for (const op of txn.ops) {
+        this.storage.locks.delete(this.storage.lockKey(op.coll, op.key));
+      }
+      txn.markFinished('committed');
+      this.storage.commitAll(txn.ops, { txnNumber: Long.fromNumber(txn.txnNumber), lsid: txn.lsid });
+    });
     this.storage.pruneHistory();
   }
 

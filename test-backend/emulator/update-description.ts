@@ -12,19 +12,31 @@
  *   not smaller than the value it describes (the whole value is then an update). When the whole diff
  *   is not smaller than the new document, the update is logged as a replacement: the change stream
  *   reports a `replace` event.
- * - a modifier update (`$set`...): the update system logs each modified path (V2 log builder: an
- *   update or an insert at the path, `$unset` a delete; paths through arrays become array sub-diffs).
- *   This module reproduces that for `$set`, `$unset`, `$inc`, `$mul`, `$min`, `$max` and
- *   `$currentDate` on plain dotted paths; other modifiers keep the emulator's older description
- *   (`legacyDiff`: dotted paths into embedded documents, arrays reported whole), which never reports
- *   truncation: the V2 log builder has no resize entry, so a modifier update never reports one.
+ * - a modifier update (`$set`...): each modifier node logs its own entries through the V2 log
+ *   builder (ModifierNode::logUpdate, modifier_node.cpp: the whole new value at the path taken, or
+ *   an insert of a created field; UnsetNode::logUpdate a delete). This module reproduces that for
+ *   `$set`, `$unset`, `$inc`, `$mul`, `$min`, `$max`, `$currentDate`, `$pull`, `$pullAll`, `$pop`
+ *   and `$bit` (none of which override logUpdate) on plain dotted paths, and for `$push`, whose
+ *   PushNode::logUpdate (push_node.cpp) logs only the appended elements (`arr.<n>`) when the push
+ *   appended to a non-empty array (kArrayAppendUpdate: no `$position` or one past the end, no
+ *   `$sort`, no `$slice` that trimmed) and the whole array otherwise. The V2 log builder has no
+ *   resize entry, so a modifier update never reports truncation. Everything else is refused when a
+ *   stream reads the event (`unsupported`): positional paths (`$`, `$[]`, `$[<id>]`, whose path
+ *   taken is only known to the update system), `$rename`, and `$addToSet` adding to an existing
+ *   array (AddToSetNode::logUpdate logs appended elements in current releases; the 7.0 node was
+ *   not read, so which description 7.0 gives is not known here).
  *
  * The size estimates follow diff_tree's ApproxBSONSizeTracker (document_diff_serialization.h/.cpp:
  * kSizeOfEmptyDocumentDiffBuilder 5, kSizeOfEmptyArrayDiffBuilder 9, an entry's field name + 2 plus
- * its value size, 8 for each section's wrapper, 1 for a sub-diff's 's' prefix, 7 for a resize).
- * Earlier releases estimated with DiffBuilder, whose figures may differ by a few bytes: a decision
- * closer than SIZE_MARGIN bytes is not taken here; the event is marked unsupported and the stream
- * refuses it (NotImplemented) rather than guess.
+ * its value size, 8 for each section's wrapper, 1 for a sub-diff's 's' prefix, 7 for a resize) and
+ * computeDocDiff / computeArrayDiff / computeOplogDiff (document_diff_calculator.cpp). That code was
+ * compared at a 7.0-era commit (6805bd38: diff_tree nodes, anyIndexesMightBeAffected;
+ * document_diff_serialization at 501b2dc9) and at current master (045f9d0f): the size computation
+ * and the decisions (a sub-diff is kept when strictly smaller than the value it describes, the
+ * whole diff when its serialized size is strictly smaller than the post-image) are identical; the
+ * only addition on master, binary ('b') entries, is never produced by computeDocDiff. The emulator
+ * reports wire version 21 (7.0), so the decision here is exact and follows 7.0 (= 8.0 and master).
+ * 6.0's DiffBuilder-based estimator was not read; the emulator does not claim to be 6.0.
  *
  * `disambiguatedPaths` (6.1+, with showExpandedEvents): DeltaUpdateDescriptionBuilder in
  * change_stream_document_diff_parser.cpp — a path becomes ambiguous at a field name (not the first
@@ -37,7 +49,6 @@ import { clone, isPlainObject, typedKeyOf } from './values';
 
 /** mongod's update_oplog_entry::kSizeOfDeltaOplogEntryMetadata (update_oplog_entry_serialization.h). */
 const DELTA_METADATA = 15;
-const SIZE_MARGIN = 16;
 
 type Leaf = { t: 'update'; value: unknown } | { t: 'insert'; value: unknown } | { t: 'delete' };
 interface DocNode {
@@ -69,13 +80,15 @@ export interface UpdateOutcome {
 /** The source of an update, as the write path knows it. */
 export type UpdateSource = { kind: 'pipeline' } | { kind: 'modifier'; spec: Document };
 
-const MODIFIER_PATH_OPS = new Set(['$set', '$unset', '$inc', '$mul', '$min', '$max', '$currentDate', '$setOnInsert']);
+/** Modifiers whose node logs through ModifierNode::logUpdate (or UnsetNode's delete): the value at the path. */
+const MODIFIER_PATH_OPS = new Set(['$set', '$unset', '$inc', '$mul', '$min', '$max', '$currentDate', '$setOnInsert', '$pull', '$pullAll', '$pop', '$bit', '$push', '$addToSet']);
 
 export function describeUpdate(before: Document, after: Document, source: UpdateSource | undefined): UpdateOutcome {
   if (source?.kind === 'pipeline') return pipelineDiff(before, after);
   if (source?.kind === 'modifier') {
     const tree = modifierDiff(before, after, source.spec);
-    if (tree) return { description: parseDiff(tree) };
+    if (typeof tree === 'string') return { unsupported: `the updateDescription of a modifier update with ${tree}` };
+    return { description: parseDiff(tree) };
   }
   return { description: legacyDiff(before, after) };
 }
@@ -138,28 +151,21 @@ function arrAdd(arr: ArrNode, idx: number, node: Leaf | Internal): void {
 // ---------------------------------------------------------------------------------------------
 // Pipeline updates: computeOplogDiff
 
-class Undecidable extends Error {}
-
-/** diff size vs value size, refusing a decision too close to call. */
-function smaller(diffSize: number, limit: number, what: string): boolean {
-  if (Math.abs(limit - diffSize) <= SIZE_MARGIN) throw new Undecidable(what);
+/**
+ * computeDocDiff / computeArrayDiff keep a diff only when `postObjSize > diffNode->getObjSize()`,
+ * and computeOplogDiff only when `diff.objsize() < post.objsize()`: strictly smaller.
+ */
+function smaller(diffSize: number, limit: number): boolean {
   return diffSize < limit;
 }
 
 function pipelineDiff(before: Document, after: Document): UpdateOutcome {
-  try {
-    const post = calculateObjectSize(after);
-    const root = docDiff(before, after, DELTA_METADATA);
-    if (!root || !smaller(root.size, post, 'the whole update')) return { replace: true };
-    const serialized = calculateObjectSize(serialize(root));
-    if (!smaller(serialized, post, 'the whole update')) return { replace: true };
-    return { description: parseDiff(root) };
-  } catch (e) {
-    if (e instanceof Undecidable) {
-      return { unsupported: `the updateDescription of a pipeline update whose $v:2 diff is about as large as ${e.message} (mongod's size estimate decides between a diff and a replacement)` };
-    }
-    throw e;
-  }
+  const post = calculateObjectSize(after);
+  const root = docDiff(before, after, DELTA_METADATA);
+  if (!root) return { replace: true };
+  const serialized = calculateObjectSize(serialize(root));
+  if (!smaller(serialized, post)) return { replace: true };
+  return { description: parseDiff(root) };
 }
 
 /** computeDocDiff: null when the diff is not smaller than `post` (the caller logs the whole value). */
@@ -194,7 +200,7 @@ function docDiff(pre: Document, post: Document, padding: number): DocNode | null
   }
   // A std::set<StringData>: removals of fields that moved are added in byte order.
   for (const k of [...deletes].sort(compareBytes)) docAdd(node, k, { t: 'delete' });
-  return smaller(node.size, calculateObjectSize(post), 'an embedded document') ? node : null;
+  return smaller(node.size, calculateObjectSize(post)) ? node : null;
 }
 
 function arrayDiff(pre: unknown[], post: unknown[]): ArrNode | null {
@@ -212,7 +218,7 @@ function arrayDiff(pre: unknown[], post: unknown[]): ArrNode | null {
     node.resize = post.length;
     node.size += 7;
   }
-  return smaller(node.size, valueSize(post), 'an embedded array') ? node : null;
+  return smaller(node.size, valueSize(post)) ? node : null;
 }
 
 function sameContainerType(a: unknown, b: unknown): boolean {
@@ -252,24 +258,81 @@ function serialize(node: Internal): Document {
 // ---------------------------------------------------------------------------------------------
 // Modifier updates: the V2 log builder's entries for plain paths
 
-/** undefined: a modifier or path this module does not reproduce (the caller falls back). */
-function modifierDiff(before: Document, after: Document, spec: Document): DocNode | undefined {
-  const paths: string[] = [];
+/** The diff tree, or (a string) what is not reproduced: the stream refuses the event. */
+function modifierDiff(before: Document, after: Document, spec: Document): DocNode | string {
+  const entries: Array<{ op: string; path: string; arg: unknown }> = [];
   for (const [op, fields] of Object.entries(spec)) {
-    if (!MODIFIER_PATH_OPS.has(op) || !isPlainObject(fields)) return undefined;
+    if (!MODIFIER_PATH_OPS.has(op) || !isPlainObject(fields)) return `the ${op} operator`;
     // $setOnInsert does nothing to an existing document.
     if (op === '$setOnInsert') continue;
-    for (const p of Object.keys(fields)) {
-      if (p.split('.').some((c) => c === '' || c.startsWith('$'))) return undefined;
-      paths.push(p);
+    for (const [path, arg] of Object.entries(fields)) {
+      // The path a positional ($, $[], $[<id>]) update takes is only known to the update system.
+      if (path.split('.').some((c) => c === '' || c.startsWith('$'))) return `a positional or empty path component (${op} ${JSON.stringify(path)})`;
+      entries.push({ op, path, arg });
     }
   }
   const root = newDoc(0);
-  for (const p of paths) if (!logPath(root, before, after, p.split('.'))) return undefined;
+  for (const { op, path, arg } of entries) {
+    const refused = logPath(root, before, after, path.split('.'), leafFor(op, arg));
+    if (refused) return `${op} on ${JSON.stringify(path)}: ${refused}`;
+  }
   return root;
 }
 
-function logPath(root: DocNode, before: Document, after: Document, parts: string[]): boolean {
+/**
+ * How a modifier logs an existing value it changed (`pre` and `post` both present): undefined for
+ * ModifierNode::logUpdate's whole new value, an internal node for the entries it logs instead, or a
+ * string naming what is not reproduced.
+ */
+type LeafLogger = (pre: unknown, post: unknown) => Internal | string | undefined;
+
+function leafFor(op: string, arg: unknown): LeafLogger | undefined {
+  if (op === '$push') return (pre, post) => pushLog(arg, pre, post);
+  if (op === '$addToSet') {
+    // AddToSetNode::updateExistingElement only appends (kArrayAppendUpdate); which entries 7.0's
+    // AddToSetNode::logUpdate writes for that was not read (current releases log the appended elements).
+    return () => '$addToSet adding to an existing array (its oplog entries differ between releases; 7.0\'s add_to_set_node.cpp was not read)';
+  }
+  return undefined;
+}
+
+/**
+ * PushNode::performPush / insertElementsWithPosition / logUpdate (push_node.cpp): the result is
+ * kArrayAppendUpdate when the array was not empty and the first value went after its end (no
+ * $position, or $position > size), unless $sort ran or $slice removed elements (kNormalUpdate);
+ * then only the appended values are logged, at `<path>.<size - n + k>` (logCreatedField of an
+ * array index: an update entry `u<idx>` of the array's sub-diff).
+ */
+function pushLog(arg: unknown, pre: unknown, post: unknown): Internal | string | undefined {
+  if (!Array.isArray(pre) || !Array.isArray(post)) return undefined;
+  const each = isPlainObject(arg) && Object.prototype.hasOwnProperty.call(arg, '$each');
+  const values = each ? ((arg as Document).$each as unknown[]) : [arg];
+  if (!Array.isArray(values)) return 'a $push whose $each is not an array';
+  const clauses = each ? (arg as Document) : {};
+  const position = clauses.$position === undefined ? undefined : toInteger(clauses.$position);
+  const slice = clauses.$slice === undefined ? undefined : toInteger(clauses.$slice);
+  if (position === null || slice === null) return 'a $push whose $position or $slice is not an integer';
+  const size = pre.length;
+  const n = values.length;
+  if (n === 0 || size === 0) return undefined;
+  if (position !== undefined && !(position > size)) return undefined;
+  if (clauses.$sort !== undefined) return undefined;
+  if (slice !== undefined && size + n > Math.abs(slice)) return undefined;
+  if (post.length !== size + n) return 'a $push whose result does not match its append';
+  const node = newArr();
+  for (let k = 0; k < n; k++) arrAdd(node, size + k, { t: 'update', value: clone(post[size + k]) });
+  return node;
+}
+
+/** parseIntegerElementToLong's accepted values (a number with no fraction); null otherwise. */
+function toInteger(v: unknown): number | null {
+  const n = typeof v === 'number' ? v : typeof (v as { toNumber?: unknown } | null)?.toNumber === 'function' ? (v as { toNumber(): number }).toNumber() : typeof (v as { valueOf?: unknown } | null)?.valueOf === 'function' ? Number((v as { valueOf(): unknown }).valueOf()) : NaN;
+  return Number.isInteger(n) ? n : null;
+}
+
+/** Logs one modified path; a string names what is not reproduced. */
+function logPath(root: DocNode, before: Document, after: Document, parts: string[], leaf?: LeafLogger): string | undefined {
+  const NOT_REPRODUCED = 'a path through an array index past its end (padding)';
   let node: Internal = root;
   let pre: unknown = before;
   let post: unknown = after;
@@ -278,32 +341,35 @@ function logPath(root: DocNode, before: Document, after: Document, parts: string
     const last = k === parts.length - 1;
     let idx: number | undefined;
     if (node.t === 'array') {
-      if (!/^(0|[1-9][0-9]*)$/.test(part)) return false;
+      if (!/^(0|[1-9][0-9]*)$/.test(part)) return 'a non-numeric field of an array';
       idx = Number(part);
     }
     const a = readAt(pre, part);
     const b = readAt(post, part);
-    if (node.t === 'array' && (idx! >= (pre as unknown[]).length || idx! >= (post as unknown[]).length)) return false; // padding/growth: not reproduced
+    if (node.t === 'array' && (idx! >= (pre as unknown[]).length || idx! >= (post as unknown[]).length)) return NOT_REPRODUCED;
     const existing: Leaf | Internal | undefined = node.t === 'doc' ? findChild(node, part) : node.children.get(idx!);
     if (a === undefined) {
-      if (b === undefined) return true;
-      if (node.t === 'array') return false;
+      if (b === undefined) return undefined;
+      if (node.t === 'array') return NOT_REPRODUCED;
       // A new field (with the documents created on the way): one insert of its new value.
       if (!existing) docAdd(node, part, { t: 'insert', value: clone(b) });
-      return true;
+      return undefined;
     }
     if (last) {
-      if (existing) return false;
+      if (existing) return 'two modifiers on one path';
       if (b === undefined) {
-        if (node.t === 'array') return false;
+        if (node.t === 'array') return 'an array element removed';
         docAdd(node, part, { t: 'delete' });
       } else if (typedKeyOf(a) !== typedKeyOf(b)) {
-        if (node.t === 'doc') docAdd(node, part, { t: 'update', value: clone(b) });
-        else arrAdd(node, idx!, { t: 'update', value: clone(b) });
+        const own = leaf?.(a, b);
+        if (typeof own === 'string') return own;
+        const entry: Leaf | Internal = own ?? { t: 'update', value: clone(b) };
+        if (node.t === 'doc') docAdd(node, part, entry);
+        else arrAdd(node, idx!, entry);
       }
-      return true;
+      return undefined;
     }
-    if (b === undefined || !sameContainerType(a, b)) return false;
+    if (b === undefined || !sameContainerType(a, b)) return 'a path whose container changed type';
     let child: Leaf | Internal | undefined = existing;
     if (!child) {
       child = Array.isArray(a) ? newArr() : newDoc(0);
@@ -311,12 +377,12 @@ function logPath(root: DocNode, before: Document, after: Document, parts: string
       if (node.t === 'doc') docAdd(node, part, child);
       else arrAdd(node, idx!, child);
     }
-    if (child.t !== 'doc' && child.t !== 'array') return false;
+    if (child.t !== 'doc' && child.t !== 'array') return 'two modifiers on overlapping paths';
     node = child;
     pre = a;
     post = b;
   }
-  return true;
+  return undefined;
 }
 
 function readAt(container: unknown, part: string): unknown {

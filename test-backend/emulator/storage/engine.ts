@@ -91,6 +91,8 @@ export class Storage implements ChangeSource {
    * first snapshot read, so the plain write path keeps no history for them before.
    */
   snapshots: SnapshotHistory | undefined;
+  /** Set while atOneTime runs: the cluster time its writes share, once the first one took it. */
+  private oneTime: { ts?: Timestamp } | undefined;
   /** True while commitAll replays a transaction: its writes form one commit boundary. */
   private inCommitAll = false;
   /** The bound of the last pruneHistory sweep (undefined: everything was dropped). */
@@ -101,8 +103,29 @@ export class Storage implements ChangeSource {
   }
 
   // ---- cluster time -------------------------------------------------------
-  /** A fresh, strictly increasing cluster time for a write. */
+  /** A fresh, strictly increasing cluster time for a write (inside atOneTime: the shared one). */
   tick(): Timestamp {
+    if (this.oneTime) return (this.oneTime.ts ??= this.advance());
+    return this.advance();
+  }
+
+  /**
+   * Runs `fn` with every write it commits at one cluster time: a transaction's commit writes one
+   * applyOps oplog entry, so all its events share its optime (change_stream_filter_helpers.cpp,
+   * buildTransactionFilter: "All events in a transaction share the same clusterTime, lsid, and
+   * txnNumber values"). The time is taken at the first write, so a commit with no writes takes none.
+   */
+  atOneTime<T>(fn: () => T): T {
+    const outer = this.oneTime;
+    if (!outer) this.oneTime = {};
+    try {
+      return fn();
+    } finally {
+      if (!outer) this.oneTime = undefined;
+    }
+  }
+
+  private advance(): Timestamp {
     const t = Math.floor(Date.now() / 1000);
     const last = this.lastTs;
     this.lastTs = t > last.t ? new Timestamp({ t, i: 1 }) : new Timestamp({ t: last.t, i: last.i + 1 });
@@ -415,7 +438,10 @@ export class Storage implements ChangeSource {
   commitAll(writes: DocWrite[], meta: CommitMeta): void {
     this.inCommitAll = true;
     try {
-      for (const w of writes) this.commit(w, meta);
+      // One applyOps entry: one cluster time for all the writes (see atOneTime).
+      this.atOneTime(() => {
+        for (const w of writes) this.commit(w, meta);
+      });
     } finally {
       this.inCommitAll = false;
     }
