@@ -2,8 +2,8 @@
  * Attack tests (attack8) on $out/$merge, views and validators. Each test states mongod's answer
  * and the source it comes from (mongodb/mongo unless noted).
  */
-import type { Db, Document, MongoClient } from 'mongodb';
-import { expectServerError, openClient, settle, uniqueDbName, type Loose } from './support/server';
+import type { Db, MongoClient } from 'mongodb';
+import { expectServerError, openClient, uniqueDbName, type Loose } from './support/server';
 
 const dbName = uniqueDbName('attack8');
 let client: MongoClient;
@@ -128,23 +128,4 @@ test('$out with a duplicate _id fails with 11000 and leaves the target untouched
   await db.collection<Loose>('dtgt').insertOne({ _id: 'keep' });
   await expectServerError(db.collection('dsrc').aggregate([{ $project: { _id: '$a' } }, { $out: 'dtgt' }]).toArray(), 11000);
   expect(await ids('dtgt')).toEqual(['keep']);
-});
-
-// Probe: results printed for the report.
-test('probe: views and validators miscellany', async () => {
-  const out: Document = {};
-  await db.collection<Loose>('p').insertMany([{ _id: 1, a: [1, 2], b: 'x' }, { _id: 2, a: 3, b: 'y' }, { _id: 3, b: 'z' }]);
-  await db.command({ create: 'pv', viewOn: 'p', pipeline: [{ $match: { b: { $ne: 'z' } } }] });
-  out.count = await settle(db.command({ count: 'pv', query: {}, skip: 1, limit: 5 }));
-  out.distinct = await settle(db.command({ distinct: 'pv', key: 'a' }));
-  out.edc = await settle(db.collection('pv').estimatedDocumentCount());
-  await db.createCollection('pval', { validator: { a: { $gt: 5 } } });
-  out.arrFail = await settle(db.collection<Loose>('pval').insertOne({ _id: 1, a: [1, 2] }));
-  out.typeFail = await settle((async () => {
-    await db.command({ collMod: 'pval', validator: { a: { $type: 'string' } } });
-    return db.collection<Loose>('pval').insertOne({ _id: 2, a: [1, 'x', 2.5] });
-  })());
-  const dump = (v: unknown): unknown => (v && typeof v === 'object' && 'ok' in (v as Document) ? ((v as Document).ok ? (v as Document).value : { code: ((v as Document).error as Document).code, msg: ((v as Document).error as Error).message, errInfo: ((v as Document).error as Document).errInfo }) : v);
-  // eslint-disable-next-line no-console
-  console.log(JSON.stringify(Object.fromEntries(Object.entries(out).map(([k, v]) => [k, dump(v)])), null, 1));
 });
