@@ -67,7 +67,6 @@ afterAll(async () => {
 beforeEach(async () => {
   for (const model of [M, N]) {
     await model.collection.deleteMany({}, { skipLockCheck: true } as never);
-    await model.lockModel().collection.deleteMany({});
   }
   await Plain.collection.deleteMany({});
   lockCommands.length = 0;
