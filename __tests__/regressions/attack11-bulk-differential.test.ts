@@ -1,0 +1,79 @@
+/**
+ * Attack 11, property 10: ordered bulkWrites with upserts (the guard adds `$setOnInsert: { _id }`)
+ * give the same counts and leave the same documents as without the plugin, across timestamps,
+ * discriminators, arrayFilters, hint, strict and duplicate-key stops.
+ *
+ * Fails: 'duplicate key mid-bulk' - Model.bulkWrite's insertOne with an existing `_id` is inserted
+ * under a NEW ObjectId by the guard (see attack11-model-bulkwrite-insert): no E11000, the ordered
+ * bulk goes on, a second document appears and the later updateMany runs.
+ */
+import { Schema, type Model } from 'mongoose';
+import { lockPlugin } from '../../src';
+import { connect, testDatabase, type MonitoredConnection } from '../support/db';
+import { outcome } from '../plugin/guard/support';
+
+const db = testDatabase('attack11_diff');
+let conn: MonitoredConnection;
+const models: Record<'plain' | 'guarded', { base: Model<any>; child: Model<any> }> = {} as never;
+
+beforeAll(async () => {
+  conn = await connect(db.name);
+  for (const name of ['plain', 'guarded'] as const) {
+    const s = new Schema({ key: { type: String, index: true }, n: Number, tags: [{ t: String, v: Number }] }, { timestamps: true, discriminatorKey: 'kind' });
+    if (name === 'guarded') s.plugin(lockPlugin, { ttl: 60_000 });
+    const base = conn.connection.model(`Diff_${name}`, s);
+    const child = base.discriminator(`DiffChild_${name}`, new Schema({ extra: String }));
+    await base.init();
+    if (name === 'guarded') await (base as any).lockModel().init();
+    models[name] = { base, child };
+  }
+});
+
+afterAll(async () => {
+  await db.drop(conn.connection);
+  await conn.close();
+});
+
+const strip = (docs: any[]) => docs.map(({ _id, createdAt, updatedAt, ...rest }) => ({ ...rest, kind: typeof rest.kind === 'string' ? rest.kind.replace(/_(plain|guarded)$/, '') : rest.kind, hasCreated: createdAt instanceof Date, tags: rest.tags?.map(({ _id: _t, ...t }: any) => t) })).sort((a, b) => JSON.stringify(a).localeCompare(JSON.stringify(b)));
+
+const cases: [string, (m: { base: Model<any>; child: Model<any> }) => Promise<unknown>][] = [
+  ['upserts reached by later ops, timestamps', (m) => m.base.bulkWrite([
+    { updateOne: { filter: { key: 'a' }, update: { $set: { n: 1 } }, upsert: true } },
+    { updateMany: { filter: { key: 'a' }, update: { $inc: { n: 1 } } } },
+    { updateMany: { filter: { key: 'b' }, update: { $set: { n: 5 }, $push: { tags: { t: 'x', v: 1 } } }, upsert: true } },
+    { updateOne: { filter: { key: 'b' }, update: { $set: { 'tags.$[e].v': 9 } }, arrayFilters: [{ 'e.t': 'x' }] } },
+    { deleteOne: { filter: { key: 'a', n: 2 } } },
+  ])],
+  ['discriminator upsert then update', (m) => m.child.bulkWrite([
+    { updateOne: { filter: { key: 'c' }, update: { $set: { extra: 'e' } }, upsert: true } },
+    { updateOne: { filter: { key: 'c' }, update: { $set: { n: 3 } } } },
+  ])],
+  ['hint on the upsert', (m) => m.base.bulkWrite([
+    { updateOne: { filter: { key: 'd' }, update: { $set: { n: 1 } }, upsert: true, hint: { key: 1 } } },
+    { updateOne: { filter: { key: 'd' }, update: { $inc: { n: 1 } }, hint: { key: 1 } } },
+  ])],
+  ['duplicate key mid-bulk stops the ordered bulk', async (m) => {
+    const { _id } = await m.base.create({ key: 'dup' });
+    return m.base.bulkWrite([
+      { updateOne: { filter: { key: 'e' }, update: { $set: { n: 1 } }, upsert: true } },
+      { insertOne: { document: { _id, key: 'dup2' } } },
+      { updateMany: { filter: { key: 'e' }, update: { $inc: { n: 1 } } } },
+    ]);
+  }],
+  ['raw collection, $setOnInsert and $set on other fields', (m) => m.base.collection.bulkWrite([
+    { updateOne: { filter: { key: 'f' }, update: { $set: { n: 1 }, $setOnInsert: { kind: 'x' } }, upsert: true } },
+    { replaceOne: { filter: { key: 'f' }, replacement: { key: 'f', n: 7 } } },
+    { updateOne: { filter: { key: 'f', n: 7 }, update: { $inc: { n: 1 } }, upsert: true } },
+  ] as never)],
+];
+
+test.each(cases)('%s: same counts and documents as without the plugin', async (_name, run) => {
+  const out: Record<string, unknown> = {};
+  for (const name of ['plain', 'guarded'] as const) {
+    await models[name].base.collection.deleteMany({}, { skipLockCheck: true } as never);
+    const r = await outcome(run(models[name]));
+    const counts = r.ok ? (({ insertedCount, matchedCount, modifiedCount, deletedCount, upsertedCount }: any) => ({ insertedCount, matchedCount, modifiedCount, deletedCount, upsertedCount }))(r.value) : { error: (r.error as any)?.code ?? String(r.error) };
+    out[name] = { counts, docs: strip(await models[name].base.collection.find({}).toArray()) };
+  }
+  expect(out.guarded).toEqual(out.plain);
+});
