@@ -25,7 +25,7 @@ function isOperatorObject(value: unknown): value is Record<string, unknown> {
 }
 
 /** A value that `{ _id: value }` compares by equality (a regex would match by pattern instead). */
-function isEqualityValue(value: unknown): boolean {
+export function isEqualityValue(value: unknown): boolean {
   if (value === undefined || value === null || value instanceof RegExp || Array.isArray(value)) return false;
   if (typeof value === 'object' && (value as { _bsontype?: unknown })._bsontype === 'BSONRegExp') return false;
   if (typeof value === 'object' && !isOperatorObject(value) && (value as { _bsontype?: unknown })._bsontype === undefined) {

@@ -12,6 +12,7 @@
  * `_id` would have to equal the matched document's, and a pipeline has no `$setOnInsert`.
  */
 import { mongo } from 'mongoose';
+import { isEqualityValue } from './targets';
 
 type Document = mongo.Document;
 
@@ -52,7 +53,7 @@ function isPlain(v: object): v is Document {
  * `$setOnInsert` of `_id`) or given by the guard.
  */
 export function upsertWithId(filter: Document, update: unknown): UpsertWithId {
-  if (mentionsId(filter) || update === null || typeof update !== 'object' || Array.isArray(update) || !isPlain(update)) return { update };
+  if (update === null || typeof update !== 'object' || Array.isArray(update) || !isPlain(update)) return { update };
   const operators = Object.keys(update);
   if (operators.length === 0 || !operators.every((op) => op.startsWith('$'))) return { update };
   let named: { value: unknown; generated: boolean } | undefined;
@@ -69,10 +70,16 @@ export function upsertWithId(filter: Document, update: unknown): UpsertWithId {
       if (!onId(path)) continue;
       // Another operator on `_id`, or a path under it: left as written (the server decides).
       if (path !== '_id' || (op !== '$set' && op !== '$setOnInsert')) return { update };
+      // Only an `_id` the guard would accept in a filter (no regex, array, null or operators):
+      // it is checked against the lock collection like a target (R22).
+      if (!isEqualityValue(value)) return { update };
       named = { value, generated: false };
     }
   }
+  // Named by the update: whatever the filter says, the inserted document has this `_id` (a
+  // filter that seeds another one makes the upsert fail with ImmutableField).
   if (named) return { update, insertedId: named };
+  if (mentionsId(filter)) return { update };
   const id = new mongo.ObjectId();
   const setOnInsert = (update as Document).$setOnInsert as Document | undefined;
   return { update: { ...(update as Document), $setOnInsert: { ...setOnInsert, _id: id } }, insertedId: { value: id, generated: true } };

@@ -27,8 +27,8 @@ import type { OwnerKey } from '../owner-key';
 import { documentWriteFor, inBulkSave, isSaveWrite, type DocumentWrite } from './document-context';
 import { LockedDuringWriteError, type CommittedWrites } from './errors';
 import { takeLockOptions } from './options';
-import { distinctIds } from '../id-key';
-import { containsString, findTargets, idsNamedBy, isCollated, narrowedTo, trustedIds, type SelectionOptions } from './targets';
+import { distinctIds, idKey } from '../id-key';
+import { containsString, findTargets, idsNamedBy, isCollated, isEqualityValue, narrowedTo, trustedIds, type SelectionOptions } from './targets';
 import { refuseUnusableSession, runInTransaction } from './transaction';
 import { upsertWithId } from './upsert-id';
 
@@ -512,9 +512,11 @@ export class WriteGuard {
           // later operations are not narrowed to inserted ids (README, Write paths). Without an
           // _id the driver would assign one when it sends the bulk (after the guard has looked):
           // the guard assigns it first, the same way, so that it is known.
+          // As the driver decides it (`document._id == null`, read through the getter a Mongoose
+          // document passed by Model.bulkWrite has, not as an own property).
           if (ordered && body?.document) {
-            if (!Object.prototype.hasOwnProperty.call(body.document, '_id') && call.options.forceServerObjectId !== true) body.document._id = new mongo.ObjectId();
-            if (Object.prototype.hasOwnProperty.call(body.document, '_id')) before.push(body.document._id);
+            if (body.document._id == null && call.options.forceServerObjectId !== true) body.document._id = new mongo.ObjectId();
+            if (body.document._id != null) before.push(body.document._id);
           }
           sent.push(operation);
           continue;
@@ -529,6 +531,11 @@ export class WriteGuard {
         }
         let found = await own('bulkWrite', () => findTargets(this.raw(), opFilter, { ...selection, collation: body?.collation, hint: body?.hint }, session));
         found = await this.withCollatedEquals(call, found, body?.collation, session);
+        // The ids of earlier operations this one is narrowed to match, under its collation, every
+        // `_id` the collation makes equal to them: those are searched and checked too.
+        const collatedBefore = await this.withCollatedEquals(call, distinctIds(before), body?.collation, session);
+        const seen = new Set(distinctIds([...before, ...found]).map(idKey));
+        found.push(...collatedBefore.filter((id) => !seen.has(idKey(id))));
         targets.push(...found);
         before.push(...found);
         const narrowed = { ...body, filter: narrowedTo(opFilter, distinctIds(before), body?.upsert === true) };
@@ -544,7 +551,7 @@ export class WriteGuard {
             const withId = upsertWithId(opFilter, body.update);
             narrowed.update = withId.update;
             known = withId.insertedId;
-          } else if (kind === 'replaceOne' && body.replacement && Object.prototype.hasOwnProperty.call(body.replacement, '_id')) {
+          } else if (kind === 'replaceOne' && body.replacement && Object.prototype.hasOwnProperty.call(body.replacement, '_id') && isEqualityValue(body.replacement._id)) {
             known = { value: body.replacement._id, generated: false };
           }
           if (known) before.push(known.value);
