@@ -29,7 +29,9 @@ async function upserted(name: string, q: AnyDoc, u: AnyDoc): Promise<AnyDoc | nu
   const coll = db.collection<AnyDoc>(name);
   await coll.drop().catch(() => undefined);
   try {
-    await coll.updateOne(q, u, { upsert: true });
+    // A replacement goes through replaceOne: the driver refuses one in updateOne client-side.
+    if (Object.keys(u).some((k) => k.startsWith('$'))) await coll.updateOne(q, u, { upsert: true });
+    else await coll.replaceOne(q, u, { upsert: true });
   } catch (e) {
     if (e instanceof MongoServerError) return e.code as number;
     throw e;

@@ -42,7 +42,8 @@
  *    carry the flag (buildInsertOp/buildUpdateOp `setBypassDocumentValidation`): jstests
  *    core/doc_validation/bypass_doc_validation.js ("aggregation command with a $out stage") and
  *    aggregation/sources/merge/bypass_doc_validation.js. The flag is a `safeBool`
- *    (aggregate_command.idl, basic_types.idl: bool or number, BSONElement::trueValue).
+ *    (aggregate_command.idl, basic_types.idl: bool or number, BSONElement::trueValue; another type is
+ *    TypeMismatch: safe-bool.ts).
  *  - Batches: DocumentSourceWriter::doGetNext (document_source_writer.h) builds every document's
  *    batch entry (makeBatchObject: `on` values, `let` variables) before a batch is flushed, and the
  *    batch write is unordered (buildInsertOp/buildUpdateOp `setOrdered(false)`; the process
@@ -66,7 +67,7 @@ import { bsonTypeName } from './update-rules';
 import { isPlainObject, keyOf } from './values';
 import { insertOne, MAX_USER_DOC_SIZE, prepareInsert, updateStatement, waitingForLocks, type ExecCtx, type UpdateSpec } from './writes';
 import { duplicateKeyError } from './indexes';
-import { numKind, toNumber } from './numbers';
+import { parseSafeBool } from './safe-bool';
 import { validateWrite } from './validation';
 import { viewNotCollection } from './views';
 
@@ -137,21 +138,7 @@ export function parseWriteStage(ctx: CommandCtx, pipeline: Document[]): ParsedWr
   else createMerge(ctx, stage, spec as Document | string);
   if (at !== pipeline.length - 1) throw new MongoCommandError(40601, `${name} can only be the final stage in the pipeline`);
   checkWriteConcern(ctx);
-  return { body: pipeline.slice(0, at), stage, bypassDocumentValidation: bypassOf(ctx.cmd.bypassDocumentValidation) };
-}
-
-/**
- * The aggregate's `bypassDocumentValidation`: a `safeBool` in aggregate_command.idl (basic_types.idl:
- * bool, long, int, decimal or double, read with BSONElement::trueValue, so a non-zero number is true;
- * jstests/aggregation/sources/merge/bypass_doc_validation.js testNonBooleanBypassDocValidationFlag
- * passes 5). That jstest also passes the string "false" and expects it taken as true, which the IDL
- * type list contradicts: other types are refused.
- */
-function bypassOf(v: unknown): boolean {
-  if (v === undefined) return false;
-  if (typeof v === 'boolean') return v;
-  if (numKind(v) !== undefined) return toNumber(v) !== 0;
-  throw unsupported(`aggregate bypassDocumentValidation of type ${bsonTypeName(v)} with $out/$merge (the IDL type and the jstest disagree)`);
+  return { body: pipeline.slice(0, at), stage, bypassDocumentValidation: parseSafeBool('aggregate', 'bypassDocumentValidation', ctx.cmd.bypassDocumentValidation) };
 }
 
 /**

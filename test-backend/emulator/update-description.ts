@@ -46,6 +46,7 @@
 import { calculateObjectSize, type Document } from 'bson';
 import type { UpdateDescription } from './hooks';
 import { clone, isPlainObject, typedKeyOf } from './values';
+import { comparePaths } from './update-order';
 
 /** mongod's update_oplog_entry::kSizeOfDeltaOplogEntryMetadata (update_oplog_entry_serialization.h). */
 const DELTA_METADATA = 15;
@@ -271,6 +272,9 @@ function modifierDiff(before: Document, after: Document, spec: Document): DocNod
       entries.push({ op, path, arg });
     }
   }
+  // The nodes log in the order UpdateObjectNode::apply walks them: the paths sorted by
+  // pathsupport::cmpPathsAndArrayIndexes component by component, whatever the operator (update-order.ts).
+  entries.sort((x, y) => comparePaths(x.path, y.path));
   const root = newDoc(0);
   for (const { op, path, arg } of entries) {
     const refused = logPath(root, before, after, path.split('.'), leafFor(op, arg));

@@ -15,6 +15,7 @@ import { sortDocs } from './sort';
 export { sortDocs } from './sort';
 import { assignPath, checkIntResults, planArithmetic } from './update-arithmetic';
 import { rejectProtoKeys } from './unsupported-features';
+import { modifierPaths, orderCreatedFields } from './update-order';
 import { validateWrite } from './validation';
 import { bindExpression, bindFilter, compileFilter, equalityValue, View, withRestriction, type SystemVars } from './query';
 import { resolveHint } from './hint';
@@ -204,7 +205,9 @@ export function computeUpdate(old: Document, update: UpdateSpec, opts: { filter?
     if (plan.checkIntPrefixes.length) checkIntResults(base, plan.checkIntPrefixes);
     if (!plan.assign.length && base === old) return old;
     for (const [path, v] of plan.assign) base = assignPath(base, path, v);
-    next = base;
+    // mongod applies the paths in field-name order across all operators (update-order.ts): the
+    // updaters above ran in document order, so the fields they created are put in that order.
+    next = orderCreatedFields(old, base, modifierPaths(prepared));
     if (old._id !== undefined && !valuesEqual(next._id, old._id)) throw immutableId();
     if (next._id !== undefined) next = withIdFirst(next, next._id);
   }
@@ -397,7 +400,8 @@ function plainField(f: string): boolean {
 /**
  * Fast path for the most common modifier shape: only `$set` on plain top-level fields (no dots, no
  * positional operators, not `_id`). The result is what mingo's updater gives (existing fields keep
- * their position, new ones are appended in the modifier's order, values are deep copies); anything
+ * their position, new ones are appended in the modifier's order and then put in mongod's field-name
+ * order by computeUpdate's orderCreatedFields, values are deep copies); anything
  * else returns undefined and goes through mingo. ($inc is computed in update-arithmetic.ts.)
  */
 function fastSetInc(old: Document, modifier: Document): Document | undefined {
@@ -460,15 +464,34 @@ function assignSeedPath(doc: Document, path: string, value: unknown): void {
 }
 
 /**
+ * The value an `$in` seeds: InMatchExpression::setEqualities (src/mongo/db/matcher/expression_leaf.cpp)
+ * sorts its equalities and keeps one of each (std::unique_copy into _equalitySet, by BSON
+ * comparison: values.ts keyOf, numeric aliases equal), and InMatchExpression::getOptimizer turns an
+ * `$in` with exactly one distinct value and no regex into an EqualityMatchExpression ("Simplify IN
+ * of exactly one equality"), so `$in: [1, 1]` seeds like `$in: [1]`. Equal values of different
+ * types (`[1, NumberLong(1)]`) are refused: which one the unstable std::sort leaves first, and so
+ * which one is kept, is not pinned down here.
+ */
+function singleInValue(values: unknown[]): { ok: true; value: unknown } | { ok: false } {
+  if (values.some((v) => v instanceof RegExp || (v as { _bsontype?: string } | null)?._bsontype === 'BSONRegExp')) return { ok: false };
+  const first = keyOf(values[0]);
+  if (!values.every((v) => keyOf(v) === first)) return { ok: false };
+  const typed = typedKeyOf(values[0]);
+  if (!values.every((v) => typedKeyOf(v) === typed)) throw unsupported('an upsert query whose $in holds equal values of different BSON types (which one mongod keeps is not pinned down)');
+  return { ok: true, value: values[0] };
+}
+
+/**
  * The upsert seed: the equalities of the canonicalized query, as UpdateDriver::
  * populateDocumentWithQueryFields collects them (src/mongo/db/update/update_driver.cpp: the query
  * is canonicalized, then pathsupport's extractEqualityMatches for a modifier or pipeline update
  * (`_updateType != kReplacement`), or extractFullEqualityMatches of the immutable `_id` for a
  * replacement;
  * src/mongo/db/update/path_support.cpp). jstests/core/upsert_fields.js pins the forms:
- *  - extracted: `{x: v}` (arrays and embedded documents too), `{$eq: v}` (a regex too), `$in` and
- *    `$all` of one value, the children of `$and`, a `$or` with one child;
- *  - not extracted: `{x: /re/}`, `$gt`/`$ne`/`$exists`/`$elemMatch`/`$not`, `$in` of several,
+ *  - extracted: `{x: v}` (arrays and embedded documents too), `{$eq: v}` (a regex too), `$in` of
+ *    one distinct value (singleInValue), `$all` of one value, the children of `$and`, a `$or` with one child;
+ *  - not extracted: `{x: /re/}`, `$gt`/`$ne`/`$exists`/`$elemMatch`/`$not`, `$in` of several
+ *    distinct values or with a regex,
  *    `$or` of several, `$nor`;
  *  - errors (modifier updates): two equalities on one path (`$all: [1, 2]`, `{$and: [{x: 1},
  *    {x: 1}]}`): NotSingleValueField 54, "cannot infer query fields to set, path '<p>' is matched
@@ -500,7 +523,8 @@ export function upsertSeed(filter: Document | undefined, replacement = false): D
       if (op === '$eq') add(path, arg);
       else if (op === '$in' && Array.isArray(arg)) {
         if (arg.length === 0) throw unsupported('an upsert query with $in: [] (the query becomes $alwaysFalse)');
-        if (arg.length === 1 && !(arg[0] instanceof RegExp)) add(path, arg[0]);
+        const only = singleInValue(arg);
+        if (only.ok) add(path, only.value);
       } else if (op === '$all' && Array.isArray(arg)) {
         if (arg.length === 0) throw unsupported('an upsert query with $all: []');
         for (const v of arg) {

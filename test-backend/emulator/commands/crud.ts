@@ -14,6 +14,7 @@ import { rejectSystemViews, runOnView, viewNotCollection } from '../views';
 import { collectionlessAggregate, collectionlessDocs } from '../collectionless-aggregate';
 import { numKind, toNumber } from '../numbers';
 import { snapshotView } from '../snapshot-reads';
+import { parseSafeBool } from '../safe-bool';
 
 function collName(ctx: CommandCtx): string {
   const v = ctx.cmd[ctx.name];
@@ -34,9 +35,15 @@ function isView(ctx: CommandCtx, name: string): boolean {
   return ctx.state.storage.getView(ctx.db, name) !== undefined;
 }
 
-/** insert/update/findAndModify's `bypassDocumentValidation: true` (validation.ts). */
-function takeBypass(ctx: CommandCtx): void {
-  if (ctx.cmd.bypassDocumentValidation === true) ctx.exec.bypassDocumentValidation = true;
+/**
+ * The write commands' `bypassDocumentValidation`, a safeBool (safe-bool.ts): WriteCommandRequestBase
+ * in write_ops.idl (insert, update, delete: chained, so the path is '<command>.<field>'), and a field
+ * of findAndModify's own (kCommandName 'findAndModify', also for the 'findandmodify' alias). The IDL
+ * parse runs before the command does, so a wrong type fails the whole command. Delete parses it but
+ * has nothing to validate.
+ */
+function takeBypass(ctx: CommandCtx, command: string): void {
+  if (parseSafeBool(command, 'bypassDocumentValidation', ctx.cmd.bypassDocumentValidation)) ctx.exec.bypassDocumentValidation = true;
 }
 
 /** The documents of `stages` run over the view `name` (the resolved view pipeline first). */
@@ -75,10 +82,10 @@ async function runStatements<T>(ctx: CommandCtx, items: T[], run: (item: T, inde
 
 const insert: Handler = async (ctx) => {
   const name = collName(ctx);
+  takeBypass(ctx, 'insert');
   const docs = ctx.cmd.documents as Document[] | undefined;
   if (!Array.isArray(docs)) throw new MongoCommandError(Codes.FailedToParse, "BSON field 'insert.documents' is missing but a required field");
   rejectOptions(ctx, ['collation']);
-  takeBypass(ctx);
   let n = 0;
   if (isView(ctx, name)) return withErrors({ n, ok: 1 }, await runStatements(ctx, docs, () => { throw viewNotCollection(ctx.db, name); }));
   const coll = ensureColl(ctx.exec, ctx.db, name);
@@ -96,6 +103,7 @@ function withErrors(reply: Document, writeErrors: Document[]): Document {
 
 const update: Handler = async (ctx) => {
   const name = collName(ctx);
+  takeBypass(ctx, 'update');
   const updates = ctx.cmd.updates as Document[] | undefined;
   if (!Array.isArray(updates)) throw new MongoCommandError(Codes.FailedToParse, "BSON field 'update.updates' is missing but a required field");
   let n = 0;
@@ -104,7 +112,6 @@ const update: Handler = async (ctx) => {
   // 'sort' in an update statement exists from 8.0; the 7.0 IDL parser rejects unknown fields for the
   // whole command ("BSON field '<path>' is an unknown field.", 40415).
   if (updates.some((st) => isPlainObject(st) && st.sort !== undefined)) throw new MongoCommandError(40415, "BSON field 'update.updates.sort' is an unknown field.");
-  takeBypass(ctx);
   const onView = isView(ctx, name);
   const writeErrors = await runStatements(ctx, updates, (st, index) => {
     if (onView) throw viewNotCollection(ctx.db, name);
@@ -128,6 +135,7 @@ const update: Handler = async (ctx) => {
 
 const del: Handler = async (ctx) => {
   const name = collName(ctx);
+  takeBypass(ctx, 'delete');
   const deletes = ctx.cmd.deletes as Document[] | undefined;
   if (!Array.isArray(deletes)) throw new MongoCommandError(Codes.FailedToParse, "BSON field 'delete.deletes' is missing but a required field");
   let n = 0;
@@ -163,13 +171,13 @@ function project(docs: Document[], projection: Document | undefined, ctx: Comman
  */
 const findAndModify: Handler = async (ctx) => {
   const name = collName(ctx);
+  takeBypass(ctx, 'findAndModify');
   const c = ctx.cmd;
   rejectOptions(ctx, ['collation']);
   if (c.remove && c.update !== undefined) throw new MongoCommandError(Codes.FailedToParse, 'Cannot specify both an update and remove=true');
   if (!c.remove && c.update === undefined) throw new MongoCommandError(Codes.FailedToParse, 'Either an update or remove=true must be specified');
   if (c.remove && c.upsert) throw new MongoCommandError(Codes.FailedToParse, 'Cannot specify both upsert=true and remove=true');
   if (isView(ctx, name)) throw viewNotCollection(ctx.db, name);
-  takeBypass(ctx);
   return waitingForLocks(() => {
     let value: Document | null;
     const leo: Document = {};
@@ -340,6 +348,9 @@ export const UNSUPPORTED_STAGES = new Set(['$changeStreamSplitLargeEvent', '$cur
 
 const aggregate: Handler = async (ctx) => {
   const c = ctx.cmd;
+  // aggregate_command.idl declares bypassDocumentValidation a safeBool: the IDL parse refuses
+  // another type whether or not the pipeline writes (safe-bool.ts; parseWriteStage reads the value).
+  parseSafeBool('aggregate', 'bypassDocumentValidation', c.bypassDocumentValidation);
   let pipeline = c.pipeline as Document[] | undefined;
   if (!Array.isArray(pipeline)) throw new MongoCommandError(Codes.FailedToParse, "'pipeline' option must be specified as an array");
   if (c.cursor === undefined && !c.explain) throw new MongoCommandError(Codes.FailedToParse, "The 'cursor' option is required, except for aggregate with the explain argument");
