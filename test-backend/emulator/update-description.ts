@@ -46,7 +46,7 @@
 import { calculateObjectSize, type Document } from 'bson';
 import type { UpdateDescription } from './hooks';
 import { clone, isPlainObject, typedKeyOf } from './values';
-import { comparePaths } from './update-order';
+import { compareBytes, comparePaths } from './update-order';
 
 /** mongod's update_oplog_entry::kSizeOfDeltaOplogEntryMetadata (update_oplog_entry_serialization.h). */
 const DELTA_METADATA = 15;
@@ -231,10 +231,6 @@ function subDiff(parent: Internal, key: string | number, a: unknown, b: unknown)
   const node: Leaf | Internal = sub ?? { t: 'update', value: b };
   if (parent.t === 'doc') docAdd(parent, key as string, node);
   else arrAdd(parent, key as number, node);
-}
-
-function compareBytes(a: string, b: string): number {
-  return Buffer.compare(Buffer.from(a, 'utf8'), Buffer.from(b, 'utf8'));
 }
 
 /** The $v:2 diff document (document_diff_serialization.cpp, DocumentSubDiffFrame / ArrayFrame). */

@@ -19,8 +19,12 @@
 import type { Document } from 'bson';
 import { isPlainObject } from './values';
 
-/** The first differing UTF-16 unit decides, except that a surrogate (code point >= 0x10000) ranks above any BMP unit. */
-function compareBytes(a: string, b: string): number {
+/**
+ * Two strings in the order of their UTF-8 bytes (std::string's operator<), without encoding them:
+ * the first differing UTF-16 unit decides, except that a surrogate (code point >= 0x10000) ranks
+ * above any BMP unit.
+ */
+export function compareBytes(a: string, b: string): number {
   const n = Math.min(a.length, b.length);
   for (let i = 0; i < n; i++) {
     const x = a.charCodeAt(i);
