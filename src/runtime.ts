@@ -8,7 +8,7 @@ import type { Model, Schema, mongo } from 'mongoose';
 import { supportsTransactions } from './deployment';
 import { InvalidLockOptionError } from './errors';
 import { lockCollectionSetup } from './lock-collection-setup';
-import { lockModelFor } from './lock-model';
+import { lockModelFor, type SetupOptions } from './lock-model';
 import { LockWatch } from './lock-waiter';
 import { LockStore, type LockRecord } from './lock-store';
 import type { ResolvedLockOptions } from './options';
@@ -51,7 +51,7 @@ export function runtimeFactory(options: ResolvedLockOptions): RuntimeOf {
         );
       }
       const name = options.collection ?? `${own}.locks`;
-      const lockModel = lockModelFor(model.db, name, options.purgeAfter);
+      const lockModel = lockModelFor(model.db, name, options.purgeAfter, model.schema.options as SetupOptions);
       runtime = byLockModel.get(lockModel);
       if (!runtime) {
         const setup = lockCollectionSetup(lockModel, Math.ceil(options.purgeAfter / 1000));
