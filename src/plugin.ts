@@ -233,6 +233,10 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
     });
   });
 
+  schema.static('createLockIndexes', function createLockIndexes(this: AnyModel) {
+    return typedErrors('createLockIndexes', () => runtimeOf(this).setup.createIndexes());
+  });
+
   schema.static('lockModel', function lockModel(this: AnyModel) {
     return runtimeOf(this).lockModel;
   });
