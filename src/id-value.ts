@@ -98,6 +98,34 @@ export function obviouslyTooLarge(value: unknown): IdRefusal | undefined {
   return undefined;
 }
 
+/** One value as BSON, read once: its element type, the size of its value, and the value decoded from it. */
+export interface BsonRoundTrip {
+  type: number;
+  bytes: number;
+  value: unknown;
+}
+
+/**
+ * Serializes `value` once, as the driver would, and decodes it again: the value the server would
+ * receive, as a fresh object that serializes to the same bytes every time. For any value (the
+ * write guard's filter values may be embedded documents); freshId adds the checks for lock ids.
+ */
+export function bsonRoundTrip(value: unknown): BsonRoundTrip | IdRefusal {
+  let encoded: Uint8Array;
+  try {
+    // The same serializer, with the same defaults for functions and keys, as the driver's commands.
+    encoded = BSON.serialize({ v: value } as mongo.Document, { serializeFunctions: false, checkKeys: false, ignoreUndefined: false });
+  } catch (error) {
+    return new IdRefusal(`cannot be serialized to BSON (${(error as Error).message}).`);
+  }
+  if (encoded.length <= 5) return new IdRefusal('serializes to nothing (a function or a symbol is not sent at all).');
+  // promoteValues: int32 and double become numbers, strings strings; useBigInt64: an int64 becomes
+  // a bigint (never a rounded number); Binary stays Binary (promoteBuffers false); ObjectId,
+  // Date, UUID and Decimal128 are new instances.
+  const decoded = (BSON.deserialize(encoded, { useBigInt64: true, promoteBuffers: false, promoteValues: true }) as { v: unknown }).v;
+  return { type: encoded[4]!, bytes: encoded.length - FRAMING, value: decoded };
+}
+
 /**
  * The `_id` `value` serializes to, as a fresh value decoded from its bytes, or why it cannot be
  * one: it serializes to something other than an accepted scalar type (an object, an array, null,
@@ -107,24 +135,14 @@ export function obviouslyTooLarge(value: unknown): IdRefusal | undefined {
 export function freshId(value: unknown): FreshId | IdRefusal {
   const early = obviouslyTooLarge(value);
   if (early) return early;
-  let encoded: Uint8Array;
-  try {
-    // The same serializer, with the same defaults for functions and keys, as the driver's commands.
-    encoded = BSON.serialize({ v: value } as mongo.Document, { serializeFunctions: false, checkKeys: false, ignoreUndefined: false });
-  } catch (error) {
-    return new IdRefusal(`cannot be serialized to BSON (${(error as Error).message}).`);
+  const read = bsonRoundTrip(value);
+  if (read instanceof IdRefusal) return read;
+  if (!ACCEPTED_TYPES.has(read.type)) {
+    return new IdRefusal(`serializes to a BSON ${OTHER_TYPES.get(read.type) ?? `value of type ${read.type}`}, not an _id value (an ObjectId, string, number, Date, binary or Decimal128).`);
   }
-  if (encoded.length <= 5) return new IdRefusal('serializes to nothing (a function or a symbol is not sent at all).');
-  const type = encoded[4]!;
-  if (!ACCEPTED_TYPES.has(type)) {
-    return new IdRefusal(`serializes to a BSON ${OTHER_TYPES.get(type) ?? `value of type ${type}`}, not an _id value (an ObjectId, string, number, Date, binary or Decimal128).`);
-  }
-  const bytes = encoded.length - FRAMING;
+  const bytes = read.bytes;
   if (bytes > MAX_ID_BYTES) return tooLarge(bytes);
-  // promoteValues: int32 and double become numbers, strings strings; useBigInt64: an int64 becomes
-  // a bigint (never a rounded number); Binary stays Binary (promoteBuffers false); ObjectId,
-  // Date, UUID and Decimal128 are new instances.
-  const fresh = (BSON.deserialize(encoded, { useBigInt64: true, promoteBuffers: false, promoteValues: true }) as { v: unknown }).v;
+  const fresh = read.value;
   if (typeof fresh === 'string' && fresh.length === 0) return new IdRefusal('is an empty string.');
   if (typeof fresh === 'number' && !Number.isFinite(fresh)) return new IdRefusal('is not a finite number.');
   return { value: fresh, bytes };
