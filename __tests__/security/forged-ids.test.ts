@@ -119,6 +119,24 @@ test('an ObjectId look-alike with nothing inside is what it serializes to, or re
   else expect(error).toMatchObject({ code: 'DOCUMENT_NOT_FOUND', documentId: new Types.ObjectId('000000000000000000000000') });
 });
 
+test('a Buffer whose toBSON returns a query, as a Buffer _id: refused, or the document of its bytes exactly', async () => {
+  const schema = new Schema<{ _id: Buffer; title: string }>({ _id: Buffer, title: String });
+  schema.plugin(lockPlugin);
+  const Bytes = conn.connection.model<{ _id: Buffer; title: string }, LockableModel<{ _id: Buffer; title: string }>>('ForgedBufferItem', schema);
+  await Bytes.init();
+  await Bytes.create({ _id: Buffer.from('other'), title: 'locked by alice' });
+  await Bytes.create({ _id: Buffer.from('b-1'), title: 'target' });
+  await Bytes.lock(Buffer.from('other'), 'alice');
+  const evil = () => Object.assign(Buffer.from('b-1'), { toBSON: () => ({ $ne: null }) });
+  // Mongoose casts a Buffer _id to a new Binary of its bytes, which drops the toBSON; either way
+  // the server sees no operator, and alice's lock on the other document stays.
+  const outcome = await Bytes.lock(evil(), 'mallory').catch((e: unknown) => e);
+  if (outcome instanceof InvalidLockArgumentError) expect(outcome.argument).toBe('id');
+  else expect(Buffer.from((outcome as { _id: Buffer })._id).toString()).toBe('b-1');
+  await Bytes.forceUnlock(evil()).catch(() => undefined);
+  expect(await Bytes.isLocked(Buffer.from('other'))).toBe(true);
+});
+
 test('a Mongoose document is refused with a message naming its _id', async () => {
   const doc = await WorkItem.findById(first).orFail();
   const error = await refusedWithoutCommands(() => WorkItem.lock(doc as unknown as Types.ObjectId, 'mallory'));
