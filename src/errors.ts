@@ -82,7 +82,12 @@ export type LockLossReason =
   /** The lock expired and another acquisition (another owner, or a newer `lock()` call) took it. */
   | 'taken_over'
   /** The lock's TTL passed and nobody has taken it yet. */
-  | 'expired';
+  | 'expired'
+  /**
+   * The lock record is gone although nothing released the lock: the lock collection was dropped
+   * or the record deleted by hand (or, for a ticket, purged by the TTL index after it expired).
+   */
+  | 'vanished';
 
 /** The caller does not hold the lock it tried to use. */
 export class LockNotHeldError extends LockError {
@@ -106,6 +111,8 @@ export class LockNotHeldError extends LockError {
         return `The lock on document ${id} is no longer yours: it was taken over by a newer acquisition; nothing was written. Reload the document and lock it again.`;
       case 'expired':
         return `The lock on document ${id} expired; nothing was written. Lock it again (a longer ttl may help).`;
+      case 'vanished':
+        return `The lock record of document ${id} is gone although the lock had not expired: the lock collection was dropped or the record deleted. Nothing was written; lock it again.`;
     }
   }
 }

@@ -16,6 +16,7 @@ export type { LockPluginOptions } from './options';
 export { DEFAULT_TTL_MS, MAX_TTL_MS, DEFAULT_PURGE_AFTER_MS, TTL_WARNING_CODE } from './options';
 export type { LockCallOptions, LockOptions } from './arguments';
 export { MAX_OWNER_LENGTH, MAX_LABEL_LENGTH, isValidLockLabel } from './arguments';
+export { MAX_ID_BYTES } from './id-value';
 export type { HeldLock } from './held-lock';
 // A type only: handles come from Model.acquireLock, never from `new`.
 export type { LockHandle } from './lock-handle';

@@ -508,13 +508,19 @@ export class LockStore {
     return this.lossFrom(state, record);
   }
 
-  /** The error for a lost acquisition, given its record as just read (or null if purged). */
+  /**
+   * The error for a lost acquisition, given its record as just read (or null if it is gone). A
+   * record the TTL index purged expired at least `purgeAfter` ago, so a record that is gone before
+   * the lock's own expiry was not purged: the lock collection was dropped or the record deleted
+   * ('vanished'). Releasing keeps the record (token null), so 'released' needs the record.
+   */
   private lossFrom(state: HeldLockState, record: Document | null): LockNotHeldError {
     const { documentId, token, expiresAt } = state.lock;
     let error: LockNotHeldError;
     if (record && record.token === token) error = new LockExpiredError(documentId, expiresAt);
     else if (record && record.token !== null) error = new LockNotHeldError(documentId, 'taken_over');
     else if (!record && estimatedServerNow(state) >= expiresAt.getTime()) error = new LockExpiredError(documentId, expiresAt);
+    else if (!record) error = new LockNotHeldError(documentId, 'vanished');
     else error = new LockNotHeldError(documentId, 'released');
     state.lost = error.reason;
     return error;
@@ -577,8 +583,15 @@ export class LockStore {
       },
       ...PRIMARY,
     });
-    // Purged by the TTL index: it expired (or was released) at least purgeAfter ago.
-    if (!record) return new LockExpiredError(documentId, undefined);
+    // Gone: purged by the TTL index at least purgeAfter after it expired, or the lock collection
+    // was dropped or the record deleted. A ticket does not carry its expiry, so say both.
+    if (!record) {
+      return new LockNotHeldError(
+        documentId,
+        'vanished',
+        `The lock record of document ${describeId(documentId)} is gone: purged after this lock expired, or the lock collection was dropped or the record deleted. Nothing was written; lock the document again.`,
+      );
+    }
     if (record.sameToken === true) {
       if (record.mine !== true) {
         return new LockNotHeldError(

@@ -18,7 +18,7 @@ import { describeValue, resolveOptions, validateTtl, type LockPluginOptions } fr
 import { ownerKeyFunction } from './owner-key';
 import { pluginApplication } from './plugin-registration';
 import { runtimeFactory, type AnyModel, type AnySchema } from './runtime';
-import { cursorAfter, fromStoredId, validateListOptions, validateStatusIds, validateUnlockOptions } from './status-arguments';
+import { cursorAfter, fromStoredId, validateListOptions, validateStatusIds, validateStatusIdsSize, validateUnlockOptions } from './status-arguments';
 import { issueTicket, readTicket } from './ticket';
 
 type AnyDoc = HydratedDocument<unknown>;
@@ -80,10 +80,12 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
     const state = newHeldLockState(held, grant.serverNow);
     let doc: AnyDoc | null;
     try {
-      // The id as the caller gave it: Mongoose casts it exactly as castId did (setters included).
-      // From the primary whatever the connection's read preference: the holder must edit the
-      // latest version of the document, not a secondary's possibly older copy.
-      doc = (await model.findById(id).read('primary')) as AnyDoc | null;
+      // The id as castId sent it to the lock collection (a fresh value, see id-value.ts), never the
+      // caller's object, whose serialization may differ the second time. Mongoose casts it again,
+      // setters included, as it does for a document's own queries (`doc.updateOne()` filters by
+      // `this._doc._id`): setters must be idempotent. From the primary whatever the connection's
+      // read preference: the holder must edit the latest version, not a secondary's older copy.
+      doc = (await model.findById(documentId).read('primary')) as AnyDoc | null;
     } catch (error) {
       await store.release(state).catch(() => undefined);
       throw error;
@@ -184,6 +186,7 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
     return typedErrors('lockStatus', async (): Promise<(LockStatus | null)[]> => {
       const { ids: list, owner } = validateStatusIds(ids, statusOptions);
       const documentIds = list.map((id) => castId(this, id));
+      validateStatusIdsSize(documentIds);
       const key = owner === undefined ? undefined : ownerKey(owner);
       const { store, ready } = runtimeOf(this);
       await ready;
@@ -228,6 +231,10 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
       await ready;
       return store.forceRelease(documentId);
     });
+  });
+
+  schema.static('createLockIndexes', function createLockIndexes(this: AnyModel) {
+    return typedErrors('createLockIndexes', () => runtimeOf(this).setup.createIndexes());
   });
 
   schema.static('lockModel', function lockModel(this: AnyModel) {

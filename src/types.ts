@@ -75,6 +75,13 @@ export interface LockStatics<THydrated> {
   listLocks(options?: ListLocksOptions): Promise<LockPage>;
   /** Administrative release of whoever holds the lock; resolves to whether a lock was released. */
   forceUnlock(id: LockTargetId): Promise<boolean>;
+  /**
+   * Creates the lock collection's indexes now (the TTL index on `expiresAt`, `{ owner: 1, _id: 1 }`),
+   * and changes the TTL index's expiry if `purgeAfter` changed, whatever `autoIndex` says: for deploy
+   * scripts of applications that turn `autoIndex` off, beside Mongoose's `Model.createIndexes()`.
+   * Rejects (LockDatabaseError, LockConfigurationError) if that fails; locking itself never needs it.
+   */
+  createLockIndexes(): Promise<void>;
   /** The sibling Mongoose model holding this model's locks (for index management and inspection). */
   lockModel(): Model<LockRecord>;
 }
