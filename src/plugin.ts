@@ -5,14 +5,15 @@
  */
 import type { HydratedDocument, SaveOptions, mongo } from 'mongoose';
 import { idCaster, validateLockCallOptions, validateOwner, type ResolvedCallOptions } from './arguments';
-import { InvalidLockArgumentError, InvalidLockOptionError, LockNotHeldError, LockTargetNotFoundError, LockedError } from './errors';
-import { attachHeldLock, heldLockState, lostError, newHeldLockState, type HeldLock, type HeldLockState } from './held-lock';
+import { InvalidLockArgumentError, InvalidLockOptionError, LockExpiredOnArrivalError, LockNotHeldError, LockTargetNotFoundError, LockedError } from './errors';
+import { attachHeldLock, heldLockState, leaseLeft, lostError, newHeldLockState, type HeldLock, type HeldLockState } from './held-lock';
 import { typedErrors } from './failures';
 import { idKey } from './id-key';
 import { installWriteGuard, saveWithContext } from './guard/install';
 import { refuseSaveLockOptions } from './guard/options';
 import { LockHandle, asyncDispose } from './lock-handle';
-import { lockInfoFrom, type Grant, type LockPage, type LockStatus } from './lock-store';
+import { MIN_LEASE_MS, monotonicNow } from './lease';
+import { lockInfoFrom, type Grant, type LockPage, type LockStatus, type LockStore } from './lock-store';
 import { acquireWaiting } from './lock-waiter';
 import { describeValue, resolveOptions, validateTtl, type LockPluginOptions } from './options';
 import { ownerKeyFunction } from './owner-key';
@@ -24,8 +25,14 @@ import { issueTicket, readTicket } from './ticket';
 type AnyDoc = HydratedDocument<unknown>;
 type ClientSession = mongo.ClientSession;
 
+/**
+ * How many grants one lock call may receive too late to count on (lease.ts) before it gives up
+ * with LockExpiredOnArrivalError; with `wait`, each round of the wait tries this many times.
+ */
+const LAPSED_GRANT_ATTEMPTS = 3;
+
 /** The lock a document carries, or a LockNotHeldError saying why it has none. */
-function requireHeld(doc: AnyDoc): HeldLockState {
+async function requireHeld(doc: AnyDoc): Promise<HeldLockState> {
   const state = heldLockState(doc);
   if (!state) throw new LockNotHeldError(doc._id, 'not_locked');
   if (state.lost !== undefined) throw lostError(state);
@@ -59,25 +66,62 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
     const { store, watch, ready } = runtimeOf(model);
     await ready;
     const key = ownerKey(who);
-    let grant: Grant;
-    if (ticket) {
-      grant = await store.resume(documentId, key, ticket, call.ttl);
-    } else {
-      const attempt = () => store.acquire(documentId, key, call.ttl, call.label);
-      grant = call.wait > 0 || call.signal ? await acquireWaiting(documentId, attempt, watch, call.wait, call.signal) : await attempt();
+    const grantOnce = ticket ? () => store.resume(documentId, key, ticket, call.ttl) : () => store.acquire(documentId, key, call.ttl, call.label);
+    // A grant that came too late is released by its owner and token (cmd-unlock-by-owner): only that acquisition, no second read.
+    const attempt = () => takeLease(model, id, documentId, who, call, grantOnce, ticket !== undefined, store, (grant) => store.releaseHeld(documentId, key, grant.token));
+    return call.wait > 0 || call.signal ? acquireWaiting(documentId, attempt, watch, call.wait, call.signal) : attempt();
+  }
+
+  /**
+   * Gets a grant and loads the document, and hands the lock out only while its lease (lease.ts:
+   * timed from when the request was sent) is still running, checked when the grant arrives and
+   * again once the document is loaded (PRODUCT.md property 13). A grant that arrived too late is
+   * released by its token (best effort: it may already be free) and asked for again, up to
+   * LAPSED_GRANT_ATTEMPTS times; then LockExpiredOnArrivalError. A resume is asked for again as
+   * it is, with its ticket (releasing it would end the acquisition the ticket names), and released
+   * only when the call gives up.
+   */
+  async function takeLease(
+    model: AnyModel,
+    id: unknown,
+    documentId: unknown,
+    who: string,
+    call: ResolvedCallOptions,
+    grantOnce: () => Promise<Grant>,
+    resuming: boolean,
+    store: LockStore,
+    releaseGrant: (grant: Grant) => Promise<unknown>,
+  ): Promise<{ doc: AnyDoc; state: HeldLockState }> {
+    for (let attempt = 1; ; attempt++) {
+      const grant = await grantOnce();
+      const held: Omit<HeldLock, 'msLeft'> = {
+        documentId,
+        owner: who,
+        token: grant.token,
+        fence: grant.fence,
+        acquiredAt: grant.acquiredAt,
+        expiresAt: grant.expiresAt,
+        ttl: call.ttl,
+        ticket: issueTicket(documentId, grant.token, grant.fence),
+        label: grant.label,
+      };
+      const state = newHeldLockState(held, grant);
+      if (leaseLeft(state) >= MIN_LEASE_MS) {
+        const doc = await loadLocked(model, id, documentId, state, store);
+        if (leaseLeft(state) >= MIN_LEASE_MS) {
+          attachHeldLock(doc, state);
+          return { doc, state };
+        }
+      }
+      const elapsedMs = monotonicNow() - grant.sentAt;
+      const last = attempt >= LAPSED_GRANT_ATTEMPTS;
+      if (!resuming || last) await releaseGrant(grant).catch(() => undefined);
+      if (last) throw new LockExpiredOnArrivalError(documentId, grant.expiresAt, { operation: resuming ? 'resume' : 'lock', ttl: call.ttl, elapsedMs, attempts: attempt });
     }
-    const held: HeldLock = {
-      documentId,
-      owner: who,
-      token: grant.token,
-      fence: grant.fence,
-      acquiredAt: grant.acquiredAt,
-      expiresAt: grant.expiresAt,
-      ttl: call.ttl,
-      ticket: issueTicket(documentId, grant.token, grant.fence),
-      label: grant.label,
-    };
-    const state = newHeldLockState(held, grant.serverNow);
+  }
+
+  /** Loads the document just locked; releases the lock again if that fails or it does not exist. */
+  async function loadLocked(model: AnyModel, id: unknown, documentId: unknown, state: HeldLockState, store: LockStore): Promise<AnyDoc> {
     let doc: AnyDoc | null;
     try {
       // The id as the caller gave it: Mongoose casts it exactly as castId did (setters included).
@@ -92,8 +136,7 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
       await store.release(state).catch(() => undefined);
       throw new LockTargetNotFoundError(documentId, model.modelName);
     }
-    attachHeldLock(doc, state);
-    return { doc, state };
+    return doc;
   }
 
   async function openHandle(model: AnyModel, id: unknown, owner: unknown, rawCall: unknown): Promise<LockHandle<AnyDoc>> {
@@ -104,9 +147,9 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
   }
 
   async function unlockDocument(doc: AnyDoc): Promise<void> {
-    const state = requireHeld(doc);
     const { store, ready } = runtimeOf(doc.constructor as AnyModel);
     await ready;
+    const state = await requireHeld(doc);
     await store.release(state);
     state.lost = 'released';
   }
@@ -234,6 +277,9 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
     return runtimeOf(this).lockModel;
   });
 
+  // The lock this instance carries until it learns the lock is gone (a refused call, a release);
+  // whether it can still count on it is `msLeft()` (lease.ts, PRODUCT.md property 13): after a
+  // lease ran out the server may still hold the lock, and the ticket still says which one it was.
   schema.method('heldLock', function heldLock(this: AnyDoc): HeldLock | null {
     const state = heldLockState(this);
     return state && state.lost === undefined ? state.lock : null;
@@ -245,11 +291,11 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
 
   schema.method('extendLock', function extendLock(this: AnyDoc, ttl?: unknown) {
     return typedErrors('extendLock', async () => {
-      const state = requireHeld(this);
-      const duration = ttl === undefined ? state.lock.ttl : validateTtl(ttl);
+      const duration = ttl === undefined ? undefined : validateTtl(ttl);
       const { store, ready } = runtimeOf(this.constructor as AnyModel);
       await ready;
-      state.lock.expiresAt = await store.extend(state, duration);
+      const state = await requireHeld(this);
+      await store.extend(state, duration ?? state.lock.ttl);
       return state.lock.expiresAt;
     });
   });
@@ -263,10 +309,10 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
       throw new InvalidLockOptionError('(save options)', `expected Mongoose save options (an object) or nothing, got ${describeValue(saveOptions)}.`);
     }
     refuseSaveLockOptions(saveOptions, 'saveAndUnlock');
-    const state = requireHeld(doc);
     const model = doc.constructor as AnyModel;
     const { store, ready } = runtimeOf(model);
     await ready;
+    const state = await requireHeld(doc);
     const callerSession = sessionOf(doc, saveOptions);
     const inCallerTransaction = callerSession?.inTransaction() === true;
 
