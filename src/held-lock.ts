@@ -60,8 +60,8 @@ export interface HeldLockState {
   lost: LockLossReason | undefined;
   /**
    * Set when saveAndUnlock released the lock inside the caller's transaction: the driver's
-   * Transaction object of that attempt. The release holds only if that transaction commits; if
-   * it aborts, the lock is still held (see settleRelease).
+   * Transaction object of that attempt. The release holds only if that transaction commits (see
+   * settleRelease and releaseOutcomeUnknown).
    */
   pendingRelease: object | undefined;
 }
@@ -113,24 +113,36 @@ export function heldLockState(doc: object): HeldLockState | undefined {
   return state;
 }
 
+/** The driver's Transaction states (mongodb/lib/transactions.js, TxnState); not in its published types. */
+const OPEN_STATES: ReadonlySet<unknown> = new Set(['STARTING_TRANSACTION', 'TRANSACTION_IN_PROGRESS']);
+
 /**
- * Resolves a release made inside the caller's transaction once that transaction has ended:
- * committed, the lock is released; aborted, the release was rolled back with it and the lock is
- * held again. While it runs, the lock counts as released (inside the transaction it is).
- * The driver creates one Transaction object per startTransaction() and moves it to its final
- * state on commit or abort (mongodb/lib/transactions.js, TxnState); `state` is not in the
- * driver's published types, so an unknown shape keeps the conservative answer (released).
+ * Resolves what this process can know by itself about a release made inside the caller's
+ * transaction: while that transaction is open, the lock counts as released (inside it, it is);
+ * once it was aborted, the release was rolled back with it and the lock is held again.
+ * A transaction the driver marks committed may not be: driver 7.8's commitTransaction moves the
+ * Transaction to TRANSACTION_COMMITTED in a `finally`, also when the commit failed
+ * (mongodb/lib/sessions.js, ClientSession.commitTransaction), and withTransaction then retries
+ * the callback in a new Transaction after a TransientTransactionError. That outcome (and any
+ * state this code does not know) is left pending for `releaseOutcomeUnknown`, to be settled by
+ * asking the server; until then the lock counts as released.
  */
 export function settleRelease(state: HeldLockState): void {
   const transaction = state.pendingRelease as { state?: unknown } | undefined;
-  if (!transaction) return;
-  if (transaction.state === 'TRANSACTION_ABORTED') {
+  if (transaction?.state === 'TRANSACTION_ABORTED') {
     state.pendingRelease = undefined;
     state.lost = undefined;
-  } else if (transaction.state === 'TRANSACTION_COMMITTED' || transaction.state === 'TRANSACTION_COMMITTED_EMPTY') {
-    state.pendingRelease = undefined;
-    state.lost = 'released';
   }
+}
+
+/**
+ * Whether a release made in the caller's transaction has an outcome only the server can tell:
+ * the transaction ended (not open, not aborted), committed or not (see settleRelease).
+ */
+export function releaseOutcomeUnknown(state: HeldLockState): boolean {
+  settleRelease(state);
+  const transaction = state.pendingRelease as { state?: unknown } | undefined;
+  return transaction !== undefined && !OPEN_STATES.has(transaction.state);
 }
 
 /**

@@ -6,7 +6,7 @@
 import type { HydratedDocument, SaveOptions, mongo } from 'mongoose';
 import { idCaster, validateLockCallOptions, validateOwner, type ResolvedCallOptions } from './arguments';
 import { InvalidLockArgumentError, InvalidLockOptionError, LockExpiredOnArrivalError, LockNotHeldError, LockTargetNotFoundError, LockedError } from './errors';
-import { attachHeldLock, heldLockState, leaseLeft, lostError, newHeldLockState, type HeldLock, type HeldLockState } from './held-lock';
+import { attachHeldLock, heldLockState, leaseLeft, lostError, newHeldLockState, releaseOutcomeUnknown, type HeldLock, type HeldLockState } from './held-lock';
 import { typedErrors } from './failures';
 import { idKey } from './id-key';
 import { installWriteGuard, saveWithContext } from './guard/install';
@@ -31,12 +31,37 @@ type ClientSession = mongo.ClientSession;
  */
 const LAPSED_GRANT_ATTEMPTS = 3;
 
-/** The lock a document carries, or a LockNotHeldError saying why it has none. */
-async function requireHeld(doc: AnyDoc): Promise<HeldLockState> {
+/**
+ * The lock a document carries, or a LockNotHeldError saying why it has none. A release made in the
+ * caller's transaction whose outcome this process cannot know (the transaction ended, and the
+ * driver calls it committed even when the commit failed: held-lock.ts, settleRelease) is first
+ * settled by asking the server (settleReleaseWithServer below).
+ */
+async function requireHeld(doc: AnyDoc, store: LockStore): Promise<HeldLockState> {
   const state = heldLockState(doc);
   if (!state) throw new LockNotHeldError(doc._id, 'not_locked');
+  if (releaseOutcomeUnknown(state)) await settleReleaseWithServer(state, store);
   if (state.lost !== undefined) throw lostError(state);
   return state;
+}
+
+/**
+ * Settles a release made in a caller's transaction that has ended, committed or not, with one
+ * read of the lock record (LockStore.verify outside a transaction: is it still this acquisition,
+ * unexpired by the server's clock?). Still ours: the transaction did not commit, so neither did
+ * the release, and the lock is held (a retried `withTransaction` callback can save and release
+ * again). Not ours: the read says why (released by the commit, expired, taken over). A read that
+ * fails leaves the question open for the next call.
+ */
+async function settleReleaseWithServer(state: HeldLockState, store: LockStore): Promise<void> {
+  try {
+    await store.verify(state);
+    state.lost = undefined;
+  } catch (error) {
+    if (!(error instanceof LockNotHeldError)) throw error;
+    // verify recorded the reason in state.lost.
+  }
+  state.pendingRelease = undefined;
 }
 
 export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): void {
@@ -149,7 +174,7 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
   async function unlockDocument(doc: AnyDoc): Promise<void> {
     const { store, ready } = runtimeOf(doc.constructor as AnyModel);
     await ready;
-    const state = await requireHeld(doc);
+    const state = await requireHeld(doc, store);
     await store.release(state);
     state.lost = 'released';
   }
@@ -294,7 +319,7 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
       const duration = ttl === undefined ? undefined : validateTtl(ttl);
       const { store, ready } = runtimeOf(this.constructor as AnyModel);
       await ready;
-      const state = await requireHeld(this);
+      const state = await requireHeld(this, store);
       await store.extend(state, duration ?? state.lock.ttl);
       return state.lock.expiresAt;
     });
@@ -312,7 +337,7 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
     const model = doc.constructor as AnyModel;
     const { store, ready } = runtimeOf(model);
     await ready;
-    const state = await requireHeld(doc);
+    const state = await requireHeld(doc, store);
     const callerSession = sessionOf(doc, saveOptions);
     const inCallerTransaction = callerSession?.inTransaction() === true;
 
