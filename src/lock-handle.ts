@@ -56,8 +56,13 @@ export class LockHandle<TDoc> implements AsyncDisposable {
     else this.armLossTimer();
   }
 
-  /** Aborts as soon as the lock is known to be lost (its reason is the LockNotHeldError). */
+  /**
+   * Aborts as soon as the lock is known to be lost (its reason is the LockNotHeldError), and when
+   * its lease runs out (lease.ts). A timer delivers the latter, so a blocked event loop delays it;
+   * reading `signal` (or `msLeft()`) checks the lease at that moment.
+   */
   get signal(): AbortSignal {
+    if (!this.done && leaseLeft(this.state) <= 0) this.lose(new LockExpiredError(this.state.lock.documentId, this.state.lock.expiresAt));
     return this.controller.signal;
   }
 
@@ -89,13 +94,20 @@ export class LockHandle<TDoc> implements AsyncDisposable {
     const duration = ttl === undefined ? this.state.lock.ttl : validateTtl(ttl);
     if (this.state.lost !== undefined) throw lostError(this.state);
     try {
-      const extension = typedErrors('extendLock', () => this.store.extend(this.state, duration));
+      // A reply that comes too late aborts the signal at once, before the lock is given back.
+      const extension = typedErrors('extendLock', () => this.store.extend(this.state, duration, (error) => this.lose(error)));
       // Sending may have shortened the lease (a shorter ttl): the loss timer follows it.
       if (!this.done) this.armLossTimer();
       await extension;
     } catch (error) {
       if (error instanceof LockNotHeldError) this.lose(error);
       throw error;
+    }
+    if (this.state.lost !== undefined) {
+      // The lease ran out (and the signal aborted) while the extension was on its way: the holder
+      // was told to stop, so the lock it extended is given back rather than revived.
+      await this.store.release(this.state).catch(() => undefined);
+      throw lostError(this.state);
     }
   }
 

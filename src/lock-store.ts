@@ -314,7 +314,7 @@ export class LockStore {
    * it. The reply carries the command's `$$NOW`; a retried findAndModify's reply is unprojected
    * (SERVER-31242, see acquire) and then `$$NOW` is the new expiry minus the ttl it added.
    */
-  async extend(state: HeldLockState, ttl: number): Promise<GrantTiming> {
+  async extend(state: HeldLockState, ttl: number, onLapse?: (error: LockNotHeldError) => void): Promise<GrantTiming> {
     const { documentId, token } = state.lock;
     this.refuseIfInOpenTransaction(documentId);
     const sentAt = monotonicNow();
@@ -329,12 +329,15 @@ export class LockStore {
     const timing: GrantTiming = { sentAt, expiresAt, serverNow: record.now instanceof Date ? record.now : new Date(expiresAt.getTime() - ttl) };
     applyExtension(state, timing);
     if (leaseLeft(state) < MIN_LEASE_MS) {
-      // The answer came too late to count on: the lease (which the wait had already used up)
-      // is over, so the lock is given up rather than revived. Released by its token, best
-      // effort: it may already be free.
-      await this.release(state).catch(() => undefined);
+      // The answer came too late to count on: the lease is over, so the lock is given up rather
+      // than revived. `onLapse` hears it first (a handle aborts its signal), then the lock is
+      // released by its token, best effort: it may already be free.
+      const error = new LockExpiredOnArrivalError(documentId, expiresAt, { operation: 'extend', ttl, elapsedMs: monotonicNow() - sentAt, attempts: 1 });
       state.lost = 'expired';
-      throw new LockExpiredOnArrivalError(documentId, expiresAt, { operation: 'extend', ttl, elapsedMs: monotonicNow() - sentAt, attempts: 1 });
+      onLapse?.(error);
+      await this.release(state).catch(() => undefined);
+      state.lost = 'expired'; // a release that matched nothing recorded its own reason
+      throw error;
     }
     return timing;
   }

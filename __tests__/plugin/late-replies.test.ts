@@ -12,6 +12,7 @@
  * over must find the first one's signal already aborted.
  * Runs on a replica set and on a standalone server (nothing here needs transactions).
  */
+import { performance } from 'node:perf_hooks';
 import { LockExpiredError, LockExpiredOnArrivalError, LockNotHeldError, type LockTargetId } from '../../src';
 import { connect, sleep, testDatabase, type MonitoredConnection } from '../support/db';
 import { lateReplies, on, type LateReplies } from '../support/late-replies';
@@ -149,6 +150,20 @@ describe('acquireLock()', () => {
     expect(handle.signal.reason).toBeInstanceOf(LockExpiredError);
     expect(believedUntil).toBeLessThanOrEqual(nextAcquiredAt);
   }, 30_000);
+});
+
+describe('a paused process', () => {
+  test("reading a handle's signal after its lease ran out finds it aborted, before any timer could run", async () => {
+    const { _id: id } = await M.create({ title: 'paused holder' });
+    const handle = await M.acquireLock(id, 'b', { ttl: TTL, autoExtend: false });
+    const end = performance.now() + TTL + 200;
+    while (performance.now() < end) {
+      // The process stands still past the lease (a long GC pause, a blocked event loop).
+    }
+    expect(handle.msLeft()).toBe(0);
+    expect(handle.signal.aborted).toBe(true);
+    expect(handle.signal.reason).toBeInstanceOf(LockExpiredError);
+  });
 });
 
 describe('resume', () => {
