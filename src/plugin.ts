@@ -32,17 +32,22 @@ type ClientSession = mongo.ClientSession;
 const LAPSED_GRANT_ATTEMPTS = 3;
 
 /**
- * The lock a document carries, or a LockNotHeldError saying why it has none. A release made in the
- * caller's transaction whose outcome this process cannot know (the transaction ended, and the
- * driver calls it committed even when the commit failed: held-lock.ts, settleRelease) is first
- * settled by asking the server (settleReleaseWithServer below).
+ * The lock a document carries, or a LockNotHeldError saying why it has none, before anything is
+ * sent. A release made in the caller's transaction whose outcome this process cannot know (the
+ * transaction ended, and the driver calls it committed even when the commit failed: held-lock.ts,
+ * settleRelease) passes here and is settled by `confirmHeld`.
  */
-async function requireHeld(doc: AnyDoc, store: LockStore): Promise<HeldLockState> {
+function requireHeld(doc: AnyDoc): HeldLockState {
   const state = heldLockState(doc);
   if (!state) throw new LockNotHeldError(doc._id, 'not_locked');
+  if (state.lost !== undefined && !releaseOutcomeUnknown(state)) throw lostError(state);
+  return state;
+}
+
+/** Settles, by asking the server, a release whose outcome only the server knows; then as requireHeld. */
+async function confirmHeld(state: HeldLockState, store: LockStore): Promise<void> {
   if (releaseOutcomeUnknown(state)) await settleReleaseWithServer(state, store);
   if (state.lost !== undefined) throw lostError(state);
-  return state;
 }
 
 /**
@@ -172,9 +177,10 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
   }
 
   async function unlockDocument(doc: AnyDoc): Promise<void> {
+    const state = requireHeld(doc);
     const { store, ready } = runtimeOf(doc.constructor as AnyModel);
     await ready;
-    const state = await requireHeld(doc, store);
+    await confirmHeld(state, store);
     await store.release(state);
     state.lost = 'released';
   }
@@ -316,11 +322,12 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
 
   schema.method('extendLock', function extendLock(this: AnyDoc, ttl?: unknown) {
     return typedErrors('extendLock', async () => {
-      const duration = ttl === undefined ? undefined : validateTtl(ttl);
+      const state = requireHeld(this);
+      const duration = ttl === undefined ? state.lock.ttl : validateTtl(ttl);
       const { store, ready } = runtimeOf(this.constructor as AnyModel);
       await ready;
-      const state = await requireHeld(this, store);
-      await store.extend(state, duration ?? state.lock.ttl);
+      await confirmHeld(state, store);
+      await store.extend(state, duration);
       return state.lock.expiresAt;
     });
   });
@@ -334,10 +341,11 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
       throw new InvalidLockOptionError('(save options)', `expected Mongoose save options (an object) or nothing, got ${describeValue(saveOptions)}.`);
     }
     refuseSaveLockOptions(saveOptions, 'saveAndUnlock');
+    const state = requireHeld(doc);
     const model = doc.constructor as AnyModel;
     const { store, ready } = runtimeOf(model);
     await ready;
-    const state = await requireHeld(doc, store);
+    await confirmHeld(state, store);
     const callerSession = sessionOf(doc, saveOptions);
     const inCallerTransaction = callerSession?.inTransaction() === true;
 
