@@ -4,6 +4,7 @@ export {
   LockedError,
   LockNotHeldError,
   LockExpiredError,
+  LockExpiredOnArrivalError,
   LockTargetNotFoundError,
   LockDatabaseError,
   LockConfigurationError,

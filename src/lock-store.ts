@@ -26,11 +26,12 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { mongo } from 'mongoose';
-import { LockExpiredError, LockNotHeldError, LockedError, describeId } from './errors';
+import { LockExpiredError, LockExpiredOnArrivalError, LockNotHeldError, LockedError, describeId } from './errors';
 import { LockedByTransactionError } from './guard/errors';
 import { callerTransactions } from './guard/open-transactions';
 import { distinctIds, idKey } from './id-key';
-import { estimatedServerNow, type HeldLockState } from './held-lock';
+import { applyExtension, beginExtension, estimatedServerNow, leaseLeft, type HeldLockState } from './held-lock';
+import { MIN_LEASE_MS, monotonicNow, type GrantTiming } from './lease';
 import type { TicketParts } from './ticket';
 
 type ClientSession = mongo.ClientSession;
@@ -55,13 +56,11 @@ export interface LockRecord {
   claim?: string;
 }
 
-export interface Grant {
+/** A lock granted (or resumed) by one command, with that command's timing (lease.ts). */
+export interface Grant extends GrantTiming {
   token: string;
   fence: number;
   acquiredAt: Date;
-  expiresAt: Date;
-  /** The server's clock at the command that granted it. */
-  serverNow: Date;
   label: string | null;
 }
 
@@ -247,6 +246,8 @@ export class LockStore {
     for (let attempt = 1; ; attempt++) {
       const token = newLockToken();
       let record: Document | null;
+      // Read immediately before sending: the lease is timed from here (lease.ts).
+      const sentAt = monotonicNow();
       try {
         record = await this.locks.findOneAndUpdate(
           { _id: documentId } as Document,
@@ -277,12 +278,14 @@ export class LockStore {
       // in src/mongo/db/query/write_ops/write_ops_retryability.cpp; SERVER-31242): the full
       // record, no `acquired`, no `now`. Only a grant writes (a refusal is a no-op), so only a
       // grant can be replayed: the token itself says whether it is ours, and the grant's
-      // `acquiredAt` is the `$$NOW` of the command that made it.
+      // `acquiredAt` is the `$$NOW` of the command that made it. That command was sent after
+      // `sentAt` (the driver retries the very command this call sent), so the lease is still
+      // timed conservatively: `expiresAt - acquiredAt` is the ttl, granted after `sentAt`.
       const projected = 'acquired' in record;
       const serverNow = (projected ? record.now : record.acquiredAt) as Date;
       const holderLabel = typeof record.label === 'string' ? record.label : null;
       if (projected ? record.acquired === true : record.token === token) {
-        return { token, fence: Number(record.fence), acquiredAt: record.acquiredAt as Date, expiresAt, serverNow, label: holderLabel };
+        return { token, fence: Number(record.fence), acquiredAt: record.acquiredAt as Date, expiresAt, serverNow, sentAt, label: holderLabel };
       }
       const remaining = projected ? expiresAt.getTime() - serverNow.getTime() : undefined;
       throw new LockedError(documentId, expiresAt, '', remaining, holderLabel);
@@ -303,19 +306,40 @@ export class LockStore {
   }
 
   /**
-   * Extends this acquisition to `ttl` from now (server time), only while it is still current.
-   * Returns the new expiry.
+   * Extends this acquisition to `ttl` from now (server time), only while it is still current, and
+   * moves `state` to the new expiry and lease. Returns the extension's timing.
+   * The lease is timed from when the request was sent (lease.ts): until the reply arrives, this
+   * process counts on the lock no longer than both the current lease and the extension guarantee
+   * (beginExtension), so an extension that fails, or whose outcome stays unknown, never lengthens
+   * it. The reply carries the command's `$$NOW`; a retried findAndModify's reply is unprojected
+   * (SERVER-31242, see acquire) and then `$$NOW` is the new expiry minus the ttl it added.
    */
-  async extend(state: HeldLockState, ttl: number): Promise<Date> {
+  async extend(state: HeldLockState, ttl: number, onLapse?: (error: LockNotHeldError) => void): Promise<GrantTiming> {
     const { documentId, token } = state.lock;
     this.refuseIfInOpenTransaction(documentId);
+    const sentAt = monotonicNow();
+    beginExtension(state, sentAt, ttl);
     const record = await this.locks.findOneAndUpdate(
       { _id: documentId, token, ...UNEXPIRED } as Document,
       [{ $set: { expiresAt: { $add: ['$$NOW', lit(ttl)] } } }],
-      { returnDocument: 'after', projection: { expiresAt: 1 } },
+      { returnDocument: 'after', projection: { _id: 0, expiresAt: 1, now: '$$NOW' } },
     );
-    if (record) return record.expiresAt as Date;
-    throw await this.explainLoss(state);
+    if (!record) throw await this.explainLoss(state);
+    const expiresAt = record.expiresAt as Date;
+    const timing: GrantTiming = { sentAt, expiresAt, serverNow: record.now instanceof Date ? record.now : new Date(expiresAt.getTime() - ttl) };
+    applyExtension(state, timing);
+    if (leaseLeft(state) < MIN_LEASE_MS) {
+      // The answer came too late to count on: the lease is over, so the lock is given up rather
+      // than revived. `onLapse` hears it first (a handle aborts its signal), then the lock is
+      // released by its token, best effort: it may already be free.
+      const error = new LockExpiredOnArrivalError(documentId, expiresAt, { operation: 'extend', ttl, elapsedMs: monotonicNow() - sentAt, attempts: 1 });
+      state.lost = 'expired';
+      onLapse?.(error);
+      await this.release(state).catch(() => undefined);
+      state.lost = 'expired'; // a release that matched nothing recorded its own reason
+      throw error;
+    }
+    return timing;
   }
 
   /**
@@ -548,6 +572,8 @@ export class LockStore {
    */
   async resume(documentId: unknown, ownerKey: string, ticket: TicketParts, ttl: number): Promise<Grant> {
     this.refuseIfInOpenTransaction(documentId);
+    // Read immediately before sending: the lease is timed from here (lease.ts).
+    const sentAt = monotonicNow();
     const record = await this.locks.findOneAndUpdate(
       { _id: documentId, owner: ownerKey, token: ticket.token, ...UNEXPIRED } as Document,
       [{ $set: { expiresAt: { $add: ['$$NOW', lit(ttl)] } } }],
@@ -560,8 +586,10 @@ export class LockStore {
       acquiredAt: record.acquiredAt as Date,
       expiresAt: record.expiresAt as Date,
       // A retried findAndModify comes back without the projection (SERVER-31242, see acquire):
-      // then the command's `$$NOW` is the new expiry minus the ttl it added.
+      // then the command's `$$NOW` is the new expiry minus the ttl it added (a command sent
+      // after `sentAt`, so the lease stays conservative).
       serverNow: record.now instanceof Date ? record.now : new Date((record.expiresAt as Date).getTime() - ttl),
+      sentAt,
       label: typeof record.label === 'string' ? record.label : null,
     };
   }
