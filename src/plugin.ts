@@ -98,7 +98,7 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
     const key = ownerKey(who);
     const grantOnce = ticket ? () => store.resume(documentId, key, ticket, call.ttl) : () => store.acquire(documentId, key, call.ttl, call.label);
     // A grant that came too late is released by its owner and token (cmd-unlock-by-owner): only that acquisition, no second read.
-    const attempt = () => takeLease(model, id, documentId, who, call, grantOnce, ticket !== undefined, store, (grant) => store.releaseHeld(documentId, key, grant.token));
+    const attempt = () => takeLease(model, documentId, who, call, grantOnce, ticket !== undefined, store, (grant) => store.releaseHeld(documentId, key, grant.token));
     return call.wait > 0 || call.signal ? acquireWaiting(documentId, attempt, watch, call.wait, call.signal) : attempt();
   }
 
@@ -113,7 +113,6 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
    */
   async function takeLease(
     model: AnyModel,
-    id: unknown,
     documentId: unknown,
     who: string,
     call: ResolvedCallOptions,
@@ -137,7 +136,7 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
       };
       const state = newHeldLockState(held, grant);
       if (leaseLeft(state) >= MIN_LEASE_MS) {
-        const doc = await loadLocked(model, id, documentId, state, store);
+        const doc = await loadLocked(model, documentId, state, store);
         if (leaseLeft(state) >= MIN_LEASE_MS) {
           attachHeldLock(doc, state);
           return { doc, state };
@@ -151,7 +150,7 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
   }
 
   /** Loads the document just locked; releases the lock again if that fails or it does not exist. */
-  async function loadLocked(model: AnyModel, id: unknown, documentId: unknown, state: HeldLockState, store: LockStore): Promise<AnyDoc> {
+  async function loadLocked(model: AnyModel, documentId: unknown, state: HeldLockState, store: LockStore): Promise<AnyDoc> {
     let doc: AnyDoc | null;
     try {
       // The id as castId sent it to the lock collection (a fresh value, see id-value.ts), never the
