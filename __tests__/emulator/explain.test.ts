@@ -71,7 +71,7 @@ function ixscan(indexName: string, keyPattern: Document, indexBounds: Document, 
 }
 
 test('_id equality with other predicates is FETCH over the _id index, not IDHACK (isSimpleIdQuery)', async () => {
-  // canonical_query_util.cpp isSimpleIdQuery: IDHACK only when the filter is `_id` equality alone.
+  // query_utils.cpp isSimpleIdQuery: IDHACK only when the filter is `_id` equality alone.
   const r = await explainCmd({ findAndModify: 'locks', query: LOCK_FILTER, update: { $set: { owner: 'me' } }, upsert: true, new: true });
   expect(r.queryPlanner.parsedQuery).toEqual(LOCK_FILTER);
   const fetch = { stage: 'FETCH', filter: { $or: LOCK_FILTER.$or }, inputStage: ixscan('_id_', { _id: 1 }, { _id: ['["doc-1", "doc-1"]'] }) };

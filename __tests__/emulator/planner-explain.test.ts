@@ -117,6 +117,10 @@ describe("the lock collection's queries plan as on mongod", () => {
       inputStage: { stage: 'FETCH', filter: { $and: [{ owner: { $eq: 'owner-2' } }, UNEXPIRED] }, inputStage: ixscan('_id_', { _id: 1 }, { _id: [`[${oid(ids[5])}, ${oid(ids[5])}]`] }) },
     });
     expect(await plan({ findAndModify: 'locks', query: { _id: ids[5] }, update: { $set: { label: 'x' } }, upsert: true })).toEqual({ stage: 'UPDATE', inputStage: { stage: 'IDHACK' } });
+    // jstests/core/idhack.js: "ID hack cannot be used with hint()", "... with skip()".
+    const idScan = { stage: 'FETCH', inputStage: ixscan('_id_', { _id: 1 }, { _id: [`[${oid(ids[5])}, ${oid(ids[5])}]`] }) };
+    expect(await plan({ find: 'locks', filter: { _id: ids[5] }, hint: { _id: 1 } })).toEqual(idScan);
+    expect(await plan({ find: 'locks', filter: { _id: ids[5] }, skip: 1 })).toEqual({ stage: 'SKIP', skipAmount: 1, inputStage: idScan });
   });
 
   test('a descending sort scans backward with reversed bounds; a descending key field scans forward (cbr_ascending_and_descending_index_intervals.js)', async () => {

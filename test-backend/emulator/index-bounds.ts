@@ -44,8 +44,12 @@ export type Oil = Interval[];
 
 const MIN_KEY = new MinKey();
 const MAX_KEY = new MaxKey();
-/** The smallest and largest dates a JS Date holds; shown as mongod's Date_t::min() / max(). */
-const MIN_DATE = new Date(-8_640_000_000_000_000);
+/**
+ * The ends of the Date bracket, shown as mongod's Date_t::min() / max(): below every date an
+ * invalid Date (a stored date beyond what a JS Date holds, which BSON order puts first among
+ * dates, bson-order.ts), above every date the largest a JS Date holds.
+ */
+const MIN_DATE = new Date(NaN);
 const MAX_DATE = new Date(8_640_000_000_000_000);
 const MIN_OID = new ObjectId('000000000000000000000000');
 const MAX_OID = new ObjectId('ffffffffffffffffffffffff');

@@ -10,7 +10,8 @@
  *     it (buildWholeIXSoln, query_planner.cpp: "This is the desired behavior when an index is hinted
  *     that is not relevant to the query").
  *  3. `{_id: v}` alone (v a value with exact bounds), no hint, no skip: IDHACK
- *     (isIdHackEligibleQuery / isSimpleIdQuery, src/mongo/db/query/canonical_query_util.h/.cpp).
+ *     (isIdHackEligibleQuery / isSimpleIdQuery, src/mongo/db/query/query_utils.{h,cpp} in 7.0;
+ *     jstests/core/idhack.js: "ID hack cannot be used with hint()", "... with skip()").
  *  4. An index is a candidate when a predicate bounds its first field (QueryPlannerIXSelect::
  *     rateIndices tags predicates by index and key position; the enumerator needs the leading field
  *     assigned). Hidden, partial, unplannable (ordered-index.ts) indexes, indexes with a collation
@@ -29,8 +30,9 @@
  *
  * An index scan provides the sort when the sort, without the fields bounded to one point, is a
  * prefix of the key pattern without those fields, in the same or the reverse direction (then the
- * scan runs backward): QueryPlannerAnalysis::analyzeSort, `providedSorts().contains(sort)` with the
- * equality fields ignored (IndexScanNode::computeProperties). The emulator does not let a multikey
+ * scan runs backward): QueryPlannerAnalysis::analyzeSort (planner_analysis.cpp), `providedSorts()
+ * .contains(sort)`, else the reverse with reverseScans; the point-bounded fields are the ignored
+ * fields of IndexScanNode::computeProperties (query_solution_test.cpp). The emulator does not let a multikey
  * index provide a sort (a blocking sort answers the same) nor explode `$in` points into a merge
  * sort (explodeForSort): both then sort in memory, where mongod may not.
  */
@@ -74,9 +76,14 @@ export interface PlanRequest {
   skip?: number;
 }
 
-/** Types with exact index bounds (Indexability::isExactBoundsGenerating) that the `_id` map finds by value. */
+/**
+ * Types with exact index bounds (Indexability::isExactBoundsGenerating) that the `_id` map finds by
+ * value: a document too, when no field of it is an operator (jstests/core/idhack.js plans
+ * `{_id: {x: 2}}` as IDHACK).
+ */
 function idHackValue(v: unknown): boolean {
-  if (v === null || v === undefined || v instanceof RegExp || Array.isArray(v) || isPlainObject(v)) return false;
+  if (isPlainObject(v)) return !Object.keys(v).some((k) => k.startsWith('$'));
+  if (v === null || v === undefined || v instanceof RegExp || Array.isArray(v)) return false;
   const rank = canonicalRank(v);
   return rank !== 0 && rank !== 5 && rank !== 25 && rank !== 50 && rank !== -1 && rank !== 127 && rank !== 100;
 }
@@ -87,7 +94,7 @@ export function simpleIdValue(filter: Document | undefined): { ok: true; value: 
   const keys = Object.keys(filter);
   if (keys.length !== 1 || keys[0] !== '_id') return { ok: false };
   const cond = filter._id;
-  if (isPlainObject(cond)) {
+  if (isPlainObject(cond) && Object.keys(cond).some((k) => k.startsWith('$'))) {
     const ks = Object.keys(cond);
     if (ks.length !== 1 || ks[0] !== '$eq') return { ok: false };
     return idHackValue(cond.$eq) ? { ok: true, value: cond.$eq } : { ok: false };

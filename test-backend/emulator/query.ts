@@ -214,12 +214,10 @@ export class View {
 
   /**
    * Visible documents matching `filter` (candidates from the planned access path, each re-checked
-   * by `matcher` except IDHACK's one document), sorted and limited as `options` ask. A plain number
-   * is the limit (no sort).
+   * by `matcher` except IDHACK's one document), sorted and limited as `o` asks.
    */
-  find(filter: Document | undefined, matcher: Matcher, options: number | FindOptions = {}, stats?: ReadStats, path?: AccessPath): Array<[string, Document]> {
-    const o: FindOptions = typeof options === 'number' ? { limit: options, stats } : { ...options, stats: options.stats ?? stats };
-    const chosen = path ?? this.plan(filter, o);
+  find(filter: Document | undefined, matcher: Matcher, o: FindOptions = {}): Array<[string, Document]> {
+    const chosen = this.plan(filter, o);
     const scan = this.scan(chosen, o.stats);
     const sorted = !o.sort || scan.sorted;
     const stopAt = sorted ? (o.limit ?? 0) : 0;

@@ -573,7 +573,8 @@ export interface UpdateOutcome {
  */
 function waitForLockedCandidates(ctx: ExecCtx, coll: Collection | undefined, filter: Document, hint?: unknown): void {
   if (ctx.txn || !coll || ctx.storage.locks.size === 0) return;
-  for (const [k] of new View(coll).candidates(filter, new View(coll).plan(filter, { hint }))) ctx.storage.checkUnlocked(coll, k);
+  const view = new View(coll);
+  for (const [k] of view.candidates(filter, view.plan(filter, { hint }))) ctx.storage.checkUnlocked(coll, k);
 }
 
 /** Every `$[id]` used in the update needs an array filter, and every array filter must be used. */
