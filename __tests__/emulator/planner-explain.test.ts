@@ -14,7 +14,7 @@
  */
 import { Double, ObjectId, type Document } from 'bson';
 import { MongoClient, type Collection } from 'mongodb';
-import { Schema, Types } from 'mongoose';
+import { Schema } from 'mongoose';
 import { lockPlugin, type LockableModel, type LockMethods } from '../../src';
 import { startEmulator, type RunningEmulator } from '../../test-backend/emulator';
 import { connectTo, type MonitoredConnection } from '../support/db';
@@ -245,7 +245,7 @@ describe('a read through an index stops where mongod stops', () => {
       // Others' records around them (written by a client of the test's own, not by the plugin).
       const now = Date.now();
       await client.db('planner_plugin').collection(Item.lockModel().collection.collectionName).insertMany(
-        Array.from({ length: 3_000 }, (_, i) => ({ _id: new Types.ObjectId(), owner: `other-${i % 300}`, token: `t${i}`, fence: 1, acquiredAt: new Date(now), expiresAt: new Date(now + 600_000), label: null })),
+        Array.from({ length: 3_000 }, (_, i) => ({ _id: new ObjectId(), owner: `other-${i % 300}`, token: `t${i}`, fence: 1, acquiredAt: new Date(now), expiresAt: new Date(now + 600_000), label: null })),
       );
       const sent: Document[] = [];
       const listener = (e: { commandName: string; command: Document }) => {
