@@ -13,7 +13,7 @@
  * A failure prints the seed and the command; MPL_PLANNER_SEED replays one seed, MPL_PLANNER_RUNS=n
  * tries n times as many.
  */
-import { Binary, Decimal128, Double, EJSON, Int32, Long, ObjectId, type Document } from 'bson';
+import { Binary, Decimal128, Double, EJSON, Int32, Long, ObjectId, Timestamp, type Document } from 'bson';
 import { MongoClient, MongoServerError, type Collection, type Db } from 'mongodb';
 import { startEmulator, type RunningEmulator } from '../../test-backend/emulator';
 import { compareValues } from '../../test-backend/emulator/bson-order';
@@ -62,8 +62,10 @@ const NUMBERS: unknown[] = [
   new Double(2), new Int32(2), Long.fromNumber(2), Long.fromString('9007199254740993'), Long.fromString('9007199254740992'),
   Decimal128.fromString('2'), Decimal128.fromString('2.5'), Decimal128.fromString('NaN'), Decimal128.fromString('-Infinity'),
 ];
-const SCALARS: unknown[] = [...NUMBERS, ...STRINGS, ...OIDS, ...DATES, true, false, null];
-const ODD: unknown[] = [{ x: 1 }, { x: 1, y: 2 }, new Binary(Buffer.from('ab')), /x/];
+const BINARIES = [new Binary(Buffer.from('ab')), new Binary(Buffer.from('b')), new Binary(Buffer.from('ab'), 4), new Binary(Buffer.alloc(0))];
+const TIMESTAMPS = [new Timestamp({ t: 1, i: 2 }), new Timestamp({ t: 1, i: 3 }), new Timestamp({ t: 7, i: 0 })];
+const SCALARS: unknown[] = [...NUMBERS, ...STRINGS, ...OIDS, ...DATES, ...BINARIES, ...TIMESTAMPS, true, false, null];
+const ODD: unknown[] = [{ x: 1 }, { x: 1, y: 2 }, /x/];
 
 /** A field value: mostly scalars, some arrays (multikey), empty arrays, documents. */
 function value(r: R, arrays: boolean): unknown {
@@ -266,8 +268,10 @@ describe('index scans answer what the collection scan answers', () => {
   test.each(seeds(1, 4))('random documents and queries (seed %i)', async (seed) => {
     const r = rng(seed);
     const db = client.db(`planner_diff_${seed}`);
-    // _ids of several types: strings, ObjectIds, numbers, documents (IDHACK looks those up by value too).
-    const ids = Array.from({ length: 150 }, (_, i) => (i % 5 === 4 ? { x: i % 7, y: i } : i % 3 === 0 ? OIDS[i % OIDS.length].toHexString() + i : i % 3 === 1 ? new ObjectId() : i));
+    // _ids of several types: strings, ObjectIds, numbers, BinData, documents (IDHACK looks those up by value too).
+    const ids = Array.from({ length: 150 }, (_, i) =>
+      i % 5 === 4 ? { x: i % 7, y: i } : i % 7 === 6 ? new Binary(Buffer.from([i, i % 3])) : i % 3 === 0 ? OIDS[i % OIDS.length].toHexString() + i : i % 3 === 1 ? new ObjectId() : i,
+    );
     const coll = await freshCollection(db, 'c', ids.map((id) => randomDoc(r, id)));
     // Ids that exist, and some that do not.
     const probe = [...ids, 'nope', new ObjectId(), 10_000];

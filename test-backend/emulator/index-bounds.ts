@@ -11,7 +11,8 @@
  *  - `$gt/$gte/$lt/$lte: v`: the range from v to the end of v's type bracket (appendMaxForType /
  *    appendMinForType, src/mongo/bson/bsonobjbuilder.cpp: numbers to inf.0 / from -inf.0, strings
  *    from "" to {} exclusive, ObjectIds from 000.. to fff.., dates from the smallest to the largest
- *    Date, booleans false..true); an empty range is dropped ("If the operand to GT is equal to the
+ *    Date, booleans false..true, BinData from the empty one to ObjectId('000..') exclusive,
+ *    timestamps from Timestamp(0, 0) to Timestamp::max()); an empty range is dropped ("If the operand to GT is equal to the
  *    upper bound X, the interval (X, X] is invalid and should not be added to the bounds");
  *  - several predicates on one field: the intersection (translateAndIntersect), except on a
  *    multikey field: there only the first is used (QueryPlannerAccess::shouldMergeWithLeaf,
@@ -20,13 +21,13 @@
  *  - a field without a usable predicate: [MinKey, MaxKey].
  * A predicate is left out of the bounds (its field stays [MinKey, MaxKey] unless another predicate
  * bounds it) when its operand is a type the emulator does not bound: regular expressions, arrays,
- * documents, NaN, MinKey/MaxKey, undefined, and the types beyond numbers, strings, ObjectIds, dates
- * and booleans; `null` on a sparse index (QueryPlannerIXSelect::nodeIsSupportedBySparseIndex,
+ * documents, NaN, MinKey/MaxKey, undefined, and the types beyond numbers, strings, ObjectIds, dates,
+ * booleans, BinData and timestamps; `null` on a sparse index (QueryPlannerIXSelect::nodeIsSupportedBySparseIndex,
  * planner_ixselect.cpp: "we can't use a sparse index for $eq (or $lte, or $gte) with a null element",
  * nor for a `$in` holding null). Leaving a predicate out only widens the scan: every fetched document is
  * re-checked against the whole filter (query.ts), so answers never depend on the bounds.
  */
-import { MaxKey, MinKey, ObjectId, type Document } from 'bson';
+import { Binary, MaxKey, MinKey, ObjectId, Timestamp, type Document } from 'bson';
 import { canonicalRank } from './bson-order';
 import { compareKeyValues, type IndexEntry } from './index-keys';
 import { isNumeric, numKind, toNumber } from './numbers';
@@ -53,6 +54,9 @@ const MIN_DATE = new Date(NaN);
 const MAX_DATE = new Date(8_640_000_000_000_000);
 const MIN_OID = new ObjectId('000000000000000000000000');
 const MAX_OID = new ObjectId('ffffffffffffffffffffffff');
+const MIN_BINARY = new Binary(new Uint8Array(0), 0);
+const MIN_TIMESTAMP = new Timestamp({ t: 0, i: 0 });
+const MAX_TIMESTAMP = new Timestamp({ t: 4294967295, i: 4294967295 });
 
 export const ALL_VALUES: Interval = { lo: MIN_KEY, loIncl: true, hi: MAX_KEY, hiIncl: true };
 
@@ -74,6 +78,10 @@ function bracketOf(v: unknown): [unknown, boolean, unknown, boolean] | undefined
   if (typeof v === 'boolean') return [false, true, true, true];
   if (v instanceof Date) return Number.isNaN(v.getTime()) ? undefined : [MIN_DATE, true, MAX_DATE, true];
   if (v instanceof ObjectId) return [MIN_OID, true, MAX_OID, true];
+  // BinData's maximum is the minimum of the next type, ObjectId (appendMaxForType), so excluded.
+  const t = (v as { _bsontype?: string } | null)?._bsontype;
+  if (t === 'Binary' || (ArrayBuffer.isView(v) && !t)) return [MIN_BINARY, true, MIN_OID, false];
+  if (t === 'Timestamp') return [MIN_TIMESTAMP, true, MAX_TIMESTAMP, true];
   return undefined;
 }
 
