@@ -14,10 +14,13 @@
  *     query plan of the acquire's filter;
  *  6. the write guard (issue 10, bench/guard.ts): commands per guarded updateOne, 20 concurrent
  *     writers on one unlocked document, guarded updateMany over 1,000 / 10,000 / 100,000
- *     documents against the unguarded write.
+ *     documents against the unguarded write;
+ *  7. scale (issue 16, bench/scale.ts): lockStatus, listLocks, listLocks({ owner }), releaseAllFor
+ *     and lock + unlock with 1,000 and with 100,000 locks, and the ratio of their latencies.
  *
  * Sizes can be lowered with BENCH_SCALE (e.g. 0.2) for a quick look. BENCH_ONLY=guard runs only
- * benchmark 6 (results in bench/results/latest-guard.json), BENCH_ONLY=core only 1-5.
+ * benchmark 6 (results in bench/results/latest-guard.json), BENCH_ONLY=scale only 7
+ * (bench/results/latest-scale.json, also `npm run bench:scale`), BENCH_ONLY=core only 1-5.
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -28,6 +31,7 @@ import type { Db, Document } from 'mongodb';
 import { lockPlugin, type LockableModel, type LockMethods, type LockPluginOptions } from '../src';
 import { startBackend } from '../test-backend/backend';
 import { benchGuard, reportGuard, type GuardBenchResults } from './guard';
+import { benchScale, reportScale, type ScaleBenchResults } from './scale';
 import { renderSvg } from './svg';
 
 const SCALE = Number(process.env.BENCH_SCALE ?? 1);
@@ -80,6 +84,7 @@ export interface BenchResults {
   releaseAll: { locks: number; released: number; ms: number; locksPerSec: number };
   acquireScale: { otherLocks: number; empty: { p50: number; p99: number }; full: { p50: number; p99: number }; ratioP50: number; plan: string };
   guard?: GuardBenchResults;
+  scale?: ScaleBenchResults;
 }
 
 function percentile(sorted: number[], p: number): number {
@@ -218,9 +223,11 @@ async function main(): Promise<void> {
   };
 
   try {
-    if (ONLY !== 'guard') await coreBenchmarks();
+    if (ONLY !== 'guard' && ONLY !== 'scale') await coreBenchmarks();
     // ---- 6. The write guard --------------------------------------------------------------------
-    if (ONLY !== 'core') results.guard = await benchGuard(connection, db, countCommands, SCALE);
+    if (ONLY !== 'core' && ONLY !== 'scale') results.guard = await benchGuard(connection, db, countCommands, SCALE);
+    // ---- 7. The plugin's calls with 1,000 and 100,000 locks ------------------------------------
+    if (ONLY === undefined || ONLY === 'scale') results.scale = await benchScale(connection, db, SCALE);
   } finally {
     await connection.getClient().db(dbName).dropDatabase().catch(() => undefined);
     await connection.close();
@@ -507,6 +514,14 @@ function report(results: BenchResults): void {
   const pad = (s: string, w: number) => s.padEnd(w);
   const num = (x: number | null | undefined) => (x === null || x === undefined || Number.isNaN(x) ? '-' : String(x));
   console.log(`\nBenchmarks on ${results.backend}\n${results.machine}\n`);
+  if (ONLY === 'scale') {
+    if (results.scale) reportScale(results.scale);
+    const dir = join(__dirname, 'results');
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(join(dir, 'latest-scale.json'), `${JSON.stringify({ when: results.when, backend: results.backend, backendKind: results.backendKind, machine: results.machine, scale: results.scale }, null, 2)}\n`);
+    console.log(`\nwrote ${join('bench', 'results', 'latest-scale.json')}`);
+    return;
+  }
   if (ONLY === 'guard') {
     if (results.guard) reportGuard(results.guard);
     const dir = join(__dirname, 'results');
@@ -537,6 +552,7 @@ function report(results: BenchResults): void {
   console.log(`\n5. Acquire (Model.lock) latency: empty collection p50 ${a.empty.p50} / p99 ${a.empty.p99} ms; with ${a.otherLocks} other locks p50 ${a.full.p50} / p99 ${a.full.p99} ms (p50 ratio ${a.ratioP50}x)`);
   console.log(`   plan: ${a.plan}`);
   if (results.guard) reportGuard(results.guard);
+  if (results.scale) reportScale(results.scale);
 
   const dir = join(__dirname, 'results');
   mkdirSync(dir, { recursive: true });

@@ -1,14 +1,14 @@
 /**
- * Secondary indexes of one collection: specs as mongod lists them, unique
- * enforcement (Map entry -> owning _id key) and, for single-field indexes,
- * an equality lookup map used by the query planner. The `_id` index is the
- * collection's primary Map itself and is not stored here.
+ * Secondary indexes of one collection: specs as mongod lists them, unique enforcement (Map entry ->
+ * owning _id key) and the index's keys in order (ordered-index.ts), which the query planner scans.
+ * The `_id` index is the collection's primary Map with its own ordered keys (storage/collection.ts).
  */
 import type { Document } from 'bson';
 import type { Query } from 'mingo';
 import { makeQuery } from './mingo-context';
 import { Codes, MongoCommandError, unsupported } from './errors';
-import { clone, formatValue, getPath, isPlainObject, keyOf } from './values';
+import { clone, formatValue, getPath, isPlainObject, keyOf, typedKeyOf } from './values';
+import { OrderedIndex } from './ordered-index';
 
 export interface IndexSpec {
   v: number;
@@ -134,15 +134,16 @@ export class Index {
   readonly fields: string[];
   /** unique: entry -> _id key owning it. */
   private readonly owners = new Map<string, string>();
-  /** single-field: entry -> set of _id keys (equality lookups). */
-  private readonly lookup: Map<string, Set<string>> | undefined;
   private readonly partial: Query | undefined;
+  /** The index's keys in index order, for the planner's index scans. */
+  readonly ordered: OrderedIndex;
 
-  constructor(spec: IndexSpec) {
+  /** `ridOf`: the record id of a document's `_id` key (the collection's; ties in the index order). */
+  constructor(spec: IndexSpec, ridOf: (key: string) => number = localRids()) {
     this.spec = spec;
     this.fields = Object.keys(spec.key);
-    this.lookup = this.fields.length === 1 && !this.fields[0].includes('.') ? new Map() : undefined;
     this.partial = spec.partialFilterExpression ? makeQuery(spec.partialFilterExpression) : undefined;
+    this.ordered = new OrderedIndex(spec, ridOf, this.partial);
   }
 
   get name(): string {
@@ -164,13 +165,6 @@ export class Index {
     return [...new Set(combos.map((c) => c.map(keyOf).join('|')))];
   }
 
-  /** Lookup-only entries: like entries() plus the whole array value, so {f: [..]} equality also hits. */
-  private lookupEntries(doc: Document): string[] {
-    const v = doc[this.fields[0]];
-    const keys = Array.isArray(v) ? [keyOf(v), ...v.map(keyOf)] : [keyOf(v)];
-    return keys;
-  }
-
   /** The _id key of another document already holding one of `entries`, if any. */
   conflictOwner(entries: string[], selfKey: string): string | undefined {
     if (!this.spec.unique) return undefined;
@@ -183,26 +177,12 @@ export class Index {
 
   add(doc: Document, idKey: string): void {
     if (this.spec.unique) for (const e of this.entries(doc)) this.owners.set(e, idKey);
-    if (this.lookup) {
-      for (const e of this.lookupEntries(doc)) {
-        let set = this.lookup.get(e);
-        if (!set) this.lookup.set(e, (set = new Set()));
-        set.add(idKey);
-      }
-    }
+    this.ordered.add(doc, idKey);
   }
 
   remove(doc: Document, idKey: string): void {
     if (this.spec.unique) for (const e of this.entries(doc)) if (this.owners.get(e) === idKey) this.owners.delete(e);
-    if (this.lookup) {
-      for (const e of this.lookupEntries(doc)) {
-        const set = this.lookup.get(e);
-        if (set) {
-          set.delete(idKey);
-          if (!set.size) this.lookup.delete(e);
-        }
-      }
-    }
+    this.ordered.remove(doc, idKey);
   }
 
   /** Moves the document at `idKey` from `before` to `after`; a no-op when the indexed fields did not change. */
@@ -213,7 +193,8 @@ export class Index {
       const top = f.includes('.') ? f.slice(0, f.indexOf('.')) : f;
       const a = before[top];
       const b = after[top];
-      if (a !== b && keyOf(a) !== keyOf(b)) {
+      // Typed: a change of type (1 to 1.0, missing to null) changes the keys a sparse index holds.
+      if (a !== b && typedKeyOf(a) !== typedKeyOf(b)) {
         same = false;
         break;
       }
@@ -224,19 +205,19 @@ export class Index {
     this.add(after, idKey);
   }
 
-  /** _id keys whose field equals `value` (superset; callers re-check with the matcher). */
-  lookupEqual(value: unknown): Set<string> | undefined {
-    if (!this.lookup) return undefined;
-    return this.lookup.get(keyOf(value)) ?? new Set();
-  }
-
-  canLookup(field: string): boolean {
-    return !!this.lookup && this.fields[0] === field && !this.spec.partialFilterExpression && !this.spec.sparse;
-  }
-
   duplicateKeyError(ns: string, doc: Document): MongoCommandError {
     return duplicateKeyError(ns, this.name, this.spec.key, Object.fromEntries(this.fields.map((f) => [f, firstScalar(getPath(doc, f))])));
   }
+}
+
+/** Record ids for an index built outside a collection: numbered in the order keys are first seen. */
+function localRids(): (key: string) => number {
+  const rids = new Map<string, number>();
+  return (key) => {
+    let r = rids.get(key);
+    if (r === undefined) rids.set(key, (r = rids.size + 1));
+    return r;
+  };
 }
 
 function firstScalar(v: unknown): unknown {

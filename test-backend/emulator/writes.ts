@@ -571,9 +571,10 @@ export interface UpdateOutcome {
  * document the write would examine, even if the committed version does not
  * match its filter (the transaction may change that); this is conservative.
  */
-function waitForLockedCandidates(ctx: ExecCtx, coll: Collection | undefined, filter: Document): void {
+function waitForLockedCandidates(ctx: ExecCtx, coll: Collection | undefined, filter: Document, hint?: unknown): void {
   if (ctx.txn || !coll || ctx.storage.locks.size === 0) return;
-  for (const [k] of new View(coll).candidates(filter)) ctx.storage.checkUnlocked(coll, k);
+  const view = new View(coll);
+  for (const [k] of view.candidates(filter, view.plan(filter, { hint }))) ctx.storage.checkUnlocked(coll, k);
 }
 
 /** Every `$[id]` used in the update needs an array filter, and every array filter must be used. */
@@ -608,10 +609,10 @@ export function updateStatement(
   if (st.multi && !Array.isArray(st.u) && !isModifier(st.u)) throw new MongoCommandError(Codes.FailedToParse, 'multi update is not supported for replacement-style update');
   let coll = getColl(ctx, db, collName);
   const matcher = withRestriction(compileFilter(filter, ctx.vars), resolveHint(coll, st.hint));
-  waitForLockedCandidates(ctx, coll, filter);
+  waitForLockedCandidates(ctx, coll, filter, st.hint);
   const view = new View(coll, ctx.txn);
-  let matches = view.find(filter, matcher, st.multi || st.sort ? 0 : 1);
-  if (st.sort && matches.length > 1) matches = sortEntries(matches, st.sort).slice(0, st.multi ? undefined : 1);
+  // Sorted by View.find (through the index when the plan provides the order), then the first one unless multi.
+  const matches = view.find(filter, matcher, { sort: st.sort, hint: st.hint, limit: st.multi ? 0 : 1 });
   if (matches.length && coll) {
     if (!ctx.txn) for (const [k] of matches) ctx.storage.checkUnlocked(coll, k);
     let first: { before: Document; after: Document } | undefined;
@@ -663,11 +664,9 @@ export function deleteStatement(ctx: ExecCtx, db: string, collName: string, st: 
   if (!coll) return { n: 0, deleted: null };
   const filter = st.q ?? {};
   const matcher = withRestriction(compileFilter(filter, ctx.vars), resolveHint(coll, st.hint));
-  waitForLockedCandidates(ctx, coll, filter);
+  waitForLockedCandidates(ctx, coll, filter, st.hint);
   const one = st.limit === 1;
-  let matches = new View(coll, ctx.txn).find(filter, matcher, one && !st.sort ? 1 : 0);
-  if (st.sort && matches.length > 1) matches = sortEntries(matches, st.sort);
-  if (one) matches = matches.slice(0, 1);
+  const matches = new View(coll, ctx.txn).find(filter, matcher, { sort: st.sort, hint: st.hint, limit: one ? 1 : 0 });
   if (!ctx.txn) for (const [k] of matches) ctx.storage.checkUnlocked(coll, k);
   for (const [key, old] of matches) applyWrite(ctx, { coll, key, before: old, after: null, kind: 'delete' });
   return { n: matches.length, deleted: matches[0]?.[1] ?? null };

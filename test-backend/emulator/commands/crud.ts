@@ -3,7 +3,7 @@ import type { Document, Long } from 'bson';
 import { makeAggregator, makeQuery } from '../mingo-context';
 import type { CommandCtx, Handler } from '../context';
 import { Codes, MongoCommandError, toCommandError, unsupported } from '../errors';
-import { bindExpression, bindPipeline, compileFilter, View, withRestriction } from '../query';
+import { bindExpression, bindPipeline, compileFilter, View, withRestriction, type ReadStats } from '../query';
 import { hintOrder, resolveHint } from '../hint';
 import { applyProjection, projectionIsSimple } from '../projection';
 import { deleteStatement, insertOne, sortDocs, updateStatement, waitingForLocks, type UpdateSpec } from '../writes';
@@ -233,14 +233,14 @@ export function findWindow(c: Document): { skip: number; limit: number; singleBa
 }
 
 /** The documents a find command `c` on `name` returns (used by find and by explain's executionStats). */
-export function findDocs(ctx: CommandCtx, name: string, c: Document, stats?: { examined: number }): Document[] {
+export function findDocs(ctx: CommandCtx, name: string, c: Document, stats?: ReadStats): Document[] {
   const filter = (c.filter ?? {}) as Document;
   const { skip, limit, sort } = findWindow(c);
   const view = readView(ctx, name);
   const matcher = withRestriction(compileFilter(filter, ctx.vars), resolveHint(view.coll, c.hint));
+  // Sorted (and stopped after skip + limit) by View.find: through the index when the plan provides the order.
   const order = sort ?? hintOrder(view.coll, c.hint);
-  let docs = view.find(filter, matcher, !order && limit ? skip + limit : 0, stats).map(([, d]) => d);
-  if (order) docs = sortDocs(docs, order);
+  let docs = view.find(filter, matcher, { sort: order, hint: c.hint, skip, limit: limit ? skip + limit : 0, stats }).map(([, d]) => d);
   if (skip) docs = docs.slice(skip);
   if (limit) docs = docs.slice(0, limit);
   return project(docs, c.projection as Document | undefined, ctx, filter);
@@ -288,10 +288,10 @@ const killCursors: Handler = (ctx) => {
 };
 
 /** The count command's answer for `c` on `name` (used by count and by explain's executionStats). */
-export function countDocs(ctx: CommandCtx, name: string, c: Document, stats?: { examined: number }): number {
+export function countDocs(ctx: CommandCtx, name: string, c: Document, stats?: ReadStats): number {
   const filter = (c.query ?? {}) as Document;
   const view = readView(ctx, name);
-  let n = view.find(filter, withRestriction(compileFilter(filter, ctx.vars), resolveHint(view.coll, c.hint)), 0, stats).length;
+  let n = view.find(filter, withRestriction(compileFilter(filter, ctx.vars), resolveHint(view.coll, c.hint)), { hint: c.hint, stats }).length;
   n = Math.max(0, n - Number(c.skip ?? 0));
   const limit = Math.abs(Number(c.limit ?? 0));
   if (limit) n = Math.min(n, limit);
@@ -332,7 +332,7 @@ const distinct: Handler = (ctx) => {
     docs = viewDocs(ctx, name, Object.keys(filter).length ? bindPipeline([{ $match: filter }], ctx.vars) : []);
   } else {
     const view = readView(ctx, name);
-    docs = view.find(filter, withRestriction(compileFilter(filter, ctx.vars), resolveHint(view.coll, ctx.cmd.hint))).map(([, d]) => d);
+    docs = view.find(filter, withRestriction(compileFilter(filter, ctx.vars), resolveHint(view.coll, ctx.cmd.hint)), { hint: ctx.cmd.hint }).map(([, d]) => d);
   }
   const seen = new Map<string, unknown>();
   for (const d of docs) {
@@ -414,7 +414,7 @@ const aggregate: Handler = async (ctx) => {
   const hinted = resolveHint(view.coll, c.hint);
   if (isPlainObject(stages[0]) && isPlainObject(stages[0].$match)) {
     const filter = pipeline[0].$match as Document;
-    docs = view.find(filter, withRestriction(compileFilter(filter, ctx.vars), hinted)).map(([, d]) => d);
+    docs = view.find(filter, withRestriction(compileFilter(filter, ctx.vars), hinted), { hint: c.hint }).map(([, d]) => d);
     stages = stages.slice(1);
   } else {
     docs = [...view.all()].map(([, d]) => d).filter((d) => !hinted || hinted(d));
