@@ -9,6 +9,7 @@ import type { Query } from 'mingo';
 import { makeQuery } from './mingo-context';
 import { Codes, MongoCommandError, unsupported } from './errors';
 import { clone, formatValue, getPath, isPlainObject, keyOf } from './values';
+import { validateIndexSpec } from './index-spec';
 
 export interface IndexSpec {
   v: number;
@@ -36,14 +37,9 @@ export function indexNameFor(key: Document): string {
  */
 export function normalizeSpec(raw: Document): IndexSpec {
   if (!isPlainObject(raw)) throw unsupported('an index specification that is not a document');
-  // index_key_validate::validateIndexSpec, reported through parseAndValidateIndexSpecs'
-  // "Error in specification <spec> :: caused by :: ..." (src/mongo/db/catalog/index_key_validate.cpp).
-  const inSpec = (code: number, why: string): MongoCommandError => new MongoCommandError(code, `Error in specification ${formatValue(raw)} :: caused by :: ${why}`);
-  if (raw.key === undefined) throw inSpec(Codes.FailedToParse, "The 'key' field is a required property of an index specification");
-  if (!isPlainObject(raw.key)) throw unsupported('an index key that is not a document');
-  if (Object.keys(raw.key).length === 0) throw unsupported('an empty index key pattern');
-  if (raw.name === undefined) throw inSpec(Codes.FailedToParse, "The 'name' field is a required property of an index specification");
-  if (typeof raw.name !== 'string') throw unsupported('an index name that is not a string');
+  // mongod's own refusals (index-spec.ts: index_key_validate::validateIndexSpec and
+  // parseAndValidateIndexSpecs), then what the emulator does not implement.
+  validateIndexSpec(raw);
   // Loud where unsupported: options and index types the emulator does not implement answer
   // NotImplemented naming the feature (geo '2d'/'2dsphere', 'text', 'hashed', collation...).
   for (const opt of Object.keys(raw)) {

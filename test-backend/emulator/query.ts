@@ -8,6 +8,7 @@ import type { Document, Timestamp } from 'bson';
 import type { Query } from 'mingo';
 import { makeQuery } from './mingo-context';
 import { rejectProtoKeys, rejectUnsupportedQueryFeatures } from './unsupported-features';
+import { checkFilterSyntax } from './query-parse';
 import type { Index } from './indexes';
 import type { Collection } from './storage/collection';
 import type { Transaction } from './transactions';
@@ -109,6 +110,8 @@ export function compileFilter(filter: Document | undefined, vars: SystemVars): M
     const hit = compiledFilters.get(cacheKey);
     if (hit) return hit;
   }
+  // MatchExpressionParser's own refusals first (query-parse.ts), then what the emulator lacks.
+  checkFilterSyntax(filter);
   rejectUnsupportedQueryFeatures(filter);
   rejectProtoKeys(filter);
   let q: Query;
