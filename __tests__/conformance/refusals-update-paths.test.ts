@@ -69,6 +69,13 @@ describe('PathNotViable', () => {
     expect(await db.collection('c').findOne({ _id: id as never })).toEqual(before);
   });
 
+  test('a multi-update stops at its first document that fails; when that is the first, nothing changes', async () => {
+    await db.collection('m').insertMany([{ _id: 1, a: 1 }, { _id: 2, a: {} }] as Document[]);
+    const reply = await db.command({ update: 'm', updates: [{ q: {}, u: { $set: { 'a.b': 1 } }, multi: true }] });
+    expectWriteError(reply, 0, notViable("Cannot create field 'b' in element {a: 1}"));
+    expect(await db.collection('m').find().sort({ _id: 1 }).toArray()).toEqual([{ _id: 1, a: 1 }, { _id: 2, a: {} }]);
+  });
+
   test('an upsert that cannot create its path on the seeded document', async () => {
     const reply = await db.command({ update: 'c', updates: [{ q: { k: 5 }, u: { $set: { 'k.x': 1 } }, upsert: true }] });
     expectWriteError(reply, 0, notViable("Cannot create field 'x' in element {k: 5}"));

@@ -59,3 +59,11 @@ test('session fields whose mongod answer is not sourced here', async () => {
     await session.endSession();
   }
 });
+
+test('a multi-update failing on a later document after earlier ones changed (mongod keeps those writes)', async () => {
+  const c = client.db('b').collection('multi');
+  await c.insertMany([{ _id: 1, a: {} }, { _id: 2, a: 1 }] as Document[]);
+  const reply = await client.db('b').command({ update: 'multi', updates: [{ q: {}, u: { $set: { 'a.b': 1 } }, multi: true }] });
+  expect((reply.writeErrors as Document[]).map((e) => [e.code, e.codeName])).toEqual([[238, 'NotImplemented']]);
+  expect(await c.find().sort({ _id: 1 }).toArray()).toEqual([{ _id: 1, a: {} }, { _id: 2, a: 1 }]);
+});

@@ -635,10 +635,19 @@ export function updateStatement(
     // The change event's updateDescription depends on the kind of update (update-description.ts).
     const source: UpdateSource | undefined = Array.isArray(st.u) ? { kind: 'pipeline' } : kind === 'update' ? { kind: 'modifier', spec: st.u as Document } : undefined;
     for (const [key, old] of matches) {
-      const next = computeUpdate(old, st.u, { filter, arrayFilters: st.arrayFilters, vars: ctx.vars, inserting: false });
+      let next: Document;
+      try {
+        next = computeUpdate(old, st.u, { filter, arrayFilters: st.arrayFilters, vars: ctx.vars, inserting: false });
+        if (next !== old && typedKeyOf(next) !== typedKeyOf(old)) checkUpdatedSize(next);
+      } catch (e) {
+        // mongod's multi-update writes document by document and keeps, outside a transaction, what
+        // it wrote before the document that fails; the emulator computes every document first and
+        // writes none, so that outcome (and the counts mongod reports for it) is not reproduced.
+        if (writes.length && !ctx.txn) throw unsupported(`a multi-update that fails on a later document (${toCommandError(e).message}) after earlier ones changed`);
+        throw e;
+      }
       first ??= { before: old, after: next };
       if (next === old || typedKeyOf(next) === typedKeyOf(old)) continue;
-      checkUpdatedSize(next);
       writes.push({ coll, key, before: old, after: next, kind, source });
     }
     // Wait before the first write, so a multi-update never half-applies and then re-runs.
