@@ -67,3 +67,9 @@ test('a multi-update failing on a later document after earlier ones changed (mon
   expect((reply.writeErrors as Document[]).map((e) => [e.code, e.codeName])).toEqual([[238, 'NotImplemented']]);
   expect(await c.find().sort({ _id: 1 }).toArray()).toEqual([{ _id: 1, a: {} }, { _id: 2, a: 1 }]);
 });
+
+test('a wildcard index (a valid key pattern on mongod) is not implemented', async () => {
+  await notImplemented(client.db('b').command({ createIndexes: 'c', indexes: [{ key: { '$**': 1 }, name: 'w' }] }), /wildcard index on '\$\*\*'/);
+  await notImplemented(client.db('b').command({ createIndexes: 'c', indexes: [{ key: { 'a.$**': 1 }, name: 'aw' }] }), /wildcard index on 'a\.\$\*\*'/);
+  expect((await client.db('b').collection('c').listIndexes().toArray()).map((i) => i.name)).toEqual(['_id_']);
+});

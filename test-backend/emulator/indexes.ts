@@ -47,6 +47,8 @@ export function normalizeSpec(raw: Document): IndexSpec {
   }
   if (raw.collation !== undefined) throw unsupported("createIndexes option 'collation'");
   for (const [field, dir] of Object.entries(raw.key as Document)) {
+    // A '$**' key is a wildcard index (IndexNames::findPluginName), valid on mongod, not implemented here.
+    if (field === '$**' || field.endsWith('.$**')) throw unsupported(`a wildcard index on '${field}'`);
     const n = numericValue(dir);
     if (n !== 1 && n !== -1) {
       const feature = dir === '2d' || dir === '2dsphere' || dir === 'geoHaystack' ? 'geo' : dir === 'text' ? 'text search' : String(dir);
