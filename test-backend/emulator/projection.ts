@@ -90,8 +90,8 @@ function parse(projection: Document): { specs: Map<string, Spec>; inclusion: boo
       includes++;
     }
   }
-  // Mixed inclusion/exclusion is an error on mongod whose code and wording the emulator has not
-  // sourced, so it is refused instead.
+  // Mixed inclusion/exclusion is refused with mongod's errors by checkProjectionSpec before any
+  // projection runs; this is a guard for callers that skip it.
   if (includes && excludes) throw unsupported('a projection mixing inclusions and exclusions (other than _id)');
   // `{ _id: 1 }` alone is an inclusion projection (only _id); `{ _id: 0 }` alone an exclusion.
   const idOnlyInclusion = !includes && !excludes && specs.get('_id')?.kind === 'include' && ![...specs.values()].some((x) => x.kind === 'slice');

@@ -15,9 +15,8 @@
  *    each element tested as a document (manual, "$pull": "If the specified <value> to remove is a
  *    document, $pull removes only the elements in the array that have the exact same fields and
  *    values"/"conditions" — query operators apply to each element).
- *  - A path that would need to create a field inside an array element by name, or inside a scalar,
- *    fails on mongod (PathNotViable); the emulator has not sourced that message, so it refuses such
- *    updates (NotImplemented) instead of silently doing nothing.
+ *  - A path that would need to create a field inside an array by name, or inside a scalar or null,
+ *    fails with PathNotViable (see pathNotViable below).
  */
 import type { Document } from 'bson';
 import { Codes, MongoCommandError } from './errors';
