@@ -1,0 +1,112 @@
+/**
+ * lockNext returns a document only if it matches the filter AFTER the lock was taken (issue 17,
+ * PRODUCT.md property 14): a candidate that stops matching (or is deleted) between the candidate
+ * read and the acquisition is released and skipped, and the call goes on to the next one.
+ * The window is opened with a fail point: the acquisition (`findAndModify` on the lock collection,
+ * from this test's worker connection only) is stalled, and the document is changed meanwhile by
+ * another connection (mongod: src/mongo/db/commands/fail_point_cmd.cpp, `failCommand` with
+ * `blockConnection`, limited by appName and namespace; the block happens before the command runs).
+ */
+import type { mongo } from 'mongoose';
+import { usesFailPoints } from '../support/fail-point-lock';
+import { connect, testDatabase, type MonitoredConnection } from '../support/db';
+import { jobModel, jobSchema, type Job, type JobModel } from '../support/job';
+
+usesFailPoints();
+
+const APP = 'locknext-stale-candidate';
+const db = testDatabase('locknext_stale');
+let admin: MonitoredConnection;
+let worker: MonitoredConnection;
+
+beforeAll(async () => {
+  admin = await connect(db.name);
+  worker = await connect(db.name, { appName: APP, retryWrites: false });
+});
+
+afterAll(async () => {
+  await admin.connection.getClient().db('admin').command({ configureFailPoint: 'failCommand', mode: 'off' });
+  await db.drop(admin.connection);
+  await worker.close();
+  await admin.close();
+});
+
+/** The same queue compiled on both connections: the worker's calls are the ones the fail point stalls. */
+async function twoViews(name: string): Promise<{ Worker: JobModel; Admin: JobModel }> {
+  const Admin = await jobModel(admin.connection, { ttl: 30_000 }, name);
+  const Worker = await jobModel(worker.connection, { ttl: 30_000 }, name);
+  return { Worker, Admin };
+}
+
+/** Stalls the worker's next acquisition; `sent` resolves when it has been sent (and is being held back by the server). */
+async function stallNextAcquisition(model: JobModel): Promise<{ sent: Promise<void> }> {
+  const namespace = `${db.name}.${model.lockModel().collection.collectionName}`;
+  await admin.connection.getClient().db('admin').command({
+    configureFailPoint: 'failCommand',
+    mode: { times: 1 },
+    data: { failCommands: ['findAndModify'], appName: APP, namespace, blockConnection: true, blockTimeMS: 1_500 },
+  });
+  const sent = new Promise<void>((resolve) => {
+    const client = worker.connection.getClient();
+    const listener = (event: { commandName: string; command: mongo.Document }) => {
+      if (event.commandName === 'findAndModify' && event.command.findAndModify === model.lockModel().collection.collectionName) {
+        client.off('commandStarted', listener);
+        resolve();
+      }
+    };
+    client.on('commandStarted', listener);
+  });
+  return { sent };
+}
+
+test('a candidate that stops matching between the read and the lock is released and skipped; the next one is returned', async () => {
+  const { Worker, Admin } = await twoViews('StaleMatch');
+  const [first, second] = await Admin.insertMany([
+    { priority: 2, payload: 'first' },
+    { priority: 1, payload: 'second' },
+  ]);
+  const stalled = await stallNextAcquisition(Worker);
+  const claim = Worker.lockNext({ status: 'queued' }, 'worker', { sort: { priority: -1 } });
+  await stalled.sent;
+  // The candidate read proposed `first`; its acquisition is held back. Another process finishes it.
+  await (Admin.collection as unknown as mongo.Collection).updateOne({ _id: first._id }, { $set: { status: 'done' } });
+  const doc = await claim;
+  expect(doc!.payload).toBe('second');
+  expect(doc!.heldLock()!.owner).toBe('worker');
+  // The lock the call took on `first` was given back at once, not left to expire.
+  expect(await Admin.isLocked(first._id)).toBe(false);
+  const record = await Admin.lockModel().collection.findOne({ _id: first._id });
+  expect(record).toMatchObject({ owner: null, token: null });
+  expect(await Admin.isLocked(second._id)).toBe(true);
+});
+
+test('a candidate deleted between the read and the lock is skipped; with nothing else free the call answers null', async () => {
+  const { Worker, Admin } = await twoViews('StaleDelete');
+  const [only] = await Admin.insertMany([{ payload: 'gone soon' }]);
+  const stalled = await stallNextAcquisition(Worker);
+  const claim = Worker.lockNext({ status: 'queued' }, 'worker');
+  await stalled.sent;
+  await (Admin.collection as unknown as mongo.Collection).deleteOne({ _id: only._id });
+  expect(await claim).toBeNull();
+  expect(await Admin.isLocked(only._id)).toBe(false);
+});
+
+test('a candidate that stops matching is not proposed to the same call again, even when the read still sees it match', async () => {
+  // The document matches the cast filter of the candidate read but not the load's: the read is an
+  // aggregate, the load runs the model's findOne middleware, which here excludes it.
+  const Admin = await jobModel(admin.connection, { ttl: 30_000 }, 'StaleHook');
+  const hooked = jobSchema({ ttl: 30_000 });
+  hooked.pre('findOne', function hideOne() {
+    void this.where({ payload: { $ne: 'hidden by a hook' } });
+  });
+  const Worker = worker.connection.model<Job, JobModel>('StaleHook', hooked);
+  await Worker.init();
+  const hidden = await Admin.create({ payload: 'hidden by a hook' });
+  await Admin.create({ payload: 'visible' });
+  worker.resetCommands();
+  const docs = [await Worker.lockNext({}, 'worker', { sort: { payload: 1 } }), await Worker.lockNext({}, 'worker', { sort: { payload: 1 } })];
+  expect(docs.map((d) => d?.payload ?? null)).toEqual(['visible', null]);
+  expect(await Admin.isLocked(hidden._id)).toBe(false);
+  // No loop: a bounded number of commands.
+  expect(worker.commands.length).toBeLessThan(20);
+});
