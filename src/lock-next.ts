@@ -64,6 +64,8 @@ const SNAPSHOT_ERRORS: ReadonlySet<unknown> = new Set([239, 246]);
 interface Candidate {
   id: unknown;
   key: string;
+  /** When the read that found it started. */
+  readAt: number;
 }
 
 interface ReadResult {
@@ -143,7 +145,11 @@ class NextQueue {
   /** An attempt on `candidate` ended; `collided` when someone else held it. */
   settle(candidate: Candidate, collided: boolean, claimed: boolean): void {
     this.inFlight.delete(candidate.key);
-    if (collided) this.spread = Math.min(MAX_SPREAD, this.spread * 2);
+    if (collided) {
+      this.spread = Math.min(MAX_SPREAD, this.spread * 2);
+      // Others are claiming from the same read: its other candidates are likely taken too.
+      if (candidate.readAt >= this.poolReadAt) this.pool = [];
+    }
     else if (claimed && this.spread > 1) this.spread--;
     const settled = this.settled;
     this.settled = deferred();
@@ -193,7 +199,7 @@ class NextQueue {
   }
 
   private async fill(startedAt: number, ids: Promise<unknown[]>): Promise<ReadResult> {
-    const found = (await ids).map((id) => ({ id, key: idKey(id) }));
+    const found = (await ids).map((id) => ({ id, key: idKey(id), readAt: startedAt }));
     nextStats.reads++;
     if (startedAt >= this.poolReadAt) {
       this.pool = found.filter((candidate) => !this.inFlight.has(candidate.key));
@@ -341,7 +347,9 @@ export async function claimNext(context: NextContext): Promise<Claimed | null> {
         try {
           outcome = await attempt(context, candidate);
         } finally {
-          queue.settle(candidate, outcome?.kind === 'held', outcome?.kind === 'claimed');
+          // A candidate that no longer matches was usually claimed and finished by another
+          // process since the read: for spreading, that is a collision too.
+          queue.settle(candidate, outcome?.kind === 'held' || outcome?.kind === 'notMatching', outcome?.kind === 'claimed');
         }
         if (outcome.kind === 'claimed') return outcome.claimed;
         if (outcome.kind === 'notMatching') skip.set(candidate.key, candidate.id);
