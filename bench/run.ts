@@ -14,10 +14,14 @@
  *     query plan of the acquire's filter;
  *  6. the write guard (issue 10, bench/guard.ts): commands per guarded updateOne, 20 concurrent
  *     writers on one unlocked document, guarded updateMany over 1,000 / 10,000 / 100,000
- *     documents against the unguarded write.
+ *     documents against the unguarded write;
+ *  7. claiming the next free job (issue 17, bench/lock-next.ts): Model.lockNext against the
+ *     hand-written find + tryLock loop and the in-document status claim (agenda / mongodb-queue),
+ *     with 1, 4 and 16 workers in several processes over 1,000 queued jobs.
  *
  * Sizes can be lowered with BENCH_SCALE (e.g. 0.2) for a quick look. BENCH_ONLY=guard runs only
- * benchmark 6 (results in bench/results/latest-guard.json), BENCH_ONLY=core only 1-5.
+ * benchmark 6 (results in bench/results/latest-guard.json), BENCH_ONLY=core only 1-5, BENCH_ONLY=next
+ * only 7 (results in bench/results/latest-next.json).
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -28,6 +32,7 @@ import type { Db, Document } from 'mongodb';
 import { lockPlugin, type LockableModel, type LockMethods, type LockPluginOptions } from '../src';
 import { startBackend } from '../test-backend/backend';
 import { benchGuard, reportGuard, type GuardBenchResults } from './guard';
+import { benchLockNext, reportLockNext, type LockNextBenchResults } from './lock-next';
 import { renderSvg } from './svg';
 
 const SCALE = Number(process.env.BENCH_SCALE ?? 1);
@@ -80,6 +85,7 @@ export interface BenchResults {
   releaseAll: { locks: number; released: number; ms: number; locksPerSec: number };
   acquireScale: { otherLocks: number; empty: { p50: number; p99: number }; full: { p50: number; p99: number }; ratioP50: number; plan: string };
   guard?: GuardBenchResults;
+  lockNext?: LockNextBenchResults;
 }
 
 function percentile(sorted: number[], p: number): number {
@@ -218,9 +224,11 @@ async function main(): Promise<void> {
   };
 
   try {
-    if (ONLY !== 'guard') await coreBenchmarks();
+    if (ONLY !== 'guard' && ONLY !== 'next') await coreBenchmarks();
     // ---- 6. The write guard --------------------------------------------------------------------
-    if (ONLY !== 'core') results.guard = await benchGuard(connection, db, countCommands, SCALE);
+    if (ONLY !== 'core' && ONLY !== 'next') results.guard = await benchGuard(connection, db, countCommands, SCALE);
+    // ---- 7. Claiming the next free job ---------------------------------------------------------
+    if (ONLY !== 'core' && ONLY !== 'guard') results.lockNext = await benchLockNext(backend.uri, db, SCALE);
   } finally {
     await connection.getClient().db(dbName).dropDatabase().catch(() => undefined);
     await connection.close();
@@ -507,6 +515,14 @@ function report(results: BenchResults): void {
   const pad = (s: string, w: number) => s.padEnd(w);
   const num = (x: number | null | undefined) => (x === null || x === undefined || Number.isNaN(x) ? '-' : String(x));
   console.log(`\nBenchmarks on ${results.backend}\n${results.machine}\n`);
+  if (ONLY === 'next') {
+    if (results.lockNext) reportLockNext(results.lockNext);
+    const dir = join(__dirname, 'results');
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(join(dir, 'latest-next.json'), `${JSON.stringify(results, null, 2)}\n`);
+    console.log(`\nwrote ${join('bench', 'results', 'latest-next.json')}`);
+    return;
+  }
   if (ONLY === 'guard') {
     if (results.guard) reportGuard(results.guard);
     const dir = join(__dirname, 'results');
@@ -537,6 +553,7 @@ function report(results: BenchResults): void {
   console.log(`\n5. Acquire (Model.lock) latency: empty collection p50 ${a.empty.p50} / p99 ${a.empty.p99} ms; with ${a.otherLocks} other locks p50 ${a.full.p50} / p99 ${a.full.p99} ms (p50 ratio ${a.ratioP50}x)`);
   console.log(`   plan: ${a.plan}`);
   if (results.guard) reportGuard(results.guard);
+  if (results.lockNext) reportLockNext(results.lockNext);
 
   const dir = join(__dirname, 'results');
   mkdirSync(dir, { recursive: true });

@@ -22,8 +22,8 @@
  * its candidate held (a collision), the queue widens its `spread` and picks at random among the
  * first `spread` free candidates (and reads more of them), and narrows it again as claims succeed.
  * So under contention "first in sort order" means "one of the first free candidates"; a single
- * worker without competition claims in exact sort order. Pool entries older than POOL_MAX_AGE_MS
- * are not used.
+ * worker without competition claims in exact sort order. Pool entries are used for a limited
+ * time (POOL_MAX_AGE_MS, or ten claims' time on a slow server, at most POOL_AGE_CAP_MS).
  *
  * Leases are conservative: a grant is timed from when its acquisition was SENT, less the drift
  * allowance (leaseLeft); one that is over by the time the document is loaded is released and
@@ -44,6 +44,7 @@ type Document = mongo.Document;
 
 /** Candidates of a read older than this are not used (they are re-read). */
 const POOL_MAX_AGE_MS = 500;
+const POOL_AGE_CAP_MS = 5_000;
 const MIN_READ = 8;
 /** A read never asks for more (one batch; mongod's default first batch is 101 documents). */
 export const MAX_READ = 100;
@@ -112,6 +113,11 @@ class NextQueue {
   private pool: Candidate[] = [];
   private poolReadAt = -Infinity;
   private readonly inFlight = new Set<string>();
+  /**
+   * When this process last claimed (or found not matching) each document: a read that started
+   * before that may still report it free, and it is not offered again.
+   */
+  private readonly recent = new Map<string, number>();
   private settled = deferred();
   private reading: { startedAt: number; promise: Promise<ReadResult> } | undefined;
   private spread = 1;
@@ -120,7 +126,7 @@ class NextQueue {
 
   /** Indexes in the pool of the first `spread` candidates nobody in this process is trying and `skip` does not exclude. */
   private usable(skip: ReadonlyMap<string, unknown>): number[] {
-    if (performance.now() - this.poolReadAt > POOL_MAX_AGE_MS) this.pool = [];
+    if (performance.now() - this.poolReadAt > this.maxAge()) this.pool = [];
     const usable: number[] = [];
     for (let i = 0; i < this.pool.length && usable.length < this.spread; i++) {
       const candidate = this.pool[i];
@@ -142,9 +148,19 @@ class NextQueue {
     return candidate;
   }
 
-  /** An attempt on `candidate` ended; `collided` when someone else held it. */
-  settle(candidate: Candidate, collided: boolean, claimed: boolean): void {
+  /** Moving average of an attempt's duration (acquisition and load), in ms. */
+  private attemptMs = 0;
+
+  /** How long a read's candidates are used: long enough for several claims, short enough to stay fresh. */
+  private maxAge(): number {
+    return Math.min(POOL_AGE_CAP_MS, Math.max(POOL_MAX_AGE_MS, 10 * this.attemptMs));
+  }
+
+  /** An attempt on `candidate` that took `ms` ended; `collided` when someone else held it. */
+  settle(candidate: Candidate, collided: boolean, claimed: boolean, ms: number): void {
+    this.attemptMs = this.attemptMs === 0 ? ms : 0.9 * this.attemptMs + 0.1 * ms;
     this.inFlight.delete(candidate.key);
+    if (claimed || collided) this.remember(candidate.key);
     if (collided) {
       this.spread = Math.min(MAX_SPREAD, this.spread * 2);
       // Others are claiming from the same read: its other candidates are likely taken too.
@@ -154,6 +170,20 @@ class NextQueue {
     const settled = this.settled;
     this.settled = deferred();
     settled.resolve();
+  }
+
+  private remember(key: string): void {
+    const now = performance.now();
+    this.recent.set(key, now);
+    if (this.recent.size > 4 * MAX_READ) {
+      for (const [k, at] of this.recent) if (now - at > this.maxAge()) this.recent.delete(k);
+    }
+  }
+
+  /** Whether this process claimed (or gave up) the document after a read that started at `startedAt`. */
+  private settledSince(key: string, startedAt: number): boolean {
+    const at = this.recent.get(key);
+    return at !== undefined && at >= startedAt;
   }
 
   get attempting(): number {
@@ -202,7 +232,7 @@ class NextQueue {
     const found = (await ids).map((id) => ({ id, key: idKey(id), readAt: startedAt }));
     nextStats.reads++;
     if (startedAt >= this.poolReadAt) {
-      this.pool = found.filter((candidate) => !this.inFlight.has(candidate.key));
+      this.pool = found.filter((candidate) => !this.inFlight.has(candidate.key) && !this.settledSince(candidate.key, startedAt));
       this.poolReadAt = startedAt;
     }
     return { startedAt, found };
@@ -344,12 +374,13 @@ export async function claimNext(context: NextContext): Promise<Claimed | null> {
       const candidate = queue.take(skip);
       if (candidate) {
         let outcome: Outcome | undefined;
+        const began = performance.now();
         try {
           outcome = await attempt(context, candidate);
         } finally {
           // A candidate that no longer matches was usually claimed and finished by another
           // process since the read: for spreading, that is a collision too.
-          queue.settle(candidate, outcome?.kind === 'held' || outcome?.kind === 'notMatching', outcome?.kind === 'claimed');
+          queue.settle(candidate, outcome?.kind === 'held' || outcome?.kind === 'notMatching', outcome?.kind === 'claimed', performance.now() - began);
         }
         if (outcome.kind === 'claimed') return outcome.claimed;
         if (outcome.kind === 'notMatching') skip.set(candidate.key, candidate.id);

@@ -222,7 +222,7 @@ describe('what the returned document can do', () => {
   test('saveAndUnlock writes under the lock and releases it; another owner cannot write it meanwhile', async () => {
     const Q = await queue([{ payload: 'work' }]);
     const job = await Q.lockNext({ status: 'queued' }, 'worker');
-    await expect(Q.updateOne({ _id: job!._id }, { $set: { payload: 'intruder' } }, { lockOwner: 'other' })).rejects.toBeInstanceOf(LockedError);
+    await expect(Q.updateOne({ _id: job!._id }, { $set: { payload: 'intruder' } }).setOptions({ lockOwner: 'other' })).rejects.toBeInstanceOf(LockedError);
     job!.status = 'done';
     await job!.saveAndUnlock();
     const stored = await Q.findById(job!._id);
