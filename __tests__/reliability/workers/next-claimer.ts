@@ -9,7 +9,8 @@
  *   finish it (status 'done', saveAndUnlock)
  *   detector: inside -= 1 (before the lock is given back)
  *
- * The process stops after `quota` finished jobs, so (with every process's quota) at least
+ * The process stops after `quota` finished jobs (or at the time budget, see `deadline`), so (with
+ * every process's quota) at least
  * `reserve` jobs stay queued the whole time: free documents always exist, and any null answer is a
  * false "queue empty". Configuration comes as JSON in MPL_NEXT_CLAIMER; one JSON line
  * (NextClaimerReport) is printed on stdout, or the error on stderr with exit code 1.
@@ -32,8 +33,14 @@ export interface NextClaimerConfig {
   ttl: number;
   /** Workers of one process share one owner (true) or each have their own. */
   sharedOwner: boolean;
-  /** Hard stop (epoch ms). */
+  /**
+   * Epoch ms after which no new claim starts once this process has finished `minFinished` jobs
+   * (the test is sized by a time budget; a process that started late still does its share).
+   */
   deadline: number;
+  minFinished: number;
+  /** Epoch ms after which no new claim starts at all. */
+  hardDeadline: number;
 }
 
 export interface NextClaimerReport {
@@ -73,7 +80,11 @@ async function main(): Promise<void> {
 
   const worker = async (w: number): Promise<void> => {
     const owner = config.sharedOwner ? `proc${config.process}` : `proc${config.process}-worker${w}`;
-    while (reserved < config.quota && Date.now() < config.deadline) {
+    const more = () => {
+      const now = Date.now();
+      return reserved < config.quota && now < config.hardDeadline && (now < config.deadline || reserved < config.minFinished);
+    };
+    while (more()) {
       const job = await Job.lockNext({ status: 'queued' }, owner, { sort: { priority: -1, createdAt: 1 } });
       if (!job) {
         report.nulls++;
