@@ -287,6 +287,10 @@ async function attempt(context: NextContext, candidate: Candidate): Promise<Outc
   }
   const { grant, sentAt } = result;
   const documentId = candidate.id;
+  const late = () => {
+    nextStats.late++;
+    return { kind: 'late' as const, expiresAt: grant.expiresAt };
+  };
   const held: HeldLock = {
     documentId,
     owner: context.owner,
@@ -300,6 +304,11 @@ async function attempt(context: NextContext, candidate: Candidate): Promise<Outc
   };
   const state = grantedState(held, grant, sentAt);
   const giveBack = () => store.release(state).catch(() => undefined);
+  // A grant whose lease is already over when its reply arrives is never handed out (nor loaded).
+  if (leaseLeft(grant, sentAt) <= 0) {
+    await giveBack();
+    return late();
+  }
   let doc: object | null;
   try {
     // The filter AND the `_id`, after the lock was taken, from the primary: the document as it is
@@ -316,9 +325,8 @@ async function attempt(context: NextContext, candidate: Candidate): Promise<Outc
     return { kind: 'notMatching' };
   }
   if (leaseLeft(grant, sentAt) <= 0) {
-    nextStats.late++;
     await giveBack();
-    return { kind: 'late', expiresAt: grant.expiresAt };
+    return late();
   }
   attachHeldLock(doc, state);
   nextStats.claims++;

@@ -8,6 +8,7 @@
  * `blockConnection`, limited by appName and namespace; the block happens before the command runs).
  */
 import type { mongo } from 'mongoose';
+import { LockExpiredError } from '../../src';
 import { usesFailPoints } from '../support/fail-point-lock';
 import { connect, testDatabase, type MonitoredConnection } from '../support/db';
 import { jobModel, jobSchema, type Job, type JobModel } from '../support/job';
@@ -109,4 +110,36 @@ test('a candidate that stops matching is not proposed to the same call again, ev
   expect(await Admin.isLocked(hidden._id)).toBe(false);
   // No loop: a bounded number of commands.
   expect(worker.commands.length).toBeLessThan(20);
+});
+
+/** Holds back the worker's next `times` loads of documents from `model`'s collection for `ms` each. */
+async function stallLoads(model: JobModel, times: number, ms: number): Promise<void> {
+  await admin.connection.getClient().db('admin').command({
+    configureFailPoint: 'failCommand',
+    mode: { times },
+    data: { failCommands: ['find'], appName: APP, namespace: `${db.name}.${model.collection.collectionName}`, blockConnection: true, blockTimeMS: ms },
+  });
+}
+
+describe('leases are timed from when the acquisition was sent (issue 16 item 3)', () => {
+  test('a grant whose lease ran out while its document loaded is given back, and the next candidate is returned', async () => {
+    const Admin = await jobModel(admin.connection, { ttl: 400 }, 'LateLoad');
+    const Worker = await jobModel(worker.connection, { ttl: 400 }, 'LateLoad');
+    const [first] = await Admin.insertMany([{ priority: 2, payload: 'slow load' }, { priority: 1, payload: 'second' }]);
+    await stallLoads(Worker, 1, 1_000);
+    const doc = await Worker.lockNext({}, 'worker', { sort: { priority: -1 } });
+    expect(doc!.payload).toBe('second');
+    // The first grant is not held by anyone (released by its token, or already expired).
+    expect(await Admin.isLocked(first._id)).toBe(false);
+    expect(doc!.heldLock()!.owner).toBe('worker');
+  });
+
+  test('grants that keep arriving too late end the call with LockExpiredError after three tries, holding nothing', async () => {
+    const Admin = await jobModel(admin.connection, { ttl: 400 }, 'LateAlways');
+    const Worker = await jobModel(worker.connection, { ttl: 400 }, 'LateAlways');
+    const docs = await Admin.insertMany([{ payload: 'a' }, { payload: 'b' }, { payload: 'c' }, { payload: 'd' }]);
+    await stallLoads(Worker, 3, 1_000);
+    await expect(Worker.lockNext({}, 'worker')).rejects.toBeInstanceOf(LockExpiredError);
+    expect((await Admin.lockStatus(docs.map((d) => d._id))).filter((s) => s !== null)).toEqual([]);
+  });
 });
