@@ -15,6 +15,9 @@ import { jobModel, jobSchema, type Job, type JobModel } from '../support/job';
 
 usesFailPoints();
 
+// Waits and fail-point stalls of several seconds each: generous bounds for a loaded machine.
+jest.setTimeout(120_000);
+
 const APP = 'locknext-stale-candidate';
 const db = testDatabase('locknext_stale');
 let admin: MonitoredConnection;

@@ -11,6 +11,9 @@ import { jobModel, type JobModel } from '../support/job';
 import { replicaSetOnly, standaloneOnly } from '../support/topology';
 
 const db = testDatabase('locknext_wait');
+
+// Waits and fail-point stalls of several seconds each: generous bounds for a loaded machine.
+jest.setTimeout(120_000);
 let conn: MonitoredConnection;
 
 beforeAll(async () => {

@@ -11,6 +11,9 @@ import { jobModel, type JobModel } from '../support/job';
 import { onReplicaSet } from '../support/topology';
 
 const db = testDatabase('locknext');
+
+// Renewal and concurrency tests take seconds on a loaded machine.
+jest.setTimeout(120_000);
 let conn: MonitoredConnection;
 let Job: JobModel;
 /** Every command document the connection sends, for checking shapes and read concerns. */
@@ -233,10 +236,13 @@ describe('what the returned document can do', () => {
   });
 
   test('acquireNext: a handle that renews and releases; null when nothing is free', async () => {
-    const Q = await queue([{ payload: 'h' }], { ttl: 600 });
+    const Q = await queue([{ payload: 'h' }], { ttl: 5_000 });
     const handle = await Q.acquireNext({}, 'worker');
     expect(handle!.document.payload).toBe('h');
-    await sleep(900); // longer than the ttl: renewed meanwhile
+    // Renewed when a third of the ttl is left: wait for the expiry to move (bounded).
+    const first = handle!.expiresAt.getTime();
+    for (let i = 0; i < 150 && handle!.expiresAt.getTime() === first; i++) await sleep(100);
+    expect(handle!.expiresAt.getTime()).toBeGreaterThan(first);
     expect(await Q.isLocked(handle!.document._id)).toBe(true);
     expect(handle!.signal.aborted).toBe(false);
     await handle!.release();
