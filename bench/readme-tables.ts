@@ -5,6 +5,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import type { LockNextBenchResults } from './lock-next';
 import type { BenchResults } from './run';
 
 const ms = (value: number) => value.toFixed(2);
@@ -53,10 +54,30 @@ export function readmeFigures(results: BenchResults): string[] {
   return lines;
 }
 
+/** The README's lockNext figures (benchmark 8), one table row per method and concurrency. */
+export function readmeNextFigures(results: LockNextBenchResults): string[] {
+  const name = { lockNext: '`lockNext`', findTryLock: '`findOne` + `tryLock` loop', inDocument: 'status field (`findOneAndUpdate`)' } as const;
+  return results.rows.map(
+    (r) =>
+      `| ${name[r.method]} | ${r.workers} (${r.processes} ${r.processes === 1 ? 'process' : 'processes'}) | ${r.claimsPerSec.toFixed(1)} | ${r.commandsPerClaim.toFixed(2)} | ${r.commandsPerJob.toFixed(2)} | ${r.wastedPerClaim.toFixed(3)} | ${r.minPerWorker}–${r.maxPerWorker} | ${r.claimedTwice} | ${r.falseEmpty} |`,
+  );
+}
+
+/**
+ * Benchmark 7's results: those of the last full run (bench/results/latest.json) when it has them,
+ * else those of the last `BENCH_ONLY=next` run (bench/results/latest-next.json).
+ */
+export function readLatestNextResults(): LockNextBenchResults {
+  const full = readLatestResults();
+  if (full.lockNext) return full.lockNext;
+  return (JSON.parse(readFileSync(join(__dirname, 'results', 'latest-next.json'), 'utf8')) as BenchResults).lockNext!;
+}
+
 export function readLatestResults(): BenchResults {
   return JSON.parse(readFileSync(join(__dirname, 'results', 'latest.json'), 'utf8')) as BenchResults;
 }
 
 if (require.main === module) {
   for (const line of readmeFigures(readLatestResults())) console.log(line);
+  for (const line of readmeNextFigures(readLatestNextResults())) console.log(line);
 }

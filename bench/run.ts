@@ -17,10 +17,14 @@
  *     documents against the unguarded write;
  *  7. scale (issue 16, bench/scale.ts): lockStatus, listLocks, listLocks({ owner }), releaseAllFor
  *     and lock + unlock with 1,000 and with 100,000 locks, and the ratio of their latencies.
+ *  8. claiming the next free job (issue 17, bench/lock-next.ts): Model.lockNext against the
+ *     hand-written find + tryLock loop and the in-document status claim (agenda / mongodb-queue),
+ *     with 1, 4 and 16 workers in several processes over 1,000 queued jobs.
  *
  * Sizes can be lowered with BENCH_SCALE (e.g. 0.2) for a quick look. BENCH_ONLY=guard runs only
  * benchmark 6 (results in bench/results/latest-guard.json), BENCH_ONLY=scale only 7
- * (bench/results/latest-scale.json, also `npm run bench:scale`), BENCH_ONLY=core only 1-5.
+ * (bench/results/latest-scale.json, also `npm run bench:scale`), BENCH_ONLY=next only 8
+ * (bench/results/latest-next.json), BENCH_ONLY=core only 1-5.
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -32,6 +36,7 @@ import { lockPlugin, type LockableModel, type LockMethods, type LockPluginOption
 import { startBackend } from '../test-backend/backend';
 import { benchGuard, reportGuard, type GuardBenchResults } from './guard';
 import { benchScale, reportScale, type ScaleBenchResults } from './scale';
+import { benchLockNext, reportLockNext, type LockNextBenchResults } from './lock-next';
 import { renderSvg } from './svg';
 
 const SCALE = Number(process.env.BENCH_SCALE ?? 1);
@@ -85,6 +90,7 @@ export interface BenchResults {
   acquireScale: { otherLocks: number; empty: { p50: number; p99: number }; full: { p50: number; p99: number }; ratioP50: number; plan: string };
   guard?: GuardBenchResults;
   scale?: ScaleBenchResults;
+  lockNext?: LockNextBenchResults;
 }
 
 function percentile(sorted: number[], p: number): number {
@@ -223,11 +229,13 @@ async function main(): Promise<void> {
   };
 
   try {
-    if (ONLY !== 'guard' && ONLY !== 'scale') await coreBenchmarks();
+    if (ONLY === undefined || ONLY === 'core') await coreBenchmarks();
     // ---- 6. The write guard --------------------------------------------------------------------
-    if (ONLY !== 'core' && ONLY !== 'scale') results.guard = await benchGuard(connection, db, countCommands, SCALE);
+    if (ONLY === undefined || ONLY === 'guard') results.guard = await benchGuard(connection, db, countCommands, SCALE);
     // ---- 7. The plugin's calls with 1,000 and 100,000 locks ------------------------------------
     if (ONLY === undefined || ONLY === 'scale') results.scale = await benchScale(connection, db, SCALE);
+    // ---- 8. Claiming the next free job ---------------------------------------------------------
+    if (ONLY === undefined || ONLY === 'next') results.lockNext = await benchLockNext(backend.uri, db, SCALE);
   } finally {
     await connection.getClient().db(dbName).dropDatabase().catch(() => undefined);
     await connection.close();
@@ -522,6 +530,14 @@ function report(results: BenchResults): void {
     console.log(`\nwrote ${join('bench', 'results', 'latest-scale.json')}`);
     return;
   }
+  if (ONLY === 'next') {
+    if (results.lockNext) reportLockNext(results.lockNext);
+    const dir = join(__dirname, 'results');
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(join(dir, 'latest-next.json'), `${JSON.stringify(results, null, 2)}\n`);
+    console.log(`\nwrote ${join('bench', 'results', 'latest-next.json')}`);
+    return;
+  }
   if (ONLY === 'guard') {
     if (results.guard) reportGuard(results.guard);
     const dir = join(__dirname, 'results');
@@ -553,6 +569,7 @@ function report(results: BenchResults): void {
   console.log(`   plan: ${a.plan}`);
   if (results.guard) reportGuard(results.guard);
   if (results.scale) reportScale(results.scale);
+  if (results.lockNext) reportLockNext(results.lockNext);
 
   const dir = join(__dirname, 'results');
   mkdirSync(dir, { recursive: true });

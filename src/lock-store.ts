@@ -676,6 +676,106 @@ export class LockStore {
       .toArray();
     return { records: records.slice(0, limit), more: records.length > limit };
   }
+
+  // ---- Claiming the next free document (Model.lockNext, src/lock-next.ts). Each command is
+  // ---- described, with the mongod rules it relies on (R30-R35), in docs/mongodb-compatibility.md
+  // ---- (#cmd-next-candidates, #cmd-claim-free).
+
+  /**
+   * The `_id`s of up to `limit` documents of `documents` that match `match` and have no unexpired
+   * lock, in `sort` order: one `aggregate` on the user's collection.
+   *  - `$match` (the caller's filter, cast by Mongoose as Model.find casts it) and `$sort` come
+   *    first, so the query planner serves them with the user's index (R32);
+   *  - `$lookup` of this lock collection, joined on `_id` (localField/foreignField, so each
+   *    document's record is found through the lock collection's `_id` index), keeping only the
+   *    record if it is unexpired by the command's `$$NOW` (the 5.0 concise syntax, R30): a
+   *    document whose joined array is empty is free, whatever the TTL monitor has or has not
+   *    deleted (an expired record is free);
+   *  - `$limit` then `$project: { _id: 1 }`: only ids travel. `batchSize` is one more than the
+   *    limit, so the first batch reaches the end of the pipeline and mongod closes the cursor (no
+   *    `getMore`).
+   * With `snapshot`, the read carries readConcern "snapshot" (replica sets, R31): the documents and
+   * their lock records are read at one point in time, so an empty answer means that at that
+   * instant no matching document was free. Without it (standalone servers, sharded clusters) the
+   * read yields between documents and each record is read at its own moment (R34).
+   * Nothing here decides who gets a document: the acquisition (`claimFree`) does.
+   */
+  async freeCandidates(documents: Collection<Document>, match: Document, sort: Document | undefined, limit: number, snapshot: boolean): Promise<unknown[]> {
+    const pipeline: Document[] = [{ $match: match }];
+    if (sort) pipeline.push({ $sort: sort });
+    pipeline.push(
+      {
+        $lookup: {
+          from: this.locks.collectionName,
+          localField: '_id',
+          foreignField: '_id',
+          pipeline: [{ $match: UNEXPIRED }, { $project: { _id: 1 } }],
+          as: 'lock',
+        },
+      },
+      { $match: { lock: { $size: 0 } } },
+      { $limit: limit },
+      { $project: { _id: 1 } },
+    );
+    const found = await documents
+      .aggregate(pipeline, { batchSize: limit + 1, ...PRIMARY, ...(snapshot ? { readConcern: { level: 'snapshot' as const } } : {}) })
+      .toArray();
+    return found.map((doc) => doc._id);
+  }
+
+  /**
+   * Takes the lock on `documentId` for `ownerKey` only if nobody holds it, not even `ownerKey`
+   * (so two workers sharing an owner never get one document): the acquire's `findAndModify`
+   * (see `acquire`, same filter, upsert and projection) with the condition "free or expired"
+   * alone. Resolves to the grant and the monotonic time its request was sent, or to null when the
+   * record is held (the pipeline left it binary-identical: a no-op, nothing written, R5). A
+   * record written by an open caller transaction of this process counts as held (mongod would
+   * make the write wait for that transaction, R17).
+   */
+  async claimFree(documentId: unknown, ownerKey: string, ttl: number, label: string | null): Promise<Grant | null> {
+    if (callerTransactions.writing(this.locks.namespace, documentId)) return null;
+    for (let attempt = 1; ; attempt++) {
+      const token = newLockToken();
+      const sentAt = monotonicNow();
+      let record: Document | null;
+      try {
+        record = await this.locks.findOneAndUpdate(
+          { _id: documentId } as Document,
+          applyIf(freeOrHeldBy(undefined), {
+            owner: lit(ownerKey),
+            token: lit(token),
+            fence: NEXT_FENCE,
+            acquiredAt: '$$NOW',
+            expiresAt: { $add: ['$$NOW', lit(ttl)] },
+            label: lit(label),
+          }),
+          {
+            upsert: true,
+            returnDocument: 'after',
+            projection: { _id: 0, acquired: { $eq: ['$token', lit(token)] }, fence: 1, acquiredAt: 1, expiresAt: 1, label: 1, now: '$$NOW' },
+          },
+        );
+      } catch (error) {
+        if (!isDuplicateKey(error) || attempt >= ACQUIRE_ATTEMPTS) throw error;
+        continue;
+      }
+      if (!record) throw new Error('mongoose-pessimistic-lock: the server returned no lock record for an upsert');
+      // A retried findAndModify is answered unprojected (see acquire): then the token says whether
+      // it is ours, and `acquiredAt` is the granting command's `$$NOW`.
+      const projected = 'acquired' in record;
+      if (!(projected ? record.acquired === true : record.token === token)) return null;
+      return {
+        token,
+        fence: Number(record.fence),
+        acquiredAt: record.acquiredAt as Date,
+        expiresAt: record.expiresAt as Date,
+        serverNow: (projected ? record.now : record.acquiredAt) as Date,
+        sentAt,
+        label: typeof record.label === 'string' ? record.label : null,
+      };
+
+    }
+  }
 }
 
 /** A public LockInfo from a lock record read with `label` and `now: '$$NOW'`. */

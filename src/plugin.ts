@@ -15,6 +15,7 @@ import { LockHandle, asyncDispose } from './lock-handle';
 import { MIN_LEASE_MS, monotonicNow } from './lease';
 import { lockInfoFrom, type Grant, type LockPage, type LockStatus, type LockStore } from './lock-store';
 import { acquireWaiting } from './lock-waiter';
+import { installNextStatics } from './next-statics';
 import { describeValue, resolveOptions, validateTtl, type LockPluginOptions } from './options';
 import { ownerKeyFunction } from './owner-key';
 import { pluginApplication } from './plugin-registration';
@@ -381,6 +382,9 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
     const base = (doc.constructor as AnyModel).db.base as unknown as { transactionAsyncLocalStorage?: { getStore(): { session?: ClientSession } | undefined } };
     return base.transactionAsyncLocalStorage?.getStore()?.session ?? undefined;
   }
+
+  // Job workers: Model.lockNext, acquireNext, withNext (next-statics.ts).
+  installNextStatics(schema, { runtimeOf, ownerKey, options, unlockDocument });
 
   installWriteGuard(schema, { runtimeOf, ownerKey, options });
 }

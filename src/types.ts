@@ -4,10 +4,17 @@ import type { LockCallOptions, LockOptions } from './arguments';
 import type { HeldLock } from './held-lock';
 import type { LockHandle } from './lock-handle';
 import type { LockInfo, LockPage, LockRecord, LockStatus } from './lock-store';
+import type { AcquireNextOptions, LockNextOptions } from './next-arguments';
 import type { ListLocksOptions, LockStatusOptions, UnlockOptions } from './status-arguments';
 
 /** What `Model.lock` and friends accept as a document id; it is cast to the schema's `_id` type. */
 export type LockTargetId = Types.ObjectId | string | number | bigint | Date | Buffer | Types.UUID;
+
+/**
+ * The query of `Model.lockNext`: what `Model.find` takes (cast the same way). `$where`, `$near`,
+ * `$nearSphere` and `$text` are refused.
+ */
+export type LockNextFilter = Record<string, unknown>;
 
 /** Methods the plugin adds to every document. */
 export interface LockMethods {
@@ -56,6 +63,28 @@ export interface LockStatics<THydrated> {
    * anyone else's lock.
    */
   unlock(id: LockTargetId, owner: string, options?: UnlockOptions): Promise<boolean>;
+  /**
+   * Claims the next free document for a job worker: the first document in `sort` order (under
+   * concurrency: one of the first free ones) that matches `filter` and that nobody holds, locked
+   * for `owner` and loaded after the lock was taken (it matches `filter` then). Resolves null when
+   * there is none; with `wait`, waits up to that many milliseconds for one (woken by releases and
+   * by inserts and updates of the collection where change streams exist). Never returns a document
+   * `owner` itself already holds.
+   */
+  lockNext(filter: LockNextFilter, owner: string, options?: LockNextOptions): Promise<THydrated | null>;
+  /** Like `lockNext`, but resolves to a handle that renews the lock while held (as `acquireLock`), or null. */
+  acquireNext(filter: LockNextFilter, owner: string, options?: AcquireNextOptions): Promise<LockHandle<THydrated> | null>;
+  /**
+   * Claims the next free document (as `lockNext`) and runs `fn(doc, signal)` while holding it, with
+   * renewal (as `withLock`); resolves to what `fn` returns, or null without calling `fn` when there
+   * was nothing to claim.
+   */
+  withNext<R>(
+    filter: LockNextFilter,
+    owner: string,
+    fn: (doc: THydrated, signal: AbortSignal) => Promise<R> | R,
+    options?: AcquireNextOptions,
+  ): Promise<R | null>;
   /** Releases every unexpired lock held by `owner` (one command); resolves to how many. */
   releaseAllFor(owner: string): Promise<number>;
   /** Whether anyone holds an unexpired lock on the document. */

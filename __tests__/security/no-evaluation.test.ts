@@ -221,3 +221,36 @@ describe('extending with bad values', () => {
     await item.unlock();
   });
 });
+
+// Issue 17: lockNext's commands carry the caller's filter (its query, by design) and nothing else
+// of the caller's in an evaluated position.
+describe.each(['hash', 'plain'] as const)('ownerStorage %s: lockNext evaluates no owner, label or ttl', (ownerStorage) => {
+  let WorkItem: WorkItemModel;
+  const aggregates: Document[] = [];
+  beforeAll(async () => {
+    WorkItem = await workItemModel(conn.connection, { ownerStorage, ttl: 5_000 });
+    conn.connection.getClient().on('commandStarted', (event) => {
+      if (event.commandName === 'aggregate' && event.command.aggregate === WorkItem.collection.collectionName) aggregates.push(event.command);
+    });
+  });
+
+  test.each(dollarOwners)('owner and label %j: claims as a plain string, and appears in no candidate read', async (owner) => {
+    const { _id: id } = await WorkItem.create({ title: `queued ${owner}` });
+    sent.length = 0;
+    aggregates.length = 0;
+    const doc = await WorkItem.lockNext({ title: `queued ${owner}` }, owner, { label: owner, ttl: 4_000 });
+    expect(String(doc!._id)).toBe(String(id));
+    expect((await WorkItem.getLock(id))!.label).toBe(owner);
+    // Another owner cannot claim it, whatever the holder's name would mean as an expression.
+    expect(await WorkItem.lockNext({ title: `queued ${owner}` }, 'ordinary-owner')).toBeNull();
+    expect(await WorkItem.releaseAllFor(owner)).toBe(1);
+    expect(aggregates.length).toBeGreaterThan(0);
+    for (const read of aggregates) {
+      const pipeline = read.pipeline as Document[];
+      // The filter is the caller's query; everything after it is the plugin's own.
+      expect(pipeline[0]).toEqual({ $match: { title: `queued ${owner}` } });
+      expect(evaluatedStrings({ update: pipeline.slice(1) }).filter((s) => !['$$NOW', '$expiresAt'].includes(s))).toEqual([]);
+    }
+    for (const command of sent) for (const s of evaluatedStrings(command)) expect(ALLOWED_DOLLAR_STRINGS).toContain(s);
+  });
+});
