@@ -15,6 +15,7 @@ import { collectionlessAggregate, collectionlessDocs } from '../collectionless-a
 import { numKind, toNumber } from '../numbers';
 import { snapshotView } from '../snapshot-reads';
 import { parseSafeBool } from '../safe-bool';
+import { MAX_WRITE_BATCH_SIZE } from './handshake';
 
 function collName(ctx: CommandCtx): string {
   const v = ctx.cmd[ctx.name];
@@ -62,6 +63,18 @@ function rejectOnView(ctx: CommandCtx, c: Document): void {
   if (c.hint !== undefined) throw unsupported(`${ctx.name} with a hint on a view`);
 }
 
+/**
+ * checkOpCountForCommand (src/mongo/db/query/write_ops/write_ops.cpp @078f8f89), called when an
+ * insert, update or delete command is parsed, before any statement runs: InvalidLength, "Write
+ * batch sizes must be between 1 and 100000. Got <n> operations." (write_ops::kMaxWriteBatchSize,
+ * the `maxWriteBatchSize` of hello).
+ */
+function checkOpCount(count: number): void {
+  if (count === 0 || count > MAX_WRITE_BATCH_SIZE) {
+    throw new MongoCommandError(Codes.InvalidLength, `Write batch sizes must be between 1 and ${MAX_WRITE_BATCH_SIZE}. Got ${count} operations.`);
+  }
+}
+
 /** Runs statements with ordered/unordered semantics and collects writeErrors shaped like mongod's. */
 async function runStatements<T>(ctx: CommandCtx, items: T[], run: (item: T, index: number) => void): Promise<Document[]> {
   const ordered = ctx.cmd.ordered !== false;
@@ -85,6 +98,7 @@ const insert: Handler = async (ctx) => {
   takeBypass(ctx, 'insert');
   const docs = ctx.cmd.documents as Document[] | undefined;
   if (!Array.isArray(docs)) throw new MongoCommandError(Codes.FailedToParse, "BSON field 'insert.documents' is missing but a required field");
+  checkOpCount(docs.length);
   rejectOptions(ctx, ['collation']);
   let n = 0;
   if (isView(ctx, name)) return withErrors({ n, ok: 1 }, await runStatements(ctx, docs, () => { throw viewNotCollection(ctx.db, name); }));
@@ -106,6 +120,7 @@ const update: Handler = async (ctx) => {
   takeBypass(ctx, 'update');
   const updates = ctx.cmd.updates as Document[] | undefined;
   if (!Array.isArray(updates)) throw new MongoCommandError(Codes.FailedToParse, "BSON field 'update.updates' is missing but a required field");
+  checkOpCount(updates.length);
   let n = 0;
   let nModified = 0;
   const upserted: Document[] = [];
@@ -138,6 +153,7 @@ const del: Handler = async (ctx) => {
   takeBypass(ctx, 'delete');
   const deletes = ctx.cmd.deletes as Document[] | undefined;
   if (!Array.isArray(deletes)) throw new MongoCommandError(Codes.FailedToParse, "BSON field 'delete.deletes' is missing but a required field");
+  checkOpCount(deletes.length);
   let n = 0;
   const onView = isView(ctx, name);
   const writeErrors = await runStatements(ctx, deletes, (st) => {
