@@ -9,6 +9,7 @@ import { InvalidLockArgumentError, InvalidLockOptionError, LockNotHeldError, Loc
 import { attachHeldLock, heldLockState, lostError, newHeldLockState, type HeldLock, type HeldLockState } from './held-lock';
 import { typedErrors } from './failures';
 import { idKey } from './id-key';
+import { installGroupStatics } from './group-statics';
 import { installWriteGuard, saveWithContext } from './guard/install';
 import { refuseSaveLockOptions } from './guard/options';
 import { LockHandle, asyncDispose } from './lock-handle';
@@ -297,5 +298,6 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
     return base.transactionAsyncLocalStorage?.getStore()?.session ?? undefined;
   }
 
+  installGroupStatics(schema, { runtimeOf, castId, ownerKey, defaultTtl: options.ttl });
   installWriteGuard(schema, { runtimeOf, ownerKey, options });
 }
