@@ -159,7 +159,7 @@ describe('Model.lockMany', () => {
     const ids = await newItems(3, 'guarded');
     const docs = await WorkItem.lockMany(ids, 'session-a');
     // Another owner cannot write any of them.
-    const foreign = await WorkItem.updateOne({ _id: ids[1] }, { $set: { title: 'intruder' } }, { lockOwner: 'session-b' }).catch((e: unknown) => e);
+    const foreign = await WorkItem.updateOne({ _id: ids[1] }, { $set: { title: 'intruder' } }, { lockOwner: 'session-b' } as Record<string, unknown>).catch((e: unknown) => e);
     expect(foreign).toBeInstanceOf(LockedError);
     const unlocked = await WorkItem.findById(ids[2]).orFail();
     unlocked.title = 'stale instance';
