@@ -14,10 +14,13 @@
  *     query plan of the acquire's filter;
  *  6. the write guard (issue 10, bench/guard.ts): commands per guarded updateOne, 20 concurrent
  *     writers on one unlocked document, guarded updateMany over 1,000 / 10,000 / 100,000
- *     documents against the unguarded write.
+ *     documents against the unguarded write;
+ *  7. Model.lockMany (issue 17, bench/lock-many.ts): commands and latency at 1 / 10 / 100 / 1,000
+ *     ids against N sequential Model.lock calls, the refused lockMany and unlockMany.
  *
  * Sizes can be lowered with BENCH_SCALE (e.g. 0.2) for a quick look. BENCH_ONLY=guard runs only
- * benchmark 6 (results in bench/results/latest-guard.json), BENCH_ONLY=core only 1-5.
+ * benchmark 6 (results in bench/results/latest-guard.json), BENCH_ONLY=many only benchmark 7
+ * (bench/results/latest-many.json), BENCH_ONLY=core only 1-5.
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -28,6 +31,7 @@ import type { Db, Document } from 'mongodb';
 import { lockPlugin, type LockableModel, type LockMethods, type LockPluginOptions } from '../src';
 import { startBackend } from '../test-backend/backend';
 import { benchGuard, reportGuard, type GuardBenchResults } from './guard';
+import { benchLockMany, reportLockMany, type LockManyBenchResults } from './lock-many';
 import { renderSvg } from './svg';
 
 const SCALE = Number(process.env.BENCH_SCALE ?? 1);
@@ -80,6 +84,7 @@ export interface BenchResults {
   releaseAll: { locks: number; released: number; ms: number; locksPerSec: number };
   acquireScale: { otherLocks: number; empty: { p50: number; p99: number }; full: { p50: number; p99: number }; ratioP50: number; plan: string };
   guard?: GuardBenchResults;
+  lockMany?: LockManyBenchResults;
 }
 
 function percentile(sorted: number[], p: number): number {
@@ -218,9 +223,11 @@ async function main(): Promise<void> {
   };
 
   try {
-    if (ONLY !== 'guard') await coreBenchmarks();
+    if (ONLY !== 'guard' && ONLY !== 'many') await coreBenchmarks();
     // ---- 6. The write guard --------------------------------------------------------------------
-    if (ONLY !== 'core') results.guard = await benchGuard(connection, db, countCommands, SCALE);
+    if (ONLY !== 'core' && ONLY !== 'many') results.guard = await benchGuard(connection, db, countCommands, SCALE);
+    // ---- 7. Several documents at once -----------------------------------------------------------
+    if (ONLY !== 'core' && ONLY !== 'guard') results.lockMany = await benchLockMany(connection, countCommands, SCALE);
   } finally {
     await connection.getClient().db(dbName).dropDatabase().catch(() => undefined);
     await connection.close();
@@ -507,12 +514,13 @@ function report(results: BenchResults): void {
   const pad = (s: string, w: number) => s.padEnd(w);
   const num = (x: number | null | undefined) => (x === null || x === undefined || Number.isNaN(x) ? '-' : String(x));
   console.log(`\nBenchmarks on ${results.backend}\n${results.machine}\n`);
-  if (ONLY === 'guard') {
+  if (ONLY === 'guard' || ONLY === 'many') {
     if (results.guard) reportGuard(results.guard);
+    if (results.lockMany) reportLockMany(results.lockMany);
     const dir = join(__dirname, 'results');
     mkdirSync(dir, { recursive: true });
-    writeFileSync(join(dir, 'latest-guard.json'), `${JSON.stringify(results, null, 2)}\n`);
-    console.log(`\nwrote ${join('bench', 'results', 'latest-guard.json')}`);
+    writeFileSync(join(dir, `latest-${ONLY}.json`), `${JSON.stringify(results, null, 2)}\n`);
+    console.log(`\nwrote ${join('bench', 'results', `latest-${ONLY}.json`)}`);
     return;
   }
   console.log('1. Uncontended lock + unlock cycle (sequential, one client)');
@@ -537,10 +545,13 @@ function report(results: BenchResults): void {
   console.log(`\n5. Acquire (Model.lock) latency: empty collection p50 ${a.empty.p50} / p99 ${a.empty.p99} ms; with ${a.otherLocks} other locks p50 ${a.full.p50} / p99 ${a.full.p99} ms (p50 ratio ${a.ratioP50}x)`);
   console.log(`   plan: ${a.plan}`);
   if (results.guard) reportGuard(results.guard);
+  if (results.lockMany) reportLockMany(results.lockMany);
 
   const dir = join(__dirname, 'results');
   mkdirSync(dir, { recursive: true });
   writeFileSync(join(dir, 'latest.json'), `${JSON.stringify(results, null, 2)}\n`);
+  // The README quotes benchmark 7 from its own file, which BENCH_ONLY=many also writes.
+  if (results.lockMany) writeFileSync(join(dir, 'latest-many.json'), `${JSON.stringify({ ...results, cycle: [], commands: [], handoff: [], guard: undefined }, null, 2)}\n`);
   writeFileSync(join(dir, 'latest.svg'), renderSvg(results));
   console.log(`\nwrote ${join('bench', 'results', 'latest.json')} and ${join('bench', 'results', 'latest.svg')}`);
 }
