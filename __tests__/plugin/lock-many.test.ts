@@ -180,6 +180,24 @@ describe('Model.lockMany', () => {
     expect(await heldIds(ids)).toEqual([]);
   });
 
+  test('each document\'s ticket resumes that document only, and extendLock extends that document only', async () => {
+    const ids = await newItems(2, 'tickets');
+    const docs = await WorkItem.lockMany(ids, 'session-a', { ttl: 5_000 });
+    const [first, second] = docs.map((d) => d.heldLock()!);
+    const resumed = await WorkItem.lock(ids[1], 'session-a', { resume: second.ticket, ttl: 20_000 });
+    expect(resumed.heldLock()!.token).toBe(second.token);
+    expect(resumed.heldLock()!.fence).toBe(second.fence);
+    // A ticket names its document: the first document's ticket does not resume the second.
+    await expect(WorkItem.lock(ids[1], 'session-a', { resume: first.ticket })).rejects.toBeInstanceOf(InvalidLockOptionError);
+    const extended = await docs[0].extendLock(30_000);
+    const status = await WorkItem.lockStatus(ids);
+    expect(status[0]!.expiresAt.getTime()).toBe(extended.getTime());
+    expect(status[1]!.expiresAt.getTime()).toBe(resumed.heldLock()!.expiresAt.getTime());
+    expect(status[0]!.expiresAt.getTime()).not.toBe(status[1]!.expiresAt.getTime());
+    await WorkItem.unlockMany(docs);
+    expect(await heldIds(ids)).toEqual([]);
+  });
+
   test('unlockMany twice: the second reports the first release', async () => {
     const ids = await newItems(2, 'twice');
     const docs = await WorkItem.lockMany(ids, 'session-a');
