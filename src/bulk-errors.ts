@@ -16,8 +16,9 @@ export function onlyDuplicateKeys(error: unknown): boolean {
 /**
  * The driver wraps every failure of a bulk write in a MongoBulkWriteError, a network error too
  * (mongodb/lib/bulk/common.js executeCommands: `new MongoBulkWriteError(thrownError, ...)`, which
- * keeps the original as `errorResponse`), and the wrapper is neither a MongoNetworkError nor
- * labelled: hand on the original so that failures.ts classifies it as any other command's error.
+ * keeps the original as `errorResponse`); the wrapper is not a MongoNetworkError. Hand on the
+ * original, so that failures.ts classifies it as any other command's error and the caller's
+ * `cause` is the driver's own error.
  */
 export function unwrapBulkError(error: unknown): unknown {
   if (error instanceof mongo.MongoBulkWriteError && error.errorResponse instanceof Error) return error.errorResponse;
