@@ -214,7 +214,11 @@ export async function dispatch(state: ServerState, msg: IncomingMessage, conn: C
       if (prior) return withClusterTime(state, afterFailPoint({ ...prior }));
     }
     // onPrimaryTransactionalWrite (write-failpoints.ts): close the connection before the write, or after it.
-    const writeFp = retryable && ctx.state.topology === 'replset' ? state.failPoints?.writes?.onRetryableWrite() : undefined;
+    // A retried update whose statements all wrote already writes nothing now, and the fail point acts
+    // "after each write" (src/mongo/db/transaction/transaction_participant.cpp), so it does not fire.
+    const executed = ctx.executedStatements;
+    const replayOnly = executed !== undefined && Array.isArray(cmd.updates) && cmd.updates.length > 0 && cmd.updates.every((_: unknown, i: number) => executed.has(i));
+    const writeFp = retryable && !replayOnly && ctx.state.topology === 'replset' ? state.failPoints?.writes?.onRetryableWrite() : undefined;
     if (writeFp?.kind === 'closeWithoutWrite') {
       conn.close();
       return undefined;
