@@ -17,8 +17,11 @@
  * other (each took what the other needs in the same instant) are separated by a random pause
  * before each retry, growing with every refused round (jittered exponential backoff), so one of
  * them soon runs its round alone and wins; a waiter wakes as soon as a lock that stopped it changes
- * (the lock collection's change stream through LockWatch, subscribed before each round so that no
- * release is missed), at the blockers' expiry, or by polling where there are no change streams.
+ * (the lock collection's change stream through LockWatch, subscribed before each attempt so that no
+ * release is missed), at the blockers' expiry, or by polling where there are no change streams,
+ * and then reads whether its whole group is free before it runs a round, so that a waiter that is
+ * still blocked never takes (and releases, waking others) anything. It is not a queue: a group
+ * can be overtaken by callers that need fewer or other documents; `wait` bounds the attempts.
  * Canonical ordering was not chosen: it prevents deadlock only for callers that hold some locks
  * while waiting for others (one command per document, in order), which is what a constant number
  * of commands rules out, and it would make a large group wait behind every small one.
@@ -205,16 +208,7 @@ async function round(parts: readonly Part[], request: GroupRequest): Promise<Rou
     await releaseAfterFault(parts, token);
     throw error;
   }
-  // In the caller's order.
-  const found = new Map<string, GroupBlocker>();
-  blockers.forEach((list, i) => list.forEach((b) => found.set(`${i}\u0000${idKey(b.documentId)}`, b)));
-  const partIndex = new Map(parts.map((part, i) => [part.runtime.lockModel as object, i]));
-  const ordered: GroupBlocker[] = [];
-  for (const member of request.members) {
-    const blocker = found.get(`${partIndex.get(member.runtime.lockModel)}\u0000${idKey(member.documentId)}`);
-    if (blocker) ordered.push({ ...blocker, documentId: member.documentId });
-  }
-  return { kind: 'refused', blockers: ordered };
+  return { kind: 'refused', blockers: inCallerOrder(parts, request, blockers) };
 }
 
 /** Attaches each lock to its document, unless a document is missing or the lease already ran out. */
@@ -265,6 +259,29 @@ async function handOut(parts: readonly Part[], request: GroupRequest, token: str
   return { kind: 'granted', documents, group: { token, ttl: request.ttl, parts: groupParts } };
 }
 
+/**
+ * Whether the group could be taken now, without taking anything: the locks that would refuse it,
+ * one `find` per lock collection, in the caller's order (a waiting caller checks this before each
+ * retry, so that while it is still blocked it never holds a lock for a moment).
+ */
+async function blockersNow(parts: readonly Part[], request: GroupRequest): Promise<GroupBlocker[]> {
+  const found = await Promise.all(parts.map((part) => part.runtime.store.findBlockersFor(part.ids, [...new Set(part.members.map((m) => m.ownerKey))])));
+  return inCallerOrder(parts, request, found);
+}
+
+/** The blockers found per lock collection, in the order of the request's members. */
+function inCallerOrder(parts: readonly Part[], request: GroupRequest, blockers: GroupBlocker[][]): GroupBlocker[] {
+  const found = new Map<string, GroupBlocker>();
+  blockers.forEach((list, i) => list.forEach((b) => found.set(`${i}\u0000${idKey(b.documentId)}`, b)));
+  const partIndex = new Map(parts.map((part, i) => [part.runtime.lockModel as object, i]));
+  const ordered: GroupBlocker[] = [];
+  for (const member of request.members) {
+    const blocker = found.get(`${partIndex.get(member.runtime.lockModel)}\u0000${idKey(member.documentId)}`);
+    if (blocker) ordered.push({ ...blocker, documentId: member.documentId });
+  }
+  return ordered;
+}
+
 /** Resolves after `ms`, or as soon as `signal` aborts; never rejects. */
 function pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
   return new Promise((resolve) => {
@@ -288,12 +305,17 @@ function subscribeAll(parts: readonly Part[]) {
     wasLive: subscriptions.every((s) => s.subscription.wasLive),
     /** Whether every lock collection has a live change stream (opening them if needed). */
     live: Promise.all(subscriptions.map((s) => s.subscription.live)).then((all) => all.every(Boolean)),
-    /** Keeps only the blockers' subscriptions, marked waiting; resolves when any of them changed. */
+    /**
+     * Keeps only the blockers' subscriptions; resolves when any of them changed. They are never
+     * marked `waiting`: LockWatch hands a change to one waiting waiter only, on the understanding
+     * that the waiter it wakes acts on that lock (takes it, or releases it again and so passes the
+     * change on). A woken group may find another of its documents still held and not touch this
+     * one, so it stays among the waiters every change is told to.
+     */
     waitFor(blockers: readonly GroupBlocker[]): Promise<void> {
       const keys = new Set(blockers.map((b) => idKey(b.documentId)));
       const kept = subscriptions.filter((s) => keys.has(s.key));
       for (const s of subscriptions) if (!keys.has(s.key)) s.subscription.cancel();
-      for (const s of kept) s.subscription.waiting();
       return kept.length ? Promise.race(kept.map((s) => s.subscription.changed)) : new Promise<void>(() => undefined);
     },
     cancel(): void {
@@ -324,13 +346,21 @@ export async function lockGroup(request: GroupRequest): Promise<{ documents: Any
   const waiting = request.wait > 0 || request.signal !== undefined;
   const started = performance.now();
   let quick = 0;
+  let roundMs = 0;
   for (let attempt = 0; ; attempt++) {
     request.signal?.throwIfAborted();
     const subscriptions = waiting ? subscribeAll(parts) : undefined;
     try {
-      const roundStarted = performance.now();
-      const outcome = await round(parts, request);
-      const roundMs = performance.now() - roundStarted;
+      // After a refusal, a waiting caller first checks, without taking anything, whether the group
+      // is free; only then does it run a round.
+      const blockedBy = attempt > 0 && subscriptions ? await blockersNow(parts, request) : [];
+      let outcome: Round;
+      if (blockedBy.length > 0) outcome = { kind: 'refused', blockers: blockedBy };
+      else {
+        const roundStarted = performance.now();
+        outcome = await round(parts, request);
+        roundMs = performance.now() - roundStarted;
+      }
       if (outcome.kind === 'granted') return outcome;
       const blockers = outcome.kind === 'refused' ? outcome.blockers : [];
       const live = subscriptions ? await subscriptions.live : false;
@@ -349,8 +379,7 @@ export async function lockGroup(request: GroupRequest): Promise<{ documents: Any
       const untilExpiry = blockers.length === 0 ? 0 : Math.max(...blockers.map((b) => (b.remainingMs ?? Infinity) + 1));
       const poll = live ? SAFETY_POLL_MS : Math.random() * Math.min(POLL_CAP_MS, POLL_BASE_MS * 2 ** attempt);
       await Promise.race([subscriptions.waitFor(blockers), pause(Math.min(left, untilExpiry, poll), request.signal)]);
-      // Woken: stop listening at once. LockWatch hands each change to one waiting waiter; a group
-      // still subscribed to its other blockers would swallow their changes meant for other waiters.
+      // Woken: stop listening (the next attempt subscribes again, before it reads anything).
       subscriptions.cancel();
       // Callers woken by the same release would otherwise all retry in the same instant: a random
       // pause of up to two rounds' length lets one of them run its round alone. Not growing with

@@ -640,7 +640,8 @@ export class LockStore {
   // ---- Several documents under one acquisition (Model.lockMany, lockAll, the group handle). Each
   // ---- command is described, with the mongod rules it relies on, in docs/mongodb-compatibility.md
   // ---- under "Several documents at once" (#cmd-take-group, #cmd-read-group, #cmd-group-blockers,
-  // ---- #cmd-release-group, #cmd-extend-group, #cmd-explain-group-loss; rules R23-R25).
+  // ---- #cmd-group-precheck, #cmd-release-group, #cmd-extend-group, #cmd-explain-group-loss;
+  // ---- rules R23-R25).
 
   /**
    * Refuses a group acquisition when an open caller transaction of this process writes the lock
@@ -724,6 +725,25 @@ export class LockStore {
   async findGroupBlockers(ids: readonly unknown[], token: string): Promise<GroupBlocker[]> {
     const records = await this.locks
       .find({ _id: { $in: ids }, token: { $ne: token }, ...UNEXPIRED } as Document, {
+        projection: { expiresAt: 1, label: 1, now: '$$NOW' },
+        batchSize: ids.length,
+        singleBatch: true,
+        ...PRIMARY,
+      })
+      .toArray();
+    return records.map((record) => ({ ...blockerFrom(record._id, record), label: typeof record.label === 'string' ? record.label : null }));
+  }
+
+  /**
+   * Before a waiting group tries again: the records among `ids` that would refuse it now, i.e.
+   * unexpired by the server's clock and held by an owner other than `ownerKeys` (a group's own
+   * owner takes its own locks over). One `find`, nothing written: a waiter that is still blocked
+   * takes no lock even for a moment, so it neither refuses other callers nor wakes their waiters
+   * with a release. Projected as findGroupBlockers.
+   */
+  async findBlockersFor(ids: readonly unknown[], ownerKeys: readonly string[]): Promise<GroupBlocker[]> {
+    const records = await this.locks
+      .find({ _id: { $in: ids }, owner: { $nin: ownerKeys }, ...UNEXPIRED } as Document, {
         projection: { expiresAt: 1, label: 1, now: '$$NOW' },
         batchSize: ids.length,
         singleBatch: true,

@@ -54,6 +54,31 @@ describe.each([
     await M.unlockMany(docs);
   });
 
+  test('a waiter that is still blocked takes nothing: after a partial release it only reads (no update) until the group is free', async () => {
+    const M = model();
+    const waiterConn = await connect(db.name);
+    try {
+      const W = await workItemModel(waiterConn.connection, { ttl: 30_000, changeStreams: M === Polled ? 'never' : 'auto' }, M.modelName);
+      const ids = await itemsOf(M, 3);
+      const first = await M.lock(ids[0], 'holder-1');
+      const second = await M.lock(ids[2], 'holder-2');
+      const waiter = W.lockMany(ids, 'waiter', { wait: 20_000 });
+      await sleep(300);
+      waiterConn.resetCommands();
+      await first.unlock();
+      await sleep(800);
+      // Woken (or polling) while ids[2] is still held: reads only.
+      expect(waiterConn.commands.filter((c) => c === 'update')).toEqual([]);
+      expect(waiterConn.commands.filter((c) => c === 'find').length).toBeGreaterThanOrEqual(1);
+      await second.unlock();
+      const docs = await waiter;
+      expect(docs.map((d) => d.heldLock()!.owner)).toEqual(['waiter', 'waiter', 'waiter']);
+      await W.unlockMany(docs);
+    } finally {
+      await waiterConn.close();
+    }
+  });
+
   test('the waiter retries after the blockers\' expiry without any release', async () => {
     const M = model();
     const ids = await itemsOf(M, 3);
