@@ -55,12 +55,14 @@ test('acquireLocks: the documents, their fences, and release() in one command', 
 
 test('renewed together while held: one update per renewal, all still held long after the ttl', async () => {
   const ids = await itemsOf(4);
-  const handle = await WorkItem.acquireLocks(ids, 'session-a', { ttl: 1_200 });
+  // Renewed when a third of the ttl is left: with 4 s, every renewal has over a second of slack
+  // on a loaded machine; 9 s is at least two renewals.
+  const handle = await WorkItem.acquireLocks(ids, 'session-a', { ttl: 4_000 });
   const firstExpiry = handle.expiresAt.getTime();
   const seen: string[] = [];
   const listener = (event: { commandName: string }) => seen.push(event.commandName);
   conn.connection.getClient().on('commandStarted', listener);
-  await sleep(3_000);
+  await sleep(9_000);
   conn.connection.getClient().off('commandStarted', listener);
   expect(handle.signal.aborted).toBe(false);
   expect(await mine(ids, 'session-a')).toEqual([true, true, true, true]);
@@ -133,10 +135,10 @@ describe('withLocks', () => {
       async (docs) => {
         docs[1].title = 'done early';
         await docs[1].saveAndUnlock();
-        await sleep(1_500); // renewals at about 400 ms intervals
+        await sleep(5_000); // past the ttl: held only by renewals
         expect(await mine(ids, 'session-a')).toEqual([true, false, true]);
       },
-      { ttl: 1_200 },
+      { ttl: 3_000 },
     );
     expect(await mine(ids, 'session-a')).toEqual([false, false, false]);
   });
