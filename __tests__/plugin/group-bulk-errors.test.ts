@@ -9,18 +9,22 @@
  *    executeCommands), so failures.ts classifies it as any other command's network error and the
  *    caller's `cause` is the driver's own error.
  */
-import { MongoBulkWriteError, MongoNetworkError, type Collection, type Document } from 'mongodb';
+import { mongo } from 'mongoose';
 import { onlyDuplicateKeys, unwrapBulkError } from '../../src/bulk-errors';
 import { toLockError } from '../../src/failures';
 import { LockDatabaseError } from '../../src';
 import { connect, testDatabase, type MonitoredConnection } from '../support/db';
+
+// The driver Mongoose itself uses (Mongoose 8 carries its own), as the plugin does.
+const { MongoBulkWriteError, MongoNetworkError } = mongo;
+type Document = mongo.Document;
 import { usesFailPoints } from '../support/fail-point-lock';
 
 usesFailPoints();
 
 const db = testDatabase('bulk_errors');
 let conn: MonitoredConnection;
-let coll: Collection<Document>;
+let coll: mongo.Collection<Document>;
 
 beforeAll(async () => {
   conn = await connect(db.name, { retryWrites: true });
@@ -40,7 +44,7 @@ const upserts = (uValues: number[]) => uValues.map((u, i) => ({ updateOne: { fil
 test('a duplicate key in one statement: only that statement fails; onlyDuplicateKeys is true', async () => {
   const error = await coll.bulkWrite(upserts([2, 1, 3]), { ordered: false }).catch((e: unknown) => e);
   expect(error).toBeInstanceOf(MongoBulkWriteError);
-  const bulk = error as MongoBulkWriteError;
+  const bulk = error as mongo.MongoBulkWriteError;
   expect(bulk.result.upsertedCount).toBe(2);
   expect((Array.isArray(bulk.writeErrors) ? bulk.writeErrors : [bulk.writeErrors]).map((e) => [e.index, e.code])).toEqual([[1, 11000]]);
   expect(onlyDuplicateKeys(error)).toBe(true);
