@@ -64,13 +64,29 @@ export function readmeNextFigures(results: LockNextBenchResults): string[] {
 }
 
 /**
- * Benchmark 7's results: those of the last full run (bench/results/latest.json) when it has them,
+ * Benchmark 8's results: those of the last full run (bench/results/latest.json) when it has them,
  * else those of the last `BENCH_ONLY=next` run (bench/results/latest-next.json).
  */
 export function readLatestNextResults(): LockNextBenchResults {
   const full = readLatestResults();
   if (full.lockNext) return full.lockNext;
   return (JSON.parse(readFileSync(join(__dirname, 'results', 'latest-next.json'), 'utf8')) as BenchResults).lockNext!;
+}
+
+/**
+ * The README's `lockMany` figures (benchmark 9), from bench/results/latest-many.json: written by
+ * `BENCH_ONLY=many npm run bench` and by every full run, so they can be re-measured alone.
+ */
+export function readmeManyFigures(results: BenchResults): string[] {
+  if (!results.lockMany) return [];
+  return results.lockMany.sizes.map(
+    (s) =>
+      `| ${s.ids.toLocaleString('en-US')} | ${s.lockMany.commands} | ${ms(s.lockMany.p50)} / ${ms(s.lockMany.p99)} ms | ${s.refused.commands} | ${ms(s.refused.p50)} ms | ${s.unlockMany.commands} | ${s.sequentialLock.commands.toLocaleString('en-US')} | ${ms(s.sequentialLock.p50)} / ${ms(s.sequentialLock.p99)} ms | ${s.speedupP50.toFixed(1)}× |`,
+  );
+}
+
+export function readLatestManyResults(): BenchResults {
+  return JSON.parse(readFileSync(join(__dirname, 'results', 'latest-many.json'), 'utf8')) as BenchResults;
 }
 
 export function readLatestResults(): BenchResults {
@@ -80,4 +96,5 @@ export function readLatestResults(): BenchResults {
 if (require.main === module) {
   for (const line of readmeFigures(readLatestResults())) console.log(line);
   for (const line of readmeNextFigures(readLatestNextResults())) console.log(line);
+  for (const line of readmeManyFigures(readLatestManyResults())) console.log(line);
 }

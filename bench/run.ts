@@ -20,11 +20,12 @@
  *  8. claiming the next free job (issue 17, bench/lock-next.ts): Model.lockNext against the
  *     hand-written find + tryLock loop and the in-document status claim (agenda / mongodb-queue),
  *     with 1, 4 and 16 workers in several processes over 1,000 queued jobs.
+ *  9. Model.lockMany (issue 17, bench/lock-many.ts): commands and latency at 1 / 10 / 100 / 1,000
+ *     ids against N sequential Model.lock calls, the refused lockMany and unlockMany.
  *
- * Sizes can be lowered with BENCH_SCALE (e.g. 0.2) for a quick look. BENCH_ONLY=guard runs only
- * benchmark 6 (results in bench/results/latest-guard.json), BENCH_ONLY=scale only 7
- * (bench/results/latest-scale.json, also `npm run bench:scale`), BENCH_ONLY=next only 8
- * (bench/results/latest-next.json), BENCH_ONLY=core only 1-5.
+ * Sizes can be lowered with BENCH_SCALE (e.g. 0.2) for a quick look. BENCH_ONLY=core runs only 1-5,
+ * BENCH_ONLY=guard only 6, scale only 7 (also `npm run bench:scale`), next only 8, many only 9;
+ * each writes its results to bench/results/latest-<name>.json.
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -37,6 +38,7 @@ import { startBackend } from '../test-backend/backend';
 import { benchGuard, reportGuard, type GuardBenchResults } from './guard';
 import { benchScale, reportScale, type ScaleBenchResults } from './scale';
 import { benchLockNext, reportLockNext, type LockNextBenchResults } from './lock-next';
+import { benchLockMany, reportLockMany, type LockManyBenchResults } from './lock-many';
 import { renderSvg } from './svg';
 
 const SCALE = Number(process.env.BENCH_SCALE ?? 1);
@@ -91,6 +93,7 @@ export interface BenchResults {
   guard?: GuardBenchResults;
   scale?: ScaleBenchResults;
   lockNext?: LockNextBenchResults;
+  lockMany?: LockManyBenchResults;
 }
 
 function percentile(sorted: number[], p: number): number {
@@ -236,6 +239,8 @@ async function main(): Promise<void> {
     if (ONLY === undefined || ONLY === 'scale') results.scale = await benchScale(connection, db, SCALE);
     // ---- 8. Claiming the next free job ---------------------------------------------------------
     if (ONLY === undefined || ONLY === 'next') results.lockNext = await benchLockNext(backend.uri, db, SCALE);
+    // ---- 9. Several documents at once -----------------------------------------------------------
+    if (ONLY === undefined || ONLY === 'many') results.lockMany = await benchLockMany(connection, countCommands, SCALE);
   } finally {
     await connection.getClient().db(dbName).dropDatabase().catch(() => undefined);
     await connection.close();
@@ -522,28 +527,15 @@ function report(results: BenchResults): void {
   const pad = (s: string, w: number) => s.padEnd(w);
   const num = (x: number | null | undefined) => (x === null || x === undefined || Number.isNaN(x) ? '-' : String(x));
   console.log(`\nBenchmarks on ${results.backend}\n${results.machine}\n`);
-  if (ONLY === 'scale') {
-    if (results.scale) reportScale(results.scale);
-    const dir = join(__dirname, 'results');
-    mkdirSync(dir, { recursive: true });
-    writeFileSync(join(dir, 'latest-scale.json'), `${JSON.stringify({ when: results.when, backend: results.backend, backendKind: results.backendKind, machine: results.machine, scale: results.scale }, null, 2)}\n`);
-    console.log(`\nwrote ${join('bench', 'results', 'latest-scale.json')}`);
-    return;
-  }
-  if (ONLY === 'next') {
-    if (results.lockNext) reportLockNext(results.lockNext);
-    const dir = join(__dirname, 'results');
-    mkdirSync(dir, { recursive: true });
-    writeFileSync(join(dir, 'latest-next.json'), `${JSON.stringify(results, null, 2)}\n`);
-    console.log(`\nwrote ${join('bench', 'results', 'latest-next.json')}`);
-    return;
-  }
-  if (ONLY === 'guard') {
+  if (ONLY !== undefined && ONLY !== 'core') {
     if (results.guard) reportGuard(results.guard);
+    if (results.scale) reportScale(results.scale);
+    if (results.lockNext) reportLockNext(results.lockNext);
+    if (results.lockMany) reportLockMany(results.lockMany);
     const dir = join(__dirname, 'results');
     mkdirSync(dir, { recursive: true });
-    writeFileSync(join(dir, 'latest-guard.json'), `${JSON.stringify(results, null, 2)}\n`);
-    console.log(`\nwrote ${join('bench', 'results', 'latest-guard.json')}`);
+    writeFileSync(join(dir, `latest-${ONLY}.json`), `${JSON.stringify(results, null, 2)}\n`);
+    console.log(`\nwrote ${join('bench', 'results', `latest-${ONLY}.json`)}`);
     return;
   }
   console.log('1. Uncontended lock + unlock cycle (sequential, one client)');
@@ -570,10 +562,13 @@ function report(results: BenchResults): void {
   if (results.guard) reportGuard(results.guard);
   if (results.scale) reportScale(results.scale);
   if (results.lockNext) reportLockNext(results.lockNext);
+  if (results.lockMany) reportLockMany(results.lockMany);
 
   const dir = join(__dirname, 'results');
   mkdirSync(dir, { recursive: true });
   writeFileSync(join(dir, 'latest.json'), `${JSON.stringify(results, null, 2)}\n`);
+  // The README quotes benchmark 7 from its own file, which BENCH_ONLY=many also writes.
+  if (results.lockMany) writeFileSync(join(dir, 'latest-many.json'), `${JSON.stringify({ ...results, cycle: [], commands: [], handoff: [], guard: undefined }, null, 2)}\n`);
   writeFileSync(join(dir, 'latest.svg'), renderSvg(results));
   console.log(`\nwrote ${join('bench', 'results', 'latest.json')} and ${join('bench', 'results', 'latest.svg')}`);
 }

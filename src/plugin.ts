@@ -9,6 +9,7 @@ import { InvalidLockArgumentError, InvalidLockOptionError, LockExpiredOnArrivalE
 import { attachHeldLock, heldLockState, leaseLeft, lostError, newHeldLockState, releaseOutcomeUnknown, type HeldLock, type HeldLockState } from './held-lock';
 import { typedErrors } from './failures';
 import { idKey } from './id-key';
+import { installGroupStatics } from './group-statics';
 import { installWriteGuard, saveWithContext } from './guard/install';
 import { refuseSaveLockOptions } from './guard/options';
 import { LockHandle, asyncDispose } from './lock-handle';
@@ -385,6 +386,9 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
 
   // Job workers: Model.lockNext, acquireNext, withNext (next-statics.ts).
   installNextStatics(schema, { runtimeOf, ownerKey, options, unlockDocument });
+
+  // Several documents at once: Model.lockMany, acquireLocks, withLocks, unlockMany (group-statics.ts).
+  installGroupStatics(schema, { runtimeOf, castId, ownerKey, defaultTtl: options.ttl });
 
   installWriteGuard(schema, { runtimeOf, ownerKey, options });
 }

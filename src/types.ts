@@ -1,6 +1,8 @@
 /** Public types: the statics and methods the plugin adds, typed on the model and document. */
 import type { HydratedDocument, Model, SaveOptions, Types } from 'mongoose';
 import type { LockCallOptions, LockOptions } from './arguments';
+import type { LockGroupOptions, LockManyOptions } from './group-arguments';
+import type { LockGroupHandle } from './lock-group-handle';
 import type { HeldLock } from './held-lock';
 import type { LockHandle } from './lock-handle';
 import type { LockInfo, LockPage, LockRecord, LockStatus } from './lock-store';
@@ -57,6 +59,34 @@ export interface LockStatics<THydrated> {
    * at once if it is lost, always releases at the end, and returns what `fn` returns.
    */
   withLock<R>(id: LockTargetId, owner: string, fn: (doc: THydrated, signal: AbortSignal) => Promise<R> | R, options?: Omit<LockCallOptions, 'resume'>): Promise<R>;
+  /**
+   * Locks several documents for `owner` as one acquisition, all or nothing, and returns them in the
+   * order of `ids`, each loaded after the locks were taken and carrying its lock (each saves,
+   * `saveAndUnlock`s and `unlock`s on its own; `unlockMany` releases them together). Throws
+   * LockedError naming a blocking document (with its holder's label) after releasing everything it
+   * took; LockTargetNotFoundError for a missing document. With `wait`, waits for all of them to be
+   * free at once; overlapping callers never deadlock. At most 1,000 ids, no duplicates; a constant
+   * number of commands whatever their number.
+   */
+  lockMany(ids: readonly LockTargetId[], owner: string, options?: LockManyOptions): Promise<THydrated[]>;
+  /**
+   * `lockMany` with a handle: the locks are renewed together while held (`autoExtend`, default
+   * true), `signal` aborts if any of them is lost, and `release()` (or the end of an `await using`
+   * block) releases them together.
+   */
+  acquireLocks(ids: readonly LockTargetId[], owner: string, options?: LockGroupOptions): Promise<LockGroupHandle<THydrated[]>>;
+  /**
+   * Runs `fn(docs, signal)` while holding the locks of every document of `ids`: renews them
+   * together, aborts `signal` at once if one is lost, always releases them at the end, and returns
+   * what `fn` returns.
+   */
+  withLocks<R>(ids: readonly LockTargetId[], owner: string, fn: (docs: THydrated[], signal: AbortSignal) => Promise<R> | R, options?: LockGroupOptions): Promise<R>;
+  /**
+   * Releases the locks the documents carry (from `lockMany` or `lock`): one command for the
+   * documents of one `lockMany`. Throws LockNotHeldError if one was already released or lost (after
+   * releasing the others).
+   */
+  unlockMany(docs: readonly THydrated[]): Promise<void>;
   /**
    * Releases `owner`'s unexpired lock on the document (with `{ ticket }`: only that acquisition)
    * in one command, from any request; resolves to whether a lock was released. Never releases

@@ -168,6 +168,32 @@ describe.each(['hash', 'plain'] as const)('ownerStorage %s: the web story\'s ent
   });
 });
 
+// Issue 17: the group calls put the owner key, the token, the ttl and the label into one pipeline per document.
+describe.each(['hash', 'plain'] as const)('ownerStorage %s: lockMany, its handle and unlockMany evaluate nothing a caller passes', (ownerStorage) => {
+  let WorkItem: WorkItemModel;
+  beforeAll(async () => {
+    WorkItem = await workItemModel(conn.connection, { ownerStorage, ttl: 5_000 });
+  });
+
+  test.each(dollarOwners)('owner and label %j: a granted group, a refused one, a renewal and a release', async (owner) => {
+    const ids = (await WorkItem.create([{ title: 'g1' }, { title: 'g2' }, { title: 'g3' }])).map((d) => d._id);
+    sent.length = 0;
+    const docs = await WorkItem.lockMany(ids.slice(0, 2), owner, { label: owner });
+    expect(docs.map((d) => d.heldLock()!.label)).toEqual([owner, owner]);
+    // Someone else is refused on the whole group, and an owner naming a field cannot take it over.
+    await expect(WorkItem.lockMany(ids, 'ordinary-owner')).rejects.toBeInstanceOf(LockedError);
+    if (owner !== '$owner') await expect(WorkItem.lockMany(ids, '$owner', { label: '$label' })).rejects.toBeInstanceOf(LockedError);
+    expect(await WorkItem.isLocked(ids[2])).toBe(false);
+    await WorkItem.unlockMany(docs);
+    const handle = await WorkItem.acquireLocks(ids, owner, { label: owner, autoExtend: false });
+    await handle.extend(7_000);
+    await handle.release();
+    expect((await WorkItem.lockStatus(ids)).every((s) => s === null)).toBe(true);
+    expect(sent.length).toBeGreaterThan(0);
+    for (const command of sent) for (const s of evaluatedStrings(command)) expect(ALLOWED_DOLLAR_STRINGS).toContain(s);
+  });
+});
+
 test('the walker notices an unwrapped caller value (the check can fail)', () => {
   expect(evaluatedStrings({ findAndModify: 'x', update: [{ $set: { owner: '$_id' } }] })).toEqual(['$_id']);
   expect(evaluatedStrings({ find: 'x', filter: { $expr: { $eq: ['$owner', '$$ROOT'] } } })).toEqual(['$owner', '$$ROOT']);

@@ -182,10 +182,11 @@ export function parsedBeforeSession(name: string): boolean {
 }
 
 /** The batch field of each write command. */
+/** write_ops::kMaxWriteBatchSize (also hello's `maxWriteBatchSize`). */
+export const MAX_WRITE_BATCH_SIZE = 100_000;
+
 const BATCH_FIELDS: Record<string, string> = { insert: 'documents', update: 'updates', delete: 'deletes' };
 
-/** write_ops::kMaxWriteBatchSize. */
-const MAX_WRITE_BATCH_SIZE = 100000;
 
 /**
  * The batch of a write command, after its fields were parsed: IDLParserContext::throwMissingField

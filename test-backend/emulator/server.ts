@@ -211,13 +211,20 @@ export async function dispatch(state: ServerState, msg: IncomingMessage, conn: C
     if (cmd.let !== undefined && LET_COMMANDS.has(name)) ctx.vars.let = evaluateLet(cmd.let, ctx.vars);
     ctx.exec = { storage: state.storage, txns: state.txns, txn: ctx.txn, vars: ctx.vars, db };
     const retryable = !inTransaction && WRITE_COMMANDS.has(name) && cmd.lsid !== undefined && cmd.txnNumber !== undefined;
-    if (retryable) {
+    // An update is retried statement by statement (the handler reads ctx.executedStatements);
+    // every other retryable write is answered whole.
+    if (retryable && name === 'update') ctx.executedStatements = state.txns.executedStatements(cmd);
+    else if (retryable) {
       const prior = state.txns.retryResult(cmd);
       // A fail point's writeConcernError applies to the retried command's reply too.
       if (prior) return withClusterTime(state, afterFailPoint({ ...prior }));
     }
     // onPrimaryTransactionalWrite (write-failpoints.ts): close the connection before the write, or after it.
-    const writeFp = retryable && ctx.state.topology === 'replset' ? state.failPoints?.writes?.onRetryableWrite() : undefined;
+    // A retried update whose statements all wrote already writes nothing now, and the fail point acts
+    // "after each write" (src/mongo/db/transaction/transaction_participant.cpp), so it does not fire.
+    const executed = ctx.executedStatements;
+    const replayOnly = executed !== undefined && Array.isArray(cmd.updates) && cmd.updates.length > 0 && cmd.updates.every((_: unknown, i: number) => executed.has(i));
+    const writeFp = retryable && !replayOnly && ctx.state.topology === 'replset' ? state.failPoints?.writes?.onRetryableWrite() : undefined;
     if (writeFp?.kind === 'closeWithoutWrite') {
       conn.close();
       return undefined;
@@ -231,7 +238,7 @@ export async function dispatch(state: ServerState, msg: IncomingMessage, conn: C
     // statements come from the oplog entries of the write, onWriteOpCompletedOnPrimary); a write
     // that changed nothing leaves no entry and runs again when retried. findAndModify records what
     // parseOplogEntryForFindAndModify rebuilds from the oplog (see crud.ts), not its projected reply.
-    if (retryable) state.txns.recordRetry(cmd, state.storage.seq !== seqBefore ? (ctx.retryReply ?? reply) : undefined);
+    if (retryable && name !== 'update') state.txns.recordRetry(cmd, state.storage.seq !== seqBefore ? (ctx.retryReply ?? reply) : undefined);
     if (writeFp?.kind === 'closeAfterWrite') {
       conn.close();
       return undefined;

@@ -58,8 +58,11 @@ export class Transaction implements LockHolder {
 
 interface SessionState {
   txn?: Transaction;
-  /** Highest txnNumber seen for retryable writes and its recorded reply. */
-  retry?: { txnNumber: number; reply: Document | undefined };
+  /**
+   * Highest txnNumber seen for retryable writes and its recorded reply; for an `update`, the
+   * statements that wrote, by index (see executedStatements).
+   */
+  retry?: { txnNumber: number; reply: Document | undefined; statements?: Map<number, Document> };
 }
 
 /**
@@ -297,6 +300,23 @@ export class TransactionManager {
       throw new MongoCommandError(Codes.TransactionTooOld, `Retryable write with txnNumber ${n} is prohibited on session because a newer retryable write with txnNumber ${s.retry.txnNumber} has already started on this session.`);
     }
     return undefined;
+  }
+
+  /**
+   * The statements of a retryable `update` (lsid, txnNumber) that already wrote, by index, each
+   * with the result mongod rebuilds from its oplog entry (parseOplogEntryForUpdate in
+   * src/mongo/db/query/write_ops/write_ops_retryability.cpp); performUpdates answers those and
+   * runs the others (write_ops_exec.cpp, checkStatementExecutedAndFetchOplogEntry per stmtId). The
+   * map is the session's own record: the handler adds the statements it runs that write.
+   */
+  executedStatements(cmd: Document): Map<number, Document> | undefined {
+    const lsid = cmd.lsid as Document | undefined;
+    if (!lsid || cmd.txnNumber === undefined) return undefined;
+    this.retryResult(cmd); // TransactionTooOld for an older txnNumber
+    const s = this.session(lsid);
+    const n = txnNum(cmd.txnNumber);
+    if (!s.retry || s.retry.txnNumber !== n || !s.retry.statements) s.retry = { txnNumber: n, reply: undefined, statements: new Map() };
+    return s.retry.statements;
   }
 
   /** `reply` undefined: the write changed nothing, so a retry with this txnNumber runs it again. */

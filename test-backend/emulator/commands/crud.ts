@@ -135,10 +135,25 @@ const update: Handler = async (ctx) => {
   // whole command ("BSON field '<path>' is an unknown field.", 40415).
   if (updates.some((st) => isPlainObject(st) && st.sort !== undefined)) throw new MongoCommandError(40415, "BSON field 'update.updates.sort' is an unknown field.");
   const onView = isView(ctx, name);
+  const executed = ctx.executedStatements;
+  const retriedStmtIds: number[] = [];
   const writeErrors = await runStatements(ctx, updates, (st, index) => {
+    // A retryable write: a statement that already wrote is answered from its record (its stmtId is
+    // its index: drivers send no stmtIds), the others run (performUpdates).
+    const prior = executed?.get(index);
+    if (prior) {
+      retriedStmtIds.push(index);
+      n += prior.n as number;
+      nModified += prior.nModified as number;
+      if (prior.upsertedId !== undefined) upserted.push({ index, _id: prior.upsertedId });
+      return;
+    }
     if (onView) throw viewNotCollection(ctx.db, name);
     rejectStatementOptions(ctx, st, ['collation']);
     checkPipelineUpdateOptions(st);
+    // performSingleUpdateOpWithDupKeyRetry (write_ops_exec.cpp): a multi statement cannot be part
+    // of a retryable write; the statement fails, the batch goes on as for any statement error.
+    if (executed && st.multi) throw new MongoCommandError(Codes.InvalidOptions, 'Cannot use (or request) retryable writes with multi=true');
     const r = updateStatement(ctx.exec, ctx.db, name, {
       q: st.q as Document,
       u: st.u as UpdateSpec,
@@ -150,9 +165,15 @@ const update: Handler = async (ctx) => {
     n += r.n;
     nModified += r.nModified;
     if (r.upsertedId !== undefined) upserted.push({ index, _id: r.upsertedId });
+    // What parseOplogEntryForUpdate rebuilds from the statement's oplog entry, if it wrote one:
+    // an insert (the upsert) or an update. A statement that changed nothing has none.
+    if (r.upsertedId !== undefined) executed?.set(index, { n: 1, nModified: 0, upsertedId: r.upsertedId });
+    else if (r.nModified > 0) executed?.set(index, { n: 1, nModified: 1 });
   });
   const reply: Document = { n, nModified, ok: 1 };
   if (upserted.length) reply.upserted = upserted;
+  // write_commands.cpp serializeReply: retriedStmtIds only when a statement was answered from its record.
+  if (retriedStmtIds.length) reply.retriedStmtIds = retriedStmtIds;
   return withErrors(reply, writeErrors);
 };
 

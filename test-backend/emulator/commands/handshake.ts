@@ -2,11 +2,10 @@
 import { Long, type Document } from 'bson';
 import type { CommandCtx, Handler } from '../context';
 import { Codes, MongoCommandError, unsupported } from '../errors';
-import { checkCommandFields } from '../command-fields';
+import { MAX_WRITE_BATCH_SIZE, checkCommandFields } from '../command-fields';
 
 export const MAX_BSON_OBJECT_SIZE = 16 * 1024 * 1024;
 export const MAX_MESSAGE_SIZE = 48_000_000;
-export const MAX_WRITE_BATCH_SIZE = 100_000;
 
 /**
  * The hello / isMaster reply. Shape from `src/mongo/db/repl/replication_info.cpp`:
