@@ -1,5 +1,5 @@
 /**
- * README snippets as code: every ```ts block is extracted, wrapped into a module, type-checked
+ * Documentation snippets as code (the README, CONTRIBUTING.md and every guide in docs/): every ```ts block is extracted, wrapped into a module, type-checked
  * against the sources (as if imported from 'mongoose-pessimistic-lock'), and the blocks marked
  * `<!-- doc-test: run -->` on the line before the fence are executed against the test backend.
  *
@@ -16,7 +16,7 @@
  *     }
  *   }
  */
-import { readFileSync } from 'node:fs';
+import { readFileSync, readdirSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import * as ts from 'typescript';
 import { CONTEXT_NAMES } from './readme-context';
@@ -25,9 +25,11 @@ export const ROOT = join(__dirname, '..', '..', '..');
 const DOCS_DIR = join(ROOT, '__tests__', 'docs');
 
 export interface ReadmeBlock {
-  /** 1-based index among the README's TypeScript blocks. */
+  /** The markdown file, relative to the repository root. */
+  file: string;
+  /** 1-based index among the file's TypeScript blocks. */
   index: number;
-  /** README line of the first code line. */
+  /** Line of the first code line in the file. */
   line: number;
   code: string;
   run: boolean;
@@ -45,26 +47,42 @@ export function readReadme(): string {
   return readFileSync(join(ROOT, 'README.md'), 'utf8');
 }
 
-export function extractBlocks(markdown: string): ReadmeBlock[] {
+/**
+ * The documentation checked as code: the README, CONTRIBUTING.md and every guide in docs/ (the
+ * compatibility record is prose about the server, with no TypeScript to run).
+ */
+export function docFiles(): string[] {
+  const guides = readdirSync(join(ROOT, 'docs'))
+    .filter((name) => name.endsWith('.md') && name !== 'mongodb-compatibility.md')
+    .sort()
+    .map((name) => `docs/${name}`);
+  return ['README.md', 'CONTRIBUTING.md', ...guides];
+}
+
+export function readDoc(file: string): string {
+  return readFileSync(join(ROOT, file), 'utf8');
+}
+
+export function extractBlocks(markdown: string, file = 'README.md'): ReadmeBlock[] {
   const lines = markdown.split('\n');
   const blocks: ReadmeBlock[] = [];
   for (let i = 0; i < lines.length; i++) {
     if (!FENCE_OPEN.test(lines[i]!)) continue;
     let end = i + 1;
     while (end < lines.length && lines[end] !== '```') end++;
-    if (end >= lines.length) throw new Error(`README.md:${i + 1}: a \`\`\`ts block is never closed`);
+    if (end >= lines.length) throw new Error(`${file}:${i + 1}: a \`\`\`ts block is never closed`);
     let before = i - 1;
     while (before >= 0 && lines[before]!.trim() === '') before--;
     const run = before >= 0 && RUN_MARK.test(lines[before]!.trim());
     const index = blocks.length + 1;
-    blocks.push(wrap(index, i + 2, lines.slice(i + 1, end), run));
+    blocks.push(wrap(file, index, i + 2, lines.slice(i + 1, end), run));
     i = end;
   }
   return blocks;
 }
 
 /** Hoists import declarations (possibly multi-line) and wraps the rest, keeping line positions. */
-function wrap(index: number, line: number, codeLines: string[], run: boolean): ReadmeBlock {
+function wrap(file: string, index: number, line: number, codeLines: string[], run: boolean): ReadmeBlock {
   const imports: string[] = [];
   const body: string[] = [];
   let inImport = false;
@@ -85,10 +103,11 @@ function wrap(index: number, line: number, codeLines: string[], run: boolean): R
     '  {',
   ];
   const source = [...header, ...body, '  }', '}', ''].join('\n');
-  return { index, line, code: codeLines.join('\n'), run, fileName: join(DOCS_DIR, `readme-block-${index}.ts`), source, bodyOffset: header.length };
+  const slug = file.replace(/\.md$/, '').replace(/[^A-Za-z0-9]+/g, '-').toLowerCase();
+  return { file, index, line, code: codeLines.join('\n'), run, fileName: join(DOCS_DIR, `doc-block-${slug}-${index}.ts`), source, bodyOffset: header.length };
 }
 
-/** Type-checks all blocks in one program; returns the diagnostics as `README.md:<line>: <message>`. */
+/** Type-checks all blocks in one program; returns the diagnostics as `<file>:<line>: <message>`. */
 export function typeCheck(blocks: ReadmeBlock[]): string[] {
   const configFile = ts.readConfigFile(join(ROOT, 'tsconfig.json'), ts.sys.readFile);
   const parsed = ts.parseJsonConfigFileContent(configFile.config, ts.sys, ROOT);
@@ -118,7 +137,7 @@ export function typeCheck(blocks: ReadmeBlock[]): string[] {
   return diagnostics.map((d) => {
     const block = virtual.get(d.file!.fileName)!;
     const { line } = d.file!.getLineAndCharacterOfPosition(d.start ?? 0);
-    const where = line >= block.bodyOffset ? `README.md:${block.line + line - block.bodyOffset}` : `README.md block ${block.index} (imports, from line ${block.line})`;
+    const where = line >= block.bodyOffset ? `${block.file}:${block.line + line - block.bodyOffset}` : `${block.file} block ${block.index} (imports, from line ${block.line})`;
     return `${where}: ${ts.flattenDiagnosticMessageText(d.messageText, '\n')}`;
   });
 }
@@ -132,13 +151,13 @@ export function compileBlock(block: ReadmeBlock, resolve: (name: string) => unkn
   const module = { exports: {} as { run?: (context: unknown) => Promise<void> } };
   // Compiling the README's own code is the point.
   new Function('exports', 'require', 'module', '__filename', '__dirname', outputText)(module.exports, resolve, module, block.fileName, dirname(block.fileName));
-  if (typeof module.exports.run !== 'function') throw new Error(`README block ${block.index}: no run()`);
+  if (typeof module.exports.run !== 'function') throw new Error(`${block.file} block ${block.index}: no run()`);
   return module.exports.run;
 }
 
 export function describeBlock(block: ReadmeBlock): string {
   const first = block.code.split('\n').find((l) => l.trim() !== '' && !l.startsWith('import')) ?? '';
-  return `README.md:${block.line} ${first.trim().slice(0, 60)}`;
+  return `${block.file}:${block.line} ${first.trim().slice(0, 60)}`;
 }
 
 export const readmePath = (file: string): string => relative(ROOT, file);
