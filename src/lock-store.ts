@@ -20,9 +20,12 @@
  *  - No caller value is ever evaluated: owners, tokens and ttls enter pipelines, `$expr` and
  *    projections only inside `$literal`.
  *  - Fencing tokens: each acquisition sets `fence` to the larger of the previous fence + 1 and
- *    the server's `$$NOW` in microseconds. While the record exists the counter only grows; once
- *    the TTL monitor purged it (at least `purgeAfter` after its last expiry), the server clock
- *    has moved past every fence it ever issued for that document.
+ *    the server's `$$NOW` in microseconds. While the record exists the counter only grows. Once
+ *    the TTL monitor purged it (at least `purgeAfter` after its last expiry) nothing remembers
+ *    the old fences, and a new one is above them only if no clock that reads `$$NOW` for this
+ *    collection reads `purgeAfter / 2` or more behind an earlier reading (skew between primaries
+ *    or mongos, or a clock stepped back): an assumption, not a guarantee (known divergence 6 in
+ *    docs/mongodb-compatibility.md).
  */
 import { randomBytes } from 'node:crypto';
 import type { mongo } from 'mongoose';
@@ -104,10 +107,11 @@ export interface ClaimResult {
 }
 
 /**
- * An upsert of a claim lost an insert race inside a transaction and got a duplicate-key error:
- * mongod retries such an upsert itself only outside transactions (shouldRetryDuplicateKeyException
- * in src/mongo/db/query/write_ops/write_ops_exec.cpp), so the guard retries the transaction.
- * Carries the TransientTransactionError label for that reason.
+ * An upsert of a claim lost an insert race inside a transaction and got a duplicate-key error.
+ * Whether mongod retries such an upsert itself inside a transaction depends on the version (R9 in
+ * docs/mongodb-compatibility.md: 6.0-8.0 retry it there too, current master never does,
+ * shouldRetryDuplicateKeyException in write_ops_exec.cpp), so the guard cannot count on it and
+ * retries the transaction. Carries the TransientTransactionError label for that reason.
  */
 export class ClaimRaceError extends Error {
   readonly errorLabels = ['TransientTransactionError'];
@@ -177,10 +181,12 @@ const NEXT_FENCE = { $max: [{ $add: [{ $ifNull: ['$fence', 0] }, 1] }, { $multip
 const PRIMARY = { readPreference: 'primary' } as const;
 
 /**
- * How often acquire retries after a duplicate-key error. Outside transactions mongod retries an
- * `_id`-equality upsert that lost an insert race as an update itself, a bounded number of times
- * (shouldRetryDuplicateKeyException in src/mongo/db/query/write_ops/write_ops_exec.cpp), so the
- * error reaches us only if that bound was exhausted; we try again a little more.
+ * How often acquire retries after a duplicate-key error. mongod retries an `_id`-equality upsert
+ * that lost an insert race as an update itself (shouldRetryDuplicateKeyException in
+ * write_ops_exec.cpp; R9 in docs/mongodb-compatibility.md, per version): without bound in 6.0,
+ * 7.0 and the 8.0 line read, at most upsertMaxRetryAttemptsOnDuplicateKeyError times on current
+ * master. So the error reaches us only where a bound exists and was exhausted; we try again a
+ * little more rather than trust any one version's loop.
  */
 const ACQUIRE_ATTEMPTS = 3;
 
