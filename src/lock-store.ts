@@ -2,7 +2,7 @@
  * The lock algorithm: every MongoDB operation on the lock collection, each written once.
  *
  * A lock is one record in the sibling collection, keyed by the locked document's `_id`:
- *   { _id, owner, token, fence, acquiredAt, expiresAt, label, claim?, lastWriteAt? }
+ *   { _id, owner, token, fence, acquiredAt, expiresAt, label, ttl, claim?, lastWriteAt? }
  * Releasing does not delete the record: it expires it and clears owner and token, so the
  * record keeps the document's fencing counter. The TTL index removes records `purgeAfter`
  * after they expired.
@@ -51,6 +51,11 @@ export interface LockRecord {
   expiresAt: Date;
   /** The holder's display label (`lock(id, owner, { label })`), stored in clear; null once released. */
   label?: string | null;
+  /**
+   * The ttl the acquisition asked for, in ms: what a resume without `ttl` extends by. Absent on
+   * records written before it existed (a resume then uses the plugin's ttl).
+   */
+  ttl?: number;
   /** When a guarded write last verified or claimed the lock inside a transaction. */
   lastWriteAt?: Date;
   /** Random value written by a guarded write's transaction, so that its write is never a no-op. */
@@ -63,6 +68,8 @@ export interface Grant extends GrantTiming {
   fence: number;
   acquiredAt: Date;
   label: string | null;
+  /** A resume without a ttl of its own: the acquisition's ttl it extended by (read from the record). */
+  ttl?: number;
 }
 
 /** Public view of a lock: no owner, no token. */
@@ -259,6 +266,7 @@ export class LockStore {
             acquiredAt: '$$NOW',
             expiresAt: { $add: ['$$NOW', lit(ttl)] },
             label: lit(label),
+            ttl: lit(ttl),
           }),
           {
             upsert: true,
@@ -557,7 +565,9 @@ export class LockStore {
 
   /**
    * Continues one acquisition (a lock ticket) for the owner that took it, only while it is still
-   * current, and extends it to `ttl` from the server's now. One `findAndModify`, no upsert:
+   * current, and extends it to `ttl` from the server's now, or, without `ttl`, to the acquisition's
+   * own ttl (stored in the record by the acquisition; `fallbackTtl`, the plugin's, for a record
+   * written before that field existed). One `findAndModify`, no upsert:
    *  - filter `{ _id, owner, token, $expr: expiresAt > $$NOW }`: the `_id` index finds the record
    *    (IDHACK); the other conditions make the command match only this very acquisition, held by
    *    this owner and unexpired by the server's clock. `$expr` is allowed here because this is
@@ -566,21 +576,26 @@ export class LockStore {
    *    concurrently, mongod re-evaluates the whole filter against the latest version before it
    *    writes (write_stage_common::ensureStillMatches, src/mongo/db/exec/write_stage_common.cpp),
    *    so a resume never extends someone else's lock;
-   *  - the update keeps token, fence, owner and label (it is the same acquisition) and only moves
-   *    `expiresAt`;
-   *  - the reply is projected to fence, dates, label and `$$NOW`: never the owner key.
+   *  - the update keeps token, fence, owner, label and the stored ttl (it is the same acquisition)
+   *    and only moves `expiresAt`. Without a caller ttl it adds `$ifNull: ['$ttl', fallback]`, the
+   *    record's own field read by the same `$set` stage (R4: the stage sees the record as it was);
+   *    the fallback, like every caller value, is a `$literal`;
+   *  - the reply is projected to fence, dates, label, the stored ttl and `$$NOW`: never the owner key.
    * When nothing matched, one more read (`explainStaleTicket`) says why.
    */
-  async resume(documentId: unknown, ownerKey: string, ticket: TicketParts, ttl: number): Promise<Grant> {
+  async resume(documentId: unknown, ownerKey: string, ticket: TicketParts, ttl: number | undefined, fallbackTtl: number): Promise<Grant> {
     this.refuseIfInOpenTransaction(documentId);
+    const extension = ttl === undefined ? { $ifNull: ['$ttl', lit(fallbackTtl)] } : lit(ttl);
     // Read immediately before sending: the lease is timed from here (lease.ts).
     const sentAt = monotonicNow();
     const record = await this.locks.findOneAndUpdate(
       { _id: documentId, owner: ownerKey, token: ticket.token, ...UNEXPIRED } as Document,
-      [{ $set: { expiresAt: { $add: ['$$NOW', lit(ttl)] } } }],
-      { returnDocument: 'after', projection: { _id: 0, fence: 1, acquiredAt: 1, expiresAt: 1, label: 1, now: '$$NOW' } },
+      [{ $set: { expiresAt: { $add: ['$$NOW', extension] } } }],
+      { returnDocument: 'after', projection: { _id: 0, fence: 1, acquiredAt: 1, expiresAt: 1, label: 1, ttl: 1, now: '$$NOW' } },
     );
     if (!record) throw await this.explainStaleTicket(documentId, ownerKey, ticket);
+    // The ttl this command added: the caller's, else the record's (what `$ifNull` chose).
+    const added = ttl ?? (typeof record.ttl === 'number' ? record.ttl : fallbackTtl);
     return {
       token: ticket.token,
       fence: Number(record.fence),
@@ -589,9 +604,10 @@ export class LockStore {
       // A retried findAndModify comes back without the projection (SERVER-31242, see acquire):
       // then the command's `$$NOW` is the new expiry minus the ttl it added (a command sent
       // after `sentAt`, so the lease stays conservative).
-      serverNow: record.now instanceof Date ? record.now : new Date((record.expiresAt as Date).getTime() - ttl),
+      serverNow: record.now instanceof Date ? record.now : new Date((record.expiresAt as Date).getTime() - added),
       sentAt,
       label: typeof record.label === 'string' ? record.label : null,
+      ...(ttl === undefined ? { ttl: added } : {}),
     };
   }
 
@@ -749,6 +765,7 @@ export class LockStore {
             acquiredAt: '$$NOW',
             expiresAt: { $add: ['$$NOW', lit(ttl)] },
             label: lit(label),
+            ttl: lit(ttl),
           }),
           {
             upsert: true,
@@ -821,6 +838,7 @@ export class LockStore {
           acquiredAt: '$$NOW',
           expiresAt: { $add: ['$$NOW', lit(ttl)] },
           label: lit(label),
+          ttl: lit(ttl),
         });
         pipelines.set(ownerKey, pipeline);
       }
