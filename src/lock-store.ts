@@ -614,7 +614,8 @@ export class LockStore {
   /**
    * Why a ticket no longer works: one read of the record, projected to comparisons computed by
    * the server (same token? same fence? this owner? expired by `$$NOW`?), so neither the current
-   * holder's token nor any owner key reaches this process.
+   * holder's token nor any owner key reaches this process. `mine` also says whether a later
+   * acquisition that took the lock over is this owner's (a second tab of the same session).
    */
   private async explainStaleTicket(documentId: unknown, ownerKey: string, ticket: TicketParts): Promise<LockNotHeldError> {
     const record = await this.locks.findOne({ _id: documentId } as Document, {
@@ -648,7 +649,9 @@ export class LockStore {
       return new LockExpiredError(documentId, record.expiresAt instanceof Date ? record.expiresAt : undefined);
     }
     if (record.released === true && record.sameFence === true) return new LockNotHeldError(documentId, 'released');
-    return new LockNotHeldError(documentId, 'taken_over');
+    // A later acquisition: the server said whether its owner is this caller's (`mine`). Once it was
+    // released its owner is cleared, and whose it was is unknown.
+    return new LockNotHeldError(documentId, 'taken_over', undefined, undefined, record.released === true ? undefined : { sameOwner: record.mine === true });
   }
 
   /**
