@@ -1,7 +1,10 @@
 /**
- * Documentation that is true (issue 11, item 8). README.md is checked as code:
+ * Documentation that is true (issue 11, item 8; issue 18: the guides too). README.md and every
+ * guide under docs/ are checked as code:
  *  - every TypeScript block type-checks against the sources, and the blocks marked
- *    `<!-- doc-test: run -->` run against the test backend (support/readme-blocks.ts);
+ *    `<!-- doc-test: run -->` run against the test backend (support/readme-blocks.ts); page
+ *    scripts (`<!-- doc-test: browser -->`) type-check with the DOM's types;
+ *  - no guide hides code in a fence the test does not read (```js, ```javascript, ...);
  *  - the shapes it documents (getLock, heldLock, lockStatus, the lock record) are the real ones;
  *  - every export of the package is documented;
  *  - its links resolve for npm readers (in-page anchors, absolute URLs, files in the tarball);
@@ -17,11 +20,11 @@ import * as pkg from '../../src';
 import { readLatestManyResults, readLatestNextResults, readLatestResults, readmeFigures, readmeManyFigures, readmeNextFigures } from '../../bench/readme-tables';
 import { testUri } from '../../test-backend/test-env';
 import { connect, testDatabase, type MonitoredConnection } from '../support/db';
-import { ROOT, compileBlock, describeBlock, extractBlocks, readReadme, typeCheck } from './support/readme-blocks';
+import { ROOT, compileBlock, describeBlock, extractAllBlocks, guideFiles, readReadme, typeCheck, typeCheckBrowser } from './support/readme-blocks';
 import { createReadmeContext } from './support/readme-context';
 
 const readme = readReadme();
-const blocks = extractBlocks(readme);
+const blocks = extractAllBlocks();
 const runnable = blocks.filter((block) => block.run);
 
 /** The README without its fenced code blocks (prose, tables, headings). */
@@ -49,14 +52,37 @@ function documentedFields(marker: string): string[] {
     .sort();
 }
 
-describe('README TypeScript blocks', () => {
+describe('README and guide TypeScript blocks', () => {
   test('there are blocks, and the runnable ones are marked', () => {
-    expect(blocks.length).toBeGreaterThanOrEqual(11);
-    expect(runnable.length).toBeGreaterThanOrEqual(10);
+    const inReadme = blocks.filter((block) => block.file === 'README.md');
+    expect(inReadme.length).toBeGreaterThanOrEqual(11);
+    expect(inReadme.filter((block) => block.run).length).toBeGreaterThanOrEqual(10);
+  });
+
+  test('the guides under docs/ are read too: their blocks are collected, and none hides code in a fence this test does not check', () => {
+    const guides = guideFiles();
+    expect(guides).toContain('docs/web-apps.md');
+    const webApps = blocks.filter((block) => block.file === 'docs/web-apps.md');
+    expect(webApps.filter((block) => block.run).map((block) => block.code)).toEqual([expect.stringContaining("app.post('/items/:id/keep-alive'")]);
+    expect(webApps.filter((block) => block.browser).map((block) => block.code)).toEqual([expect.stringContaining('/keep-alive`')]);
+    // Code in any other language than these is not type-checked: write it as ```ts (or ```sh, ...).
+    // The compatibility record is not a guide: its ```js blocks are command shapes with
+    // placeholders (`<id>`), checked against the recorder by compatibility-record.test.ts.
+    const checked = ['ts', 'typescript', 'sh', 'json', 'text', 'html'];
+    const unchecked = guides
+      .filter((file) => file !== 'docs/mongodb-compatibility.md')
+      .flatMap((file) => [...readFileSync(join(ROOT, file), 'utf8').matchAll(/^```(\S+)/gm)].map((m) => `${file}: \`\`\`${m[1]!}`))
+      .filter((fence) => !checked.some((lang) => fence.endsWith(`\`\`\`${lang}`)));
+    expect(unchecked).toEqual([]);
   });
 
   test('every block type-checks against the sources', () => {
     expect(typeCheck(blocks)).toEqual([]);
+  }, 120_000);
+
+  test('every page script type-checks with the DOM types', () => {
+    expect(blocks.some((block) => block.browser)).toBe(true);
+    expect(typeCheckBrowser(blocks)).toEqual([]);
   }, 120_000);
 
   describe('the runnable blocks run against the test backend', () => {
@@ -99,7 +125,7 @@ describe('README TypeScript blocks', () => {
       try {
         await run(context);
       } catch (error) {
-        throw new Error(`README block at line ${block.line} failed: ${(error as Error).stack ?? String(error)}`);
+        throw new Error(`${block.file} block at line ${block.line} failed: ${(error as Error).stack ?? String(error)}`);
       }
     }, 30_000);
   });

@@ -44,7 +44,7 @@ test('declarations are emitted for both formats and `files` publishes only dist 
   expect(existsSync(join(root, 'dist/cjs/index.d.ts'))).toBe(true);
   expect(existsSync(join(root, 'dist/esm/index.d.ts'))).toBe(true);
   const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { files: string[]; peerDependencies: Record<string, string> };
-  expect(pkg.files).toEqual(['dist', 'docs/screenshots', 'docs/mongodb-compatibility.md', 'README.md', 'CHANGELOG.md', 'LICENSE']);
+  expect(pkg.files).toEqual(['dist', 'docs/screenshots', 'docs/mongodb-compatibility.md', 'docs/web-apps.md', 'README.md', 'CHANGELOG.md', 'LICENSE']);
   expect(pkg.peerDependencies.mongoose).toBe('^8.0.0 || ^9.0.0');
 });
 
