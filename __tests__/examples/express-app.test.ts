@@ -35,6 +35,15 @@ async function signIn(name: string): Promise<ReturnType<typeof request.agent>> {
   return agent;
 }
 
+/** Waits (bounded) until the item's lock has expired by the server's clock: a condition, not a fixed sleep. */
+async function untilExpired(id: string): Promise<void> {
+  const deadline = Date.now() + 60_000;
+  while (await WorkItem.isLocked(id)) {
+    if (Date.now() > deadline) throw new Error(`${id} is still locked after 60 s`);
+    await sleep(50);
+  }
+}
+
 const ticketIn = (page: string): string => /name="ticket" value="([^"]+)"/.exec(page)![1]!;
 
 test('sign in first: the list and the edit pages redirect to the sign-in page', async () => {
@@ -77,7 +86,7 @@ test('the stale submit of the issue: Alice\'s lock expired, Bob saved "refund se
   app.locals.lockTtlMs = 1_500;
   try {
     const aliceForm = ticketIn((await alice.get(`/items/${id}/edit`).expect(200)).text);
-    await sleep(1_700);
+    await untilExpired(id);
     const bobForm = ticketIn((await bob.get(`/items/${id}/edit`).expect(200)).text);
     await bob.post(`/items/${id}`).type('form').send({ ticket: bobForm, title: 'Refund #2', status: 'refund sent', notes: 'sent by Bob' }).expect(303);
 
@@ -93,7 +102,7 @@ test('the stale submit of the issue: Alice\'s lock expired, Bob saved "refund se
 
     // Expired and nobody touched it: still refused (someone could have written meanwhile).
     const form = ticketIn((await alice.get(`/items/${id}/edit`).expect(200)).text);
-    await sleep(1_700);
+    await untilExpired(id);
     const expired = await alice.post(`/items/${id}`).type('form').send({ ticket: form, title: 'x', status: 'done', notes: '' }).expect(409);
     expect(expired.text).toContain('Your lock on this item expired before you saved');
     expect((await WorkItem.findById(id).orFail()).status).toBe('refund sent');
