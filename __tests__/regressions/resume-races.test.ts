@@ -13,9 +13,11 @@
  * event loop used to switch the overlap check off altogether):
  *  - What it must have raced is made to happen, not hoped for: every few acquisitions the worker
  *    resumes its fresh ticket at once (current: it succeeds unless the lock expired meanwhile), and
- *    resumes a ticket it has just released itself (stale: refused as released). The run lasts at
- *    least MIN_RUN_MS and then goes on until each kind of resume, and enough judged sections (below),
- *    were seen, bounded by MAX_RUN_MS; the counts are asserted.
+ *    resumes a ticket it has just released itself (stale: refused as released), and now and then
+ *    lets a lock on a quiet third document run out before resuming it (stale: expired, or taken
+ *    over when another worker got there first). The run lasts at least MIN_RUN_MS and then goes
+ *    on until each kind of resume, and enough judged sections (below), were seen, bounded by
+ *    MAX_RUN_MS; the counts are asserted.
  *  - The overlap check is always on, and judged by leases (property 13): a section counts only if
  *    its holder's lease (`heldLock().msLeft()`, timed from when the granting request was sent) was
  *    still running when it left the section. Two such sections of different owners on one document
@@ -79,6 +81,10 @@ test('the overlap detector reports two owners inside at once (the check can fail
 test('no two holders at once, whatever resumes, releases and takeovers interleave', async () => {
   const ids: Types.ObjectId[] = [];
   for (let i = 0; i < 2; i++) ids.push((await models[0]!.create({ title: `race ${i}` }))._id);
+  // A third document that workers touch only now and then: a lock left to run out there is often
+  // still unclaimed when its owner resumes it (stale as expired), and sometimes taken over first.
+  // On the two busy documents another worker nearly always takes an expired lock at once.
+  const quiet = (await models[0]!.create({ title: 'race quiet' }))._id;
   const sections: Section[] = [];
   const counts: Record<string, number> = {};
   const count = (key: string) => (counts[key] = (counts[key] ?? 0) + 1);
@@ -111,11 +117,21 @@ test('no two holders at once, whatever resumes, releases and takeovers interleav
     const tickets = new Map<string, string>();
     let acquisitions = 0;
     while (running()) {
-      const id = ids[Math.floor(Math.random() * ids.length)]!;
+      const id = Math.random() < 0.05 ? quiet : ids[Math.floor(Math.random() * ids.length)]!;
       const key = String(id);
       const roll = Math.random();
       try {
-        if (roll < 0.35) {
+        if (Math.random() < 0.02) {
+          // Let a fresh lock on the quiet document run out, then resume it: refused as expired, or
+          // as taken over when another worker's lock got there first, or (the lease ends before the
+          // server's expiry) a resume that still finds it current.
+          const doc = await M.lock(quiet, owner);
+          count('lock');
+          await critical(owner, quiet, doc);
+          while (doc.heldLock()!.msLeft() > 0) await sleep(50); // bounded: a lease ends within its ttl
+          await sleep(Math.random() * TTL * 0.2);
+          await resume(M, quiet, owner, doc.heldLock()!.ticket);
+        } else if (roll < 0.35) {
           const doc = await M.lock(id, owner);
           count('lock');
           const ticket = doc.heldLock()!.ticket;
