@@ -1,8 +1,9 @@
 /**
  * The example back office in a real browser (issues 11 and 18): two users, each in a headless
  * Chromium of their own, click through the server-rendered pages; one of them also in two tabs.
- *  1. Alice opens a work item for editing; Bob sees on the list and on the item's page that Alice
- *     is editing it and when it frees; Alice saves; Bob then gets the item with Alice's changes.
+ *  1. Alice opens a work item for editing (its countdown goes down live); Bob sees on the list and
+ *     on the item's page that Alice is editing it and when it frees; Alice saves; Bob then gets
+ *     the item with Alice's changes.
  *  2. The stale submit: Alice's lock expires while her form is open (her page is idle, so nothing
  *     renews it, and the page says so), Bob edits and saves ("refund sent"), Alice submits her
  *     stale form ("pending"): she is told her changes were not saved, her own text stays in view,
