@@ -8,6 +8,7 @@ import { idCaster, validateLockCallOptions, validateOwner, type ResolvedCallOpti
 import { InvalidLockArgumentError, InvalidLockOptionError, LockExpiredOnArrivalError, LockNotHeldError, LockTargetNotFoundError, LockedError } from './errors';
 import { attachHeldLock, heldLockState, leaseLeft, lostError, newHeldLockState, releaseOutcomeUnknown, type HeldLock, type HeldLockState } from './held-lock';
 import { typedErrors } from './failures';
+import { loadDocument } from './document-load';
 import { idKey } from './id-key';
 import { installWriteGuard, saveWithContext } from './guard/install';
 import { refuseSaveLockOptions } from './guard/options';
@@ -154,11 +155,11 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
     let doc: AnyDoc | null;
     try {
       // The id as castId sent it to the lock collection (a fresh value, see id-value.ts), never the
-      // caller's object, whose serialization may differ the second time. Mongoose casts it again,
-      // setters included, as it does for a document's own queries (`doc.updateOne()` filters by
-      // `this._doc._id`): setters must be idempotent. From the primary whatever the connection's
-      // read preference: the holder must edit the latest version, not a secondary's older copy.
-      doc = (await model.findById(documentId).read('primary')) as AnyDoc | null;
+      // caller's object, whose serialization may differ the second time. The document is the one
+      // `findById(documentId).read('primary')` returns (document-load.ts), from the primary
+      // whatever the connection's read preference: the holder must edit the latest version, not a
+      // secondary's older copy.
+      doc = await loadDocument(model, documentId);
     } catch (error) {
       await store.release(state).catch(() => undefined);
       throw error;
