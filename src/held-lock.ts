@@ -68,10 +68,23 @@ export interface HeldLockState {
 
 const states = new WeakMap<object, HeldLockState>();
 
+/**
+ * The fields of a HeldLock. The ticket may be given as a function: it is then computed when first
+ * read (it hashes the document id, and most locks are never continued in a later request).
+ */
+export type HeldLockFields = Omit<HeldLock, 'msLeft' | 'ticket'> & { ticket: string | (() => string) };
+
 /** The state of a lock just granted (or resumed) by a command timed by `timing`. */
-export function newHeldLockState(fields: Omit<HeldLock, 'msLeft'>, timing: GrantTiming): HeldLockState {
+export function newHeldLockState(fields: HeldLockFields, timing: GrantTiming): HeldLockState {
+  const lock = { ...fields, msLeft: () => (state.lost === undefined ? Math.max(0, state.validUntil - monotonicNow()) : 0) } as HeldLock;
+  const { ticket } = fields;
+  if (typeof ticket === 'function') {
+    // Redefined in place (the key keeps its position among the fields), read-only like the rest.
+    let issued: string | undefined;
+    Object.defineProperty(lock, 'ticket', { enumerable: true, get: () => (issued ??= ticket()) });
+  }
   const state: HeldLockState = {
-    lock: { ...fields, msLeft: () => (state.lost === undefined ? Math.max(0, state.validUntil - monotonicNow()) : 0) },
+    lock,
     grantedAtMonotonic: timing.sentAt,
     serverTimeAtGrant: timing.serverNow.getTime(),
     validUntil: leaseDeadline(timing),

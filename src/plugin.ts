@@ -6,7 +6,7 @@
 import type { HydratedDocument, SaveOptions, mongo } from 'mongoose';
 import { idCaster, validateLockCallOptions, validateOwner, type ResolvedCallOptions } from './arguments';
 import { InvalidLockArgumentError, InvalidLockOptionError, LockExpiredOnArrivalError, LockNotHeldError, LockTargetNotFoundError, LockedError } from './errors';
-import { attachHeldLock, heldLockState, leaseLeft, lostError, newHeldLockState, releaseOutcomeUnknown, type HeldLock, type HeldLockState } from './held-lock';
+import { attachHeldLock, heldLockState, leaseLeft, lostError, newHeldLockState, releaseOutcomeUnknown, type HeldLock, type HeldLockFields, type HeldLockState } from './held-lock';
 import { typedErrors } from './failures';
 import { loadDocument } from './document-load';
 import { idKey } from './id-key';
@@ -124,7 +124,7 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
   ): Promise<{ doc: AnyDoc; state: HeldLockState }> {
     for (let attempt = 1; ; attempt++) {
       const grant = await grantOnce();
-      const held: Omit<HeldLock, 'msLeft'> = {
+      const held: HeldLockFields = {
         documentId,
         owner: who,
         token: grant.token,
@@ -132,7 +132,7 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
         acquiredAt: grant.acquiredAt,
         expiresAt: grant.expiresAt,
         ttl: call.ttl,
-        ticket: issueTicket(documentId, grant.token, grant.fence),
+        ticket: () => issueTicket(documentId, grant.token, grant.fence),
         label: grant.label,
       };
       const state = newHeldLockState(held, grant);
