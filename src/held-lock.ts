@@ -76,13 +76,23 @@ export type HeldLockFields = Omit<HeldLock, 'msLeft' | 'ticket'> & { ticket: str
 
 /** The state of a lock just granted (or resumed) by a command timed by `timing`. */
 export function newHeldLockState(fields: HeldLockFields, timing: GrantTiming): HeldLockState {
-  const lock = { ...fields, msLeft: () => (state.lost === undefined ? Math.max(0, state.validUntil - monotonicNow()) : 0) } as HeldLock;
   const { ticket } = fields;
-  if (typeof ticket === 'function') {
-    // Redefined in place (the key keeps its position among the fields), read-only like the rest.
-    let issued: string | undefined;
-    Object.defineProperty(lock, 'ticket', { enumerable: true, get: () => (issued ??= ticket()) });
-  }
+  let issued = typeof ticket === 'string' ? ticket : undefined;
+  // One literal, fields in HeldLock's order, the ticket a getter (read-only, like the rest).
+  const lock: HeldLock = {
+    documentId: fields.documentId,
+    owner: fields.owner,
+    token: fields.token,
+    fence: fields.fence,
+    acquiredAt: fields.acquiredAt,
+    expiresAt: fields.expiresAt,
+    ttl: fields.ttl,
+    get ticket() {
+      return (issued ??= (ticket as () => string)());
+    },
+    label: fields.label,
+    msLeft: () => (state.lost === undefined ? Math.max(0, state.validUntil - monotonicNow()) : 0),
+  };
   const state: HeldLockState = {
     lock,
     grantedAtMonotonic: timing.sentAt,
