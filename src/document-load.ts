@@ -8,6 +8,9 @@
  *     (the Query constructor copies the schema's `collation` into the options); `Query.findOne`
  *     merges the filter and, for a discriminator model, adds its key (prepareDiscriminatorCriteria);
  *     `.read('primary')` sets `options.readPreference = { mode: 'primary', tags: undefined }`.
+ *     The Query constructor's `setOptions({})` (through mquery) copies a schema's `lean` option
+ *     into the query, so for such a schema findById returns a plain object; the lock call's load
+ *     is then `findById(id).read('primary').lean(false)`, which the direct load equals.
  *  2. `Query.exec`: the `mongoose:query` tracing channel (9.x), the query's own 'exec' hooks (none
  *     unless added to that query), then the schema's query middleware for the op 'findOne'
  *     (`_executePreHooks` / `_executePostHooks` on `model.Query.prototype._queryMiddleware`, the
@@ -35,7 +38,7 @@
  * query middleware, no `select: false` path, no schema `collation` / `readConcern` /
  * `writeConcern`, no global or connection `maxTimeMS` / `allowDiskUse`, no session from
  * `transactionAsyncLocalStorage`, nobody subscribed to Mongoose's query tracing channel, Mongoose's
- * own `findById` / `findOne` / `exec` on the model (not overridden), and an `_id` type whose cast
+ * own `findById` / `findOne` / `hydrate` and Query methods on the model (not overridden), and an `_id` type whose cast
  * of the id the lock was taken on is that very value (built-in types, no setter of the
  * application's own: see `idPathProblem`). Otherwise the load is `findById(id).read('primary')`.
  * __tests__/plugin/locked-document-load.test.ts checks both paths against findById.
@@ -58,14 +61,20 @@ const DIRECT_ID_TYPES: ReadonlySet<string> = new Set(['ObjectId', 'String', 'Num
 /** The channels of Mongoose 9's `mongoose:query` tracing channel (lib/tracing.js; Node's TracingChannel names). */
 const QUERY_TRACING_CHANNELS = ['start', 'end', 'asyncStart', 'asyncEnd', 'error'].map((event) => `tracing:mongoose:query:${event}`);
 
+/**
+ * The Query methods findById(id).read('primary') runs (steps 1-4 above): a model's query helper
+ * (`schema.query`, installed on the model's own Query prototype) with one of these names replaces it.
+ */
+const QUERY_METHODS = ['findOne', 'read', 'setOptions', 'exec', '_findOne', '_castConditions', '_applyTranslateAliases', '_optionsForExec', '_applyPaths', '_completeOne', 'cast'];
+
 /** Internals of a compiled model read here (lib/model.js compile and _applyQueryMiddleware). */
 interface ModelInternals {
   baseModelName?: string;
   discriminators?: Record<string, AnyModel>;
-  Query: { prototype: { _queryMiddleware?: { hasHooks?: (name: string) => boolean } | null; exec?: unknown; _findOne?: unknown; _completeOne?: unknown } };
+  Query: { prototype: { _queryMiddleware?: { hasHooks?: (name: string) => boolean } | null } & Record<string, unknown> };
   base: {
-    Model: { findById: unknown; findOne: unknown };
-    Query: { prototype: { exec: unknown; _findOne: unknown; _completeOne: unknown } };
+    Model: { findById: unknown; findOne: unknown; hydrate: unknown };
+    Query: { prototype: Record<string, unknown> };
     Schema: new (definition: object) => Schema;
     options: Record<string, unknown>;
     transactionAsyncLocalStorage?: { getStore(): { session?: unknown } | undefined };
@@ -175,10 +184,8 @@ export function directLoadProblem(model: AnyModel): string | undefined {
   const queryProto = internals.Query.prototype;
   const middleware = queryProto._queryMiddleware;
   if (middleware != null && (typeof middleware.hasHooks !== 'function' || middleware.hasHooks('findOne'))) return "'findOne' query middleware";
-  if (model.findById !== base.Model.findById || model.findOne !== base.Model.findOne) return 'findById or findOne overridden';
-  if (queryProto.exec !== base.Query.prototype.exec || queryProto._findOne !== base.Query.prototype._findOne || queryProto._completeOne !== base.Query.prototype._completeOne) {
-    return 'query methods overridden';
-  }
+  if (model.findById !== base.Model.findById || model.findOne !== base.Model.findOne || model.hydrate !== base.Model.hydrate) return 'findById, findOne or hydrate overridden';
+  if (QUERY_METHODS.some((name) => queryProto[name] !== base.Query.prototype[name])) return 'query methods overridden';
   for (const option of ['maxTimeMS', 'allowDiskUse']) {
     if (userDefined(internals.db.options, option) || userDefined(base.options, option)) return `${option} option`;
   }
@@ -187,12 +194,25 @@ export function directLoadProblem(model: AnyModel): string | undefined {
   return cachedModelProblem(model);
 }
 
+function schemaSetsLean(model: AnyModel): boolean {
+  const options = (model.schema as unknown as { options: Record<string, unknown> }).options;
+  return 'lean' in options && options.lean != null;
+}
+
 /**
  * Loads the document with `_id` equal to `documentId` (the value the lock was taken on, already
- * cast: arguments.ts) from the primary, as `model.findById(documentId).read('primary')` would.
+ * cast: arguments.ts) from the primary, as `model.findById(documentId).read('primary')` would (with
+ * `.lean(false)` when the schema sets `lean`: a lock call always returns a document).
  */
 export async function loadDocument(model: AnyModel, documentId: unknown): Promise<AnyDoc | null> {
-  if (directLoadProblem(model) !== undefined) return (await model.findById(documentId).read('primary')) as AnyDoc | null;
+  if (directLoadProblem(model) !== undefined) {
+    const query = model.findById(documentId).read('primary');
+    // A schema's `lean` option reaches every query the Query constructor builds (mquery calls
+    // setOptions({}), lib/query.js setOptions), so findById would return a plain object: a lock
+    // call returns a document (its unlock, save, heldLock), hence `.lean(false)`, and only then.
+    if (schemaSetsLean(model)) query.lean(false);
+    return (await query) as AnyDoc | null;
+  }
   // The arguments Query._findOne passes for this query (steps 1 and 3 above): the cast filter, which
   // is the id itself, and the options `.read('primary')` left.
   const raw = await model.collection.findOne({ _id: documentId } as mongo.Filter<mongo.Document>, { readPreference: { mode: 'primary', tags: undefined } } as never);

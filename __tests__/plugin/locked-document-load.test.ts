@@ -117,6 +117,12 @@ interface Case {
   missing?: (ids: IdFactory) => unknown[];
   /** Options for the Mongoose instance (global options): the case then runs on its own Mongoose. */
   mongooseOptions?: Record<string, unknown>;
+  /**
+   * The schema sets `lean`: findById alone would return a plain object (the Query constructor's
+   * setOptions({}) copies the schema's `lean`), and a lock call returns a document, so the
+   * reference is `findById(id).read('primary').lean(false)`.
+   */
+  leanSchema?: boolean;
 }
 
 type IdFactory = () => Types.ObjectId;
@@ -278,6 +284,131 @@ const cases: Case[] = [
     schema: () => new Schema({ title: String }),
     stored: (id) => [{ _id: id(), title: 'global option' }],
   },
+  {
+    // Mongoose's query-related global options (lib/validOptions.js) as _castConditions,
+    // _applyTranslateAliases and _applyPaths read them: none changes the filter `{ _id: <cast id> }`
+    // or adds a projection, so the load stays direct and must still equal findById's document.
+    name: 'global sanitizeFilter, strictQuery, translateAliases, sanitizeProjection, strict, selectPopulatedPaths',
+    direct: true,
+    mongooseOptions: { sanitizeFilter: true, strictQuery: 'throw', translateAliases: true, sanitizeProjection: true, strict: 'throw', selectPopulatedPaths: false },
+    schema: () => new Schema({ title: { type: String, alias: 'heading' }, n: Number }),
+    stored: (id) => [{ _id: id(), title: 'aliased', n: 1, notInSchema: 'kept by init' }],
+    edit: (doc) => doc.set('heading', 'renamed'),
+  },
+  {
+    // Schema options a query or a document reads: `lean` (Query.setOptions, which findById calls
+    // with no options, so it returns early), `read` (overridden by .read('primary')), strictQuery,
+    // translateAliases, selectPopulatedPaths, and the document's own: id, versionKey, minimize,
+    // strict: false with stored fields outside the schema, custom timestamps, toObject/toJSON transforms.
+    name: 'schema options: lean, read, strictQuery, translateAliases, id, versionKey, minimize, strict, transforms',
+    direct: true,
+    leanSchema: true,
+    schema: () =>
+      new Schema(
+        { title: { type: String, alias: 'heading' }, empty: { type: Object, default: () => ({}) }, nested: { a: String } },
+        {
+          lean: true,
+          read: 'secondaryPreferred',
+          strictQuery: 'throw',
+          translateAliases: true,
+          selectPopulatedPaths: false,
+          id: false,
+          versionKey: '_rev',
+          minimize: false,
+          strict: false,
+          timestamps: { createdAt: 'born', updatedAt: false },
+          toObject: { transform: (_doc: unknown, ret: Record<string, unknown>) => ({ ...ret, transformed: 'object' }) },
+          toJSON: { versionKey: false, transform: (_doc: unknown, ret: Record<string, unknown>) => ({ ...ret, transformed: 'json' }) },
+        } as mongoose.SchemaOptions,
+      ),
+    stored: (id) => [{ _id: id(), title: 'options', _rev: 4, free: { form: [1, 2] }, nested: {} }, { _id: id() }],
+    edit: (doc) => doc.set('free.form', [3]),
+  },
+  {
+    // The findById load of a model whose schema sets `lean` (a hook forces it): still a document.
+    name: "a schema with lean: true and a pre('findOne') hook (the load is findById(...).lean(false))",
+    direct: false,
+    leanSchema: true,
+    schema: () => {
+      const schema = new Schema({ title: String, deletedAt: Date }, { lean: true } as mongoose.SchemaOptions);
+      schema.pre('findOne', function (this: mongoose.Query<unknown, unknown>) {
+        this.where({ deletedAt: null });
+      });
+      return schema;
+    },
+    stored: (id) => [{ _id: id(), title: 'lean schema' }],
+    missing: () => [softDeleted],
+  },
+  {
+    // Schema.pre with a RegExp registers the hook under every matching name, 'findOne' included.
+    name: 'a query hook registered with a RegExp (/^find/)',
+    direct: false,
+    schema: () => {
+      const schema = new Schema({ title: String, deletedAt: Date });
+      schema.pre(/^find/, function (this: mongoose.Query<unknown, unknown>) {
+        this.where({ deletedAt: null });
+      });
+      return schema;
+    },
+    stored: (id) => [{ _id: id(), title: 'live' }],
+    missing: () => [softDeleted],
+  },
+  {
+    name: "a post('findOne') hook that edits the document",
+    direct: false,
+    schema: () => {
+      const schema = new Schema({ title: String, seen: Number });
+      schema.post('findOne', function (doc: AnyDoc | null) {
+        if (doc) doc.set('seen', 1);
+      });
+      return schema;
+    },
+    stored: (id) => [{ _id: id(), title: 'post hook' }],
+  },
+  {
+    // findById runs the 'findOne' op: a hook on 'find' alone does not run, so a document that hook
+    // would hide is still loaded, by findById and by the lock.
+    name: "a pre('find') hook only (findById does not run it)",
+    direct: true,
+    schema: () => {
+      const schema = new Schema({ title: String, deletedAt: Date });
+      schema.pre('find', function (this: mongoose.Query<unknown, unknown>) {
+        this.where({ deletedAt: null });
+      });
+      return schema;
+    },
+    stored: (id) => [{ _id: id(), title: 'soft-deleted, yet findById loads it', deletedAt: new Date(0) }],
+  },
+  {
+    // createModel applies the discriminator's `select: false` paths to the selection of a document
+    // the base model loads (lib/queryHelpers.js createModel, applyPaths on userProvidedFields).
+    name: "a discriminator's select: false path, loaded through the base model",
+    direct: false,
+    schema: () => new Schema({ title: String }, { discriminatorKey: 'kind' }),
+    model: (base) => {
+      base.discriminator(`LoadSecretive${counter}`, new Schema({ pin: { type: String, select: false } }));
+      return base;
+    },
+    stored: (id) => [{ _id: id(), title: 'secretive', kind: `LoadSecretive${counter}`, pin: '1234' }, { _id: id(), title: 'plain' }],
+  },
+  {
+    name: 'select: false on a map',
+    direct: false,
+    schema: () => new Schema({ title: String, codes: { type: Map, of: String, select: false } }),
+    stored: (id) => [{ _id: id(), title: 'map', codes: { a: 'x' } }],
+  },
+  {
+    name: 'select: false on the elements of an array',
+    direct: false,
+    schema: () => new Schema({ title: String, tokens: [{ type: String, select: false }] }),
+    stored: (id) => [{ _id: id(), title: 'array', tokens: ['t1', 't2'] }],
+  },
+  {
+    name: 'select: false in a nested path of a document array',
+    direct: false,
+    schema: () => new Schema({ title: String, lines: [new Schema({ sku: String, cost: { type: Number, select: false } })] }),
+    stored: (id) => [{ _id: id(), title: 'lines', lines: [{ _id: id(), sku: 'a', cost: 3 }] }],
+  },
 ];
 
 // Documents the two loads would treat differently unless the load honours the hook or the filter.
@@ -309,12 +440,14 @@ describe.each(cases)('the locked document equals findById(id).read(primary): $na
       }
       const stored = c.stored(() => new Types.ObjectId());
       await base.collection.insertMany(stored as mongo.Document[]);
-      if (c.name.includes('soft-delete')) await base.collection.insertOne({ _id: softDeleted, title: 'gone', deletedAt: new Date() });
+      if ((c.missing?.(() => new Types.ObjectId()) ?? []).includes(softDeleted)) await base.collection.insertOne({ _id: softDeleted, title: 'gone', deletedAt: new Date() });
       if (c.name.includes('discriminator model')) await base.collection.insertOne({ _id: notASquare, title: 'plain base document' });
       expect(directLoadProblem(model) === undefined).toBe(c.direct);
+      const reference = (m: AnyModel, id: unknown) => (c.leanSchema ? m.findById(id).read('primary').lean(false) : m.findById(id).read('primary'));
+      if (c.leanSchema) expect(await model.findById(stored[0]!._id).read('primary').exec()).not.toBeInstanceOf(mongoose.Document); // why the reference needs .lean(false)
 
       for (const { _id: id } of stored) {
-        const expected = await observe(model, () => model.findById(id).read('primary').exec() as Promise<AnyDoc | null>);
+        const expected = await observe(model, () => reference(model, id).exec() as Promise<AnyDoc | null>);
         const locked = await observe(model, () => model.lock(id, 'owner'));
         expect(expected.result).not.toBeNull();
         expect(snapshot(locked.result)).toStrictEqual(snapshot(expected.result!));
@@ -335,7 +468,7 @@ describe.each(cases)('the locked document equals findById(id).read(primary): $na
 
       for (const id of c.missing?.(() => new Types.ObjectId()) ?? []) {
         expect(await base.collection.findOne({ _id: id } as mongo.Filter<mongo.Document>)).not.toBeNull(); // stored, yet findById says null
-        expect(await model.findById(id).read('primary').exec()).toBeNull();
+        expect(await reference(model, id).exec()).toBeNull();
         await expect(model.lock(id, 'owner')).rejects.toBeInstanceOf(LockTargetNotFoundError);
         expect(await model.isLocked(id)).toBe(false);
       }
@@ -354,6 +487,21 @@ test('a schema collation, schema read and write concerns: the load is findById (
   expect(directLoadProblem(readConcern)).toBe('schema readConcern');
   const writeConcern = compiled(`LoadWriteConcern${++counter}`, new Schema({ title: String }, { writeConcern: { w: 'majority' } }).plugin(lockPlugin));
   expect(directLoadProblem(writeConcern)).toBe('schema writeConcern');
+});
+
+test("a model's own hydrate, or a query helper named like a Query method findById runs: the load is findById", () => {
+  const withHydrate = new Schema({ title: String });
+  withHydrate.static('hydrate', function (this: AnyModel, raw: object) {
+    return (mongoose.Model.hydrate as (this: AnyModel, raw: object) => unknown).call(this, raw);
+  });
+  expect(directLoadProblem(compiled(`LoadOwnHydrate${++counter}`, withHydrate.plugin(lockPlugin)))).toBe('findById, findOne or hydrate overridden');
+  const withHelper = new Schema({ title: String });
+  // A query helper is installed on the model's own Query prototype (Model.compile, applyQueryMethods).
+  (withHelper.query as Record<string, unknown>).read = function read(this: mongoose.Query<unknown, unknown>) {
+    return this;
+  };
+  expect(directLoadProblem(compiled(`LoadReadHelper${++counter}`, withHelper.plugin(lockPlugin)))).toBe('query methods overridden');
+  expect(directLoadProblem(compiled(`LoadPlain${++counter}`, new Schema({ title: String }).plugin(lockPlugin)))).toBeUndefined();
 });
 
 test("a subscriber to Mongoose's query tracing sees the load as it sees findById", async () => {
