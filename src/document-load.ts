@@ -93,7 +93,9 @@ interface PathInternals {
   selected?: unknown;
   options?: { select?: unknown };
   schema?: Schema;
+  /** An array's element type: `embeddedSchemaType` in Mongoose 9, `caster` in Mongoose 8 (lib/schema/array.js). */
   embeddedSchemaType?: PathInternals;
+  caster?: PathInternals;
   $isSchemaMap?: boolean;
   $isMongooseArray?: boolean;
   $isMongooseDocumentArray?: boolean;
@@ -137,11 +139,14 @@ function declaresUnselected(schema: Schema, seen = new Set<Schema>()): boolean {
     const t = type as SchemaType & PathInternals;
     if (found) return;
     if (t.selected === false || t.options?.select === false) found = true;
-    else if (t.$isMongooseArray && !t.$isMongooseDocumentArray && (t.embeddedSchemaType?.selected === false || t.embeddedSchemaType?.options?.select === false)) found = true;
+    else if (t.$isMongooseArray && !t.$isMongooseDocumentArray && unselectedElement(t.embeddedSchemaType ?? t.caster)) found = true;
     else if (t.schema && declaresUnselected(t.schema, seen)) found = true;
   });
   return found;
 }
+
+/** An array element type declared with `select: false` (applyPaths analyzes it in the array's place). */
+const unselectedElement = (element: PathInternals | undefined) => element?.selected === false || element?.options?.select === false;
 
 /** Why the model's static shape needs findById, or undefined; cached per model and discriminator count. */
 function modelProblem(model: AnyModel): string | undefined {
