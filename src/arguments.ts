@@ -123,6 +123,13 @@ export function idCaster(schema: Schema): IdCaster {
   if (!idPath) {
     throw new InvalidLockOptionError('(schema)', 'the schema has no _id (schema option `_id: false`); documents without an _id cannot be locked.');
   }
+  // One query per model casts every id: Query.prototype.cast(model, obj) casts `obj` with the
+  // model's schema and reads nothing of the query it runs on but its strict / strictQuery /
+  // upsert options (none here) and the sanitizeFilter setting (read at each cast) (mongoose
+  // lib/query.js, Query.prototype.cast), so it casts as the fresh `model.find({ _id: id })` of
+  // each call used to, without building a Query per call. (`find` merges the filter first, which
+  // copies only plain objects and arrays: refused by shapeProblem before any cast.)
+  const castQueries = new WeakMap<Model<any>, { cast(model: Model<any>, obj: object): unknown }>(); // eslint-disable-line @typescript-eslint/no-explicit-any
   return (model, id) => {
     let problem: string | undefined;
     try {
@@ -133,7 +140,9 @@ export function idCaster(schema: Schema): IdCaster {
     if (problem !== undefined) throw new InvalidLockArgumentError('id', problem);
     let cast: unknown;
     try {
-      cast = (model.find({ _id: id }).cast(model) as { _id?: unknown })._id;
+      let query = castQueries.get(model);
+      if (!query) castQueries.set(model, (query = model.find()));
+      cast = (query.cast(model, { _id: id }) as { _id?: unknown })._id;
     } catch {
       throw new InvalidLockArgumentError('id', `${describeValue(id)} cannot be cast to this schema's _id type (${idPath.instance}).`);
     }

@@ -6,8 +6,9 @@
 import type { HydratedDocument, SaveOptions, mongo } from 'mongoose';
 import { idCaster, validateLockCallOptions, validateOwner, type ResolvedCallOptions } from './arguments';
 import { InvalidLockArgumentError, InvalidLockOptionError, LockExpiredOnArrivalError, LockNotHeldError, LockTargetNotFoundError, LockedError } from './errors';
-import { attachHeldLock, heldLockState, leaseLeft, lostError, newHeldLockState, releaseOutcomeUnknown, type HeldLock, type HeldLockState } from './held-lock';
+import { attachHeldLock, heldLockState, leaseLeft, lostError, newHeldLockState, releaseOutcomeUnknown, type HeldLock, type HeldLockFields, type HeldLockState } from './held-lock';
 import { typedErrors } from './failures';
+import { loadDocument } from './document-load';
 import { idKey } from './id-key';
 import { installGroupStatics } from './group-statics';
 import { installWriteGuard, saveWithContext } from './guard/install';
@@ -128,7 +129,7 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
   ): Promise<{ doc: AnyDoc; state: HeldLockState }> {
     for (let attempt = 1; ; attempt++) {
       const grant = await grantOnce();
-      const held: Omit<HeldLock, 'msLeft'> = {
+      const held: HeldLockFields = {
         documentId,
         owner: who,
         token: grant.token,
@@ -136,7 +137,7 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
         acquiredAt: grant.acquiredAt,
         expiresAt: grant.expiresAt,
         ttl: grant.ttl ?? call.ttl,
-        ticket: issueTicket(documentId, grant.token, grant.fence),
+        ticket: () => issueTicket(documentId, grant.token, grant.fence),
         label: grant.label,
       };
       const state = newHeldLockState(held, grant);
@@ -159,11 +160,11 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
     let doc: AnyDoc | null;
     try {
       // The id as castId sent it to the lock collection (a fresh value, see id-value.ts), never the
-      // caller's object, whose serialization may differ the second time. Mongoose casts it again,
-      // setters included, as it does for a document's own queries (`doc.updateOne()` filters by
-      // `this._doc._id`): setters must be idempotent. From the primary whatever the connection's
-      // read preference: the holder must edit the latest version, not a secondary's older copy.
-      doc = (await model.findById(documentId).read('primary')) as AnyDoc | null;
+      // caller's object, whose serialization may differ the second time. The document is the one
+      // `findById(documentId).read('primary')` returns (document-load.ts), from the primary
+      // whatever the connection's read preference: the holder must edit the latest version, not a
+      // secondary's older copy.
+      doc = await loadDocument(model, documentId);
     } catch (error) {
       await store.release(state).catch(() => undefined);
       throw error;
