@@ -161,6 +161,9 @@ replicaSetOnly('change streams and fail points need a replica set')(
     await watcher.connect();
     const stream: ChangeStream = watcher.db(db.name).collection(locksName).watch([], {});
     const events: ChangeStreamDocument[] = [];
+    // The first tryNext opens the stream: from then on every change is captured.
+    const first = await stream.tryNext();
+    if (first) events.push(first);
     const collecting = (async () => {
       try {
         for (;;) {
@@ -171,7 +174,6 @@ replicaSetOnly('change streams and fail points need a replica set')(
         // closed
       }
     })();
-    await stream.tryNext(); // the stream is open from here on
 
     const beliefs: Belief[] = [];
     const aborts: Array<{ owner: string; token: string; at: number }> = [];
