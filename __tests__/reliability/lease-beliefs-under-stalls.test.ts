@@ -27,7 +27,7 @@
  * Needs change streams and fail points: skipped on a standalone server.
  */
 import { performance } from 'node:perf_hooks';
-import { MongoClient, type ChangeStream, type ChangeStreamDocument } from 'mongodb';
+import { mongo } from 'mongoose';
 import type { LockTargetId } from '../../src';
 import { deploymentFacts, testUri } from '../conformance/support/server';
 import { blockCommands, failPointOff } from '../plugin/guard/support';
@@ -107,7 +107,7 @@ const rand = (lo: number, hi: number) => lo + Math.floor(Math.random() * (hi - l
 const pick = <T>(items: T[]): T => items[Math.floor(Math.random() * items.length)]!;
 
 /** Replays the lock collection's change events (one document) into grants per token. */
-function grantsFrom(events: ChangeStreamDocument[]): Grant[] {
+function grantsFrom(events: mongo.ChangeStreamDocument[]): Grant[] {
   const grants = new Map<string, Grant>();
   let current: string | null = null;
   let owner: string | null = null;
@@ -157,10 +157,10 @@ replicaSetOnly('change streams and fail points need a replica set')(
     const { _id: id } = await adminModel.create({ title: 'contended' });
     const locksName = adminModel.lockModel().collection.collectionName;
     // A client of its own (not the plugin's, not recorded as a plugin command).
-    const watcher = new MongoClient(testUri());
+    const watcher = new mongo.MongoClient(testUri());
     await watcher.connect();
-    const stream: ChangeStream = watcher.db(db.name).collection(locksName).watch([], {});
-    const events: ChangeStreamDocument[] = [];
+    const stream: mongo.ChangeStream = watcher.db(db.name).collection(locksName).watch([], {});
+    const events: mongo.ChangeStreamDocument[] = [];
     // The first tryNext opens the stream: from then on every change is captured.
     const first = await stream.tryNext();
     if (first) events.push(first);

@@ -21,7 +21,7 @@
  * runs on a private replica-set server (retryable writes need one).
  */
 import { performance } from 'node:perf_hooks';
-import { MongoClient } from 'mongodb';
+import { mongo } from 'mongoose';
 import { startPrivateBackend } from '../../test-backend/test-env';
 import { connectTo, testDatabase, type MonitoredConnection } from '../support/db';
 import { workItemModel, type WorkItemModel } from '../support/work-item';
@@ -29,7 +29,8 @@ import { workItemModel, type WorkItemModel } from '../support/work-item';
 const db = testDatabase('replayedext');
 let server: { uri: string; stop(): Promise<void> } | undefined;
 let conn: MonitoredConnection | undefined;
-let raw: MongoClient | undefined;
+/** The driver Mongoose uses (driver 6 with Mongoose 8): ids built by Mongoose serialize with its BSON. */
+let raw: mongo.MongoClient | undefined;
 let M: WorkItemModel;
 let skip: string | undefined;
 
@@ -41,7 +42,7 @@ beforeAll(async () => {
   }
   server = started;
   conn = await connectTo(started.uri, db.name, { retryWrites: true });
-  raw = new MongoClient(started.uri);
+  raw = new mongo.MongoClient(started.uri);
   await raw.connect();
   M = await workItemModel(conn.connection, { ttl: 30_000 }, 'ReplayedExtension');
 }, 60_000);
