@@ -87,7 +87,7 @@ export class LockHandle<TDoc> implements AsyncDisposable {
 
   /**
    * Renews now, to `ttl` milliseconds (default: the acquisition's ttl) from the server's now.
-   * Throws InvalidLockOptionError for a ttl that is not a whole number from 1 to MAX_TTL_MS,
+   * Throws InvalidLockOptionError for a ttl that is not a whole number from MIN_TTL_MS to MAX_TTL_MS,
    * before anything is sent; LockNotHeldError (and aborts `signal`) if the lock was lost.
    */
   async extend(ttl?: number): Promise<void> {
