@@ -145,8 +145,11 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
         }
       }
       const elapsedMs = monotonicNow() - grant.sentAt;
-      const last = attempt >= LAPSED_GRANT_ATTEMPTS;
+      // A caller that called the lock off meanwhile is not kept waiting for more late grants.
+      const abandoned = call.signal?.aborted === true;
+      const last = attempt >= LAPSED_GRANT_ATTEMPTS || abandoned;
       if (!resuming || last) await releaseGrant(grant).catch(() => undefined);
+      if (abandoned) call.signal?.throwIfAborted();
       if (last) throw new LockExpiredOnArrivalError(documentId, grant.expiresAt, { operation: resuming ? 'resume' : 'lock', ttl: call.ttl, elapsedMs, attempts: attempt });
     }
   }
