@@ -364,7 +364,7 @@ export class LockStore {
       throw await this.explainLoss(state, session);
     }
     const record = await this.locks.findOne({ _id: documentId } as Document, {
-      projection: { token: 1, expiresAt: 1, now: '$$NOW' },
+      projection: { token: 1, fence: 1, expiresAt: 1, now: '$$NOW' },
       session,
       ...PRIMARY,
     });
@@ -529,7 +529,7 @@ export class LockStore {
 
   /** Reads the lock record and works out why an acquisition is no longer current. */
   private async explainLoss(state: HeldLockState, session?: ClientSession): Promise<LockNotHeldError> {
-    const record = await this.locks.findOne({ _id: state.lock.documentId } as Document, { projection: { token: 1 }, session, ...PRIMARY });
+    const record = await this.locks.findOne({ _id: state.lock.documentId } as Document, { projection: { token: 1, fence: 1 }, session, ...PRIMARY });
     return this.lossFrom(state, record);
   }
 
@@ -537,13 +537,18 @@ export class LockStore {
    * The error for a lost acquisition, given its record as just read (or null if it is gone). A
    * record the TTL index purged expired at least `purgeAfter` ago, so a record that is gone before
    * the lock's own expiry was not purged: the lock collection was dropped or the record deleted
-   * ('vanished'). Releasing keeps the record (token null), so 'released' needs the record.
+   * ('vanished'). Releasing keeps the record (token null) and its fence, so 'released' needs the
+   * record, and its fence says whose acquisition was released: each acquisition sets a fence greater
+   * than every earlier one's (NEXT_FENCE), so a released record with a greater fence than ours was
+   * taken over after our lock ended (expired, or released) and then released by its new holder:
+   * 'taken_over', never 'released', which says that this acquisition itself was released.
    */
   private lossFrom(state: HeldLockState, record: Document | null): LockNotHeldError {
-    const { documentId, token, expiresAt } = state.lock;
+    const { documentId, token, expiresAt, fence } = state.lock;
     let error: LockNotHeldError;
     if (record && record.token === token) error = new LockExpiredError(documentId, expiresAt);
     else if (record && record.token !== null) error = new LockNotHeldError(documentId, 'taken_over');
+    else if (record && record.fence !== undefined && Number(record.fence) !== fence) error = new LockNotHeldError(documentId, 'taken_over');
     else if (!record && estimatedServerNow(state) >= expiresAt.getTime()) error = new LockExpiredError(documentId, expiresAt);
     else if (!record) error = new LockNotHeldError(documentId, 'vanished');
     else error = new LockNotHeldError(documentId, 'released');
