@@ -30,7 +30,7 @@ import { LockExpiredError, LockExpiredOnArrivalError, LockNotHeldError, LockedEr
 import { LockedByTransactionError } from './guard/errors';
 import { callerTransactions } from './guard/open-transactions';
 import { distinctIds, idKey } from './id-key';
-import { applyExtension, beginExtension, estimatedServerNow, leaseLeft, type HeldLockState } from './held-lock';
+import { estimatedServerNow, finishExtension, leaseLeft, startExtension, startResume, type HeldLockState } from './held-lock';
 import { MIN_LEASE_MS, monotonicNow, type GrantTiming } from './lease';
 import type { TicketParts } from './ticket';
 import { onlyDuplicateKeys, unwrapBulkError } from './bulk-errors';
@@ -319,16 +319,26 @@ export class LockStore {
     const { documentId, token } = state.lock;
     this.refuseIfInOpenTransaction(documentId);
     const sentAt = monotonicNow();
-    beginExtension(state, sentAt, ttl);
-    const record = await this.locks.findOneAndUpdate(
-      { _id: documentId, token, ...UNEXPIRED } as Document,
-      [{ $set: { expiresAt: { $add: ['$$NOW', lit(ttl)] } } }],
-      { returnDocument: 'after', projection: { _id: 0, expiresAt: 1, now: '$$NOW' } },
-    );
-    if (!record) throw await this.explainLoss(state);
-    const expiresAt = record.expiresAt as Date;
-    const timing: GrantTiming = { sentAt, expiresAt, serverNow: record.now instanceof Date ? record.now : new Date(expiresAt.getTime() - ttl) };
-    applyExtension(state, timing);
+    // Every instance of this acquisition in the process counts on it only as both guarantee until
+    // the answer; extensions in flight together settle to the least of them (held-lock.ts, finishExtension).
+    const pending = startExtension(state, sentAt, ttl);
+    let timing: GrantTiming | undefined;
+    let record: Document | null;
+    try {
+      record = await this.locks.findOneAndUpdate(
+        { _id: documentId, token, ...UNEXPIRED } as Document,
+        [{ $set: { expiresAt: { $add: ['$$NOW', lit(ttl)] } } }],
+        { returnDocument: 'after', projection: { _id: 0, expiresAt: 1, now: '$$NOW' } },
+      );
+      if (record) {
+        const expiresAt = record.expiresAt as Date;
+        timing = { sentAt, expiresAt, serverNow: record.now instanceof Date ? record.now : new Date(expiresAt.getTime() - ttl) };
+      }
+    } finally {
+      finishExtension(pending, timing);
+    }
+    if (!record || !timing) throw await this.explainLoss(state);
+    const { expiresAt } = timing;
     if (leaseLeft(state) < MIN_LEASE_MS) {
       // The answer came too late to count on: the lease is over, so the lock is given up rather
       // than revived. `onLapse` hears it first (a handle aborts its signal), then the lock is
@@ -580,24 +590,35 @@ export class LockStore {
     this.refuseIfInOpenTransaction(documentId);
     // Read immediately before sending: the lease is timed from here (lease.ts).
     const sentAt = monotonicNow();
-    const record = await this.locks.findOneAndUpdate(
-      { _id: documentId, owner: ownerKey, token: ticket.token, ...UNEXPIRED } as Document,
-      [{ $set: { expiresAt: { $add: ['$$NOW', lit(ttl)] } } }],
-      { returnDocument: 'after', projection: { _id: 0, fence: 1, acquiredAt: 1, expiresAt: 1, label: 1, now: '$$NOW' } },
-    );
-    if (!record) throw await this.explainStaleTicket(documentId, ownerKey, ticket);
-    return {
-      token: ticket.token,
-      fence: Number(record.fence),
-      acquiredAt: record.acquiredAt as Date,
-      expiresAt: record.expiresAt as Date,
-      // A retried findAndModify comes back without the projection (SERVER-31242, see acquire):
-      // then the command's `$$NOW` is the new expiry minus the ttl it added (a command sent
-      // after `sentAt`, so the lease stays conservative).
-      serverNow: record.now instanceof Date ? record.now : new Date((record.expiresAt as Date).getTime() - ttl),
-      sentAt,
-      label: typeof record.label === 'string' ? record.label : null,
-    };
+    // A resume moves the expiry of an acquisition that an instance of this process may carry:
+    // that instance's lease hears of it as of an extension (held-lock.ts, startResume).
+    const pending = startResume(documentId, ticket.token, sentAt, ttl);
+    let grant: Grant | undefined;
+    try {
+      const record = await this.locks.findOneAndUpdate(
+        { _id: documentId, owner: ownerKey, token: ticket.token, ...UNEXPIRED } as Document,
+        [{ $set: { expiresAt: { $add: ['$$NOW', lit(ttl)] } } }],
+        { returnDocument: 'after', projection: { _id: 0, fence: 1, acquiredAt: 1, expiresAt: 1, label: 1, now: '$$NOW' } },
+      );
+      if (record) {
+        grant = {
+          token: ticket.token,
+          fence: Number(record.fence),
+          acquiredAt: record.acquiredAt as Date,
+          expiresAt: record.expiresAt as Date,
+          // A retried findAndModify comes back without the projection (SERVER-31242, see acquire):
+          // then the command's `$$NOW` is the new expiry minus the ttl it added (a command sent
+          // after `sentAt`, so the lease stays conservative).
+          serverNow: record.now instanceof Date ? record.now : new Date((record.expiresAt as Date).getTime() - ttl),
+          sentAt,
+          label: typeof record.label === 'string' ? record.label : null,
+        };
+      }
+    } finally {
+      if (pending) finishExtension(pending, grant);
+    }
+    if (!grant) throw await this.explainStaleTicket(documentId, ownerKey, ticket);
+    return grant;
   }
 
   /**

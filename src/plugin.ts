@@ -6,7 +6,7 @@
 import type { HydratedDocument, SaveOptions, mongo } from 'mongoose';
 import { idCaster, validateLockCallOptions, validateOwner, type ResolvedCallOptions } from './arguments';
 import { InvalidLockArgumentError, InvalidLockOptionError, LockExpiredOnArrivalError, LockNotHeldError, LockTargetNotFoundError, LockedError } from './errors';
-import { attachHeldLock, heldLockState, leaseLeft, lostError, newHeldLockState, releaseOutcomeUnknown, type HeldLock, type HeldLockState } from './held-lock';
+import { attachHeldLock, heldLockState, leaseLeft, lostError, newHeldLockState, releaseKnownLease, releaseLease, releaseOutcomeUnknown, type HeldLock, type HeldLockState } from './held-lock';
 import { typedErrors } from './failures';
 import { idKey } from './id-key';
 import { installGroupStatics } from './group-statics';
@@ -100,7 +100,11 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
     const key = ownerKey(who);
     const grantOnce = ticket ? () => store.resume(documentId, key, ticket, call.ttl) : () => store.acquire(documentId, key, call.ttl, call.label);
     // A grant that came too late is released by its owner and token (cmd-unlock-by-owner): only that acquisition, no second read.
-    const attempt = () => takeLease(model, documentId, who, call, grantOnce, ticket !== undefined, store, (grant) => store.releaseHeld(documentId, key, grant.token));
+    // Every instance of that acquisition in this process learns that it was released (held-lock.ts).
+    const releaseGrant = async (grant: Grant) => {
+      if (await store.releaseHeld(documentId, key, grant.token)) releaseKnownLease(documentId, grant.token);
+    };
+    const attempt = () => takeLease(model, documentId, who, call, grantOnce, ticket !== undefined, store, releaseGrant);
     return call.wait > 0 || call.signal ? acquireWaiting(documentId, attempt, watch, call.wait, call.signal) : attempt();
   }
 
@@ -189,6 +193,8 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
     await confirmHeld(state, store);
     await store.release(state);
     state.lost = 'released';
+    // Every instance of the acquisition learns it (a handle of this document aborts its signal).
+    releaseLease(state);
   }
 
   schema.static('lock', function lock(this: AnyModel, id: unknown, owner: unknown, callOptions?: unknown) {
@@ -376,6 +382,7 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
     state.lost = 'released';
     // In the caller's transaction the release stands only if that transaction commits.
     if (inCallerTransaction) state.pendingRelease = (callerSession as unknown as { transaction: object }).transaction;
+    else releaseLease(state);
   }
 
   /** The session a save of `doc` runs in: its options', the document's, or the transaction's of transactionAsyncLocalStorage. */

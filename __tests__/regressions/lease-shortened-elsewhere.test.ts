@@ -63,6 +63,19 @@ describe("a handle whose document's extendLock shortened the lock", () => {
     let abortedAt: number | undefined;
     handle.signal.addEventListener('abort', () => (abortedAt = Date.now()));
     await handle.document.extendLock(500);
+    if (autoExtend) {
+      // README, Keeping a lock alive: an autoExtend handle renews when a third of its ttl is left
+      // on the lease, whoever shortened it: the 500 ms lease is renewed at once, as after
+      // handle.extend(500) (auto-renewal-after-extend.test.ts), and what the handle counts on
+      // stays within the server's grant.
+      await sleep(1_500);
+      const info = await OtherM.getLock(id);
+      const believedUntil = Date.now() + handle.msLeft();
+      expect({ aborted: abortedAt !== undefined, held: info !== null, msLeftOver10s: handle.msLeft() > 10_000 }).toEqual({ aborted: false, held: true, msLeftOver10s: true });
+      expect(believedUntil).toBeLessThanOrEqual(info!.expiresAt.getTime() + 1);
+      await handle.release();
+      return;
+    }
     // The shared lease follows the extension...
     expect(handle.msLeft()).toBeLessThanOrEqual(500);
     const takenAt = await takenOverAt(id);
@@ -88,7 +101,8 @@ describe('a resume of the same acquisition with a shorter ttl', () => {
 
   test("a handle whose acquisition was resumed with a shorter ttl: its signal aborts before another owner's grant", async () => {
     const { _id: id } = await M.create({ title: 'handle resumed shorter' });
-    const handle = await M.acquireLock(id, 'alice', { ttl: 30_000 });
+    // Without autoExtend (an autoExtend handle renews the shortened lease: the test below).
+    const handle = await M.acquireLock(id, 'alice', { ttl: 30_000, autoExtend: false });
     let abortedAt: number | undefined;
     handle.signal.addEventListener('abort', () => (abortedAt = Date.now()));
     await M.lock(id, 'alice', { resume: handle.document.heldLock()!.ticket, ttl: 500 });
@@ -96,5 +110,17 @@ describe('a resume of the same acquisition with a shorter ttl', () => {
     await sleep(200);
     const msLeftAfterTakeover = handle.msLeft();
     expect({ abortedBeforeTakeover: abortedAt !== undefined && abortedAt <= takenAt, msLeftAfterTakeover }).toEqual({ abortedBeforeTakeover: true, msLeftAfterTakeover: 0 });
+  }, 30_000);
+
+  test('an autoExtend handle whose acquisition was resumed with a shorter ttl renews from the shortened lease', async () => {
+    const { _id: id } = await M.create({ title: 'auto handle resumed shorter' });
+    const handle = await M.acquireLock(id, 'alice', { ttl: 30_000 });
+    await M.lock(id, 'alice', { resume: handle.document.heldLock()!.ticket, ttl: 500 });
+    await sleep(1_500);
+    const info = await OtherM.getLock(id);
+    const believedUntil = Date.now() + handle.msLeft();
+    expect({ aborted: handle.signal.aborted, held: info !== null, msLeftOver10s: handle.msLeft() > 10_000 }).toEqual({ aborted: false, held: true, msLeftOver10s: true });
+    expect(believedUntil).toBeLessThanOrEqual(info!.expiresAt.getTime() + 1);
+    await handle.release();
   }, 30_000);
 });
