@@ -262,7 +262,10 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
       const token = ticket === undefined ? undefined : readTicket(ticket, documentId, 'ticket').token;
       const { store, ready } = runtimeOf(this);
       await ready;
-      return store.releaseHeld(documentId, ownerKey(who), token);
+      const released = await store.releaseHeld(documentId, ownerKey(who), token);
+      // With a ticket the acquisition is known: its instances in this process (a handle) learn it.
+      if (released && token !== undefined) releaseKnownLease(documentId, token);
+      return released;
     });
   });
 
