@@ -6,6 +6,7 @@
  * the two names Express and http-errors read), so an unhandled LockedError becomes a 423, not
  * a 500 with a stack trace.
  */
+import { CLOCK_DRIFT_FACTOR, CLOCK_DRIFT_MS, MIN_LEASE_MS } from './lease';
 
 export type LockErrorCode =
   | 'DATABASE_ERROR'
@@ -165,12 +166,13 @@ export class LockExpiredError extends LockNotHeldError {
 
 /**
  * The database answered a lock, resume or extend later than the lock's ttl allows: the lease is
- * timed from when the request was sent (PRODUCT.md property 13), so the lock may have expired
- * before the answer arrived, and it was not handed out. It was released again (best effort: it
- * may already have been free), so nothing is held. A LockExpiredError (code LOCK_EXPIRED, reason
- * 'expired'): the lock, as far as this process can tell, expired. Unlike a lock that expired
- * while held, trying again can succeed (`retryable`, HTTP 503): the database was slow; a longer
- * ttl makes it unlikely.
+ * timed from when the request was sent, less an allowance for clock drift (PRODUCT.md property
+ * 13, lease.ts), so the lock may have expired before the answer arrived, and it was not handed
+ * out (or, for an extension, not kept). A release by its token was sent (best effort: it may
+ * already have been free, or the release may not have arrived: then the lock expires by its ttl on
+ * the server). A LockExpiredError (code LOCK_EXPIRED, reason 'expired'): the lock, as far as this
+ * process can tell, expired. Unlike a lock that expired while held, trying again can succeed
+ * (`retryable`, HTTP 503): the database was slow; a longer ttl makes it unlikely.
  */
 export class LockExpiredOnArrivalError extends LockExpiredError {
   /** The ttl asked for, in milliseconds. */
@@ -182,14 +184,23 @@ export class LockExpiredOnArrivalError extends LockExpiredError {
 
   constructor(documentId: unknown, expiredAt: Date | undefined, details: { operation: 'lock' | 'resume' | 'extend'; ttl: number; elapsedMs: number; attempts: number }) {
     const { operation, ttl, elapsedMs, attempts } = details;
-    const what = operation === 'extend' ? 'extend the lock' : operation === 'resume' ? 'resume the lock' : 'grant the lock and load the document';
-    const tries = attempts > 1 ? ` (${attempts} attempts)` : '';
+    const what = operation === 'extend' ? 'The extension of the lock' : operation === 'resume' ? 'The resume of the lock' : 'The lock (with the document)';
+    const tries = attempts > 1 ? ` (the last of ${attempts} attempts)` : '';
+    const drift = ttl * CLOCK_DRIFT_FACTOR + CLOCK_DRIFT_MS;
+    const elapsed = Math.round(elapsedMs);
+    // The lease ran out through the wait alone, or (an extension or resume) because another, shorter
+    // extension of the same acquisition was sent meanwhile (held-lock.ts, finishExtension).
+    const cause =
+      elapsedMs >= ttl - drift - MIN_LEASE_MS
+        ? `of its ttl of ${ttl} ms, less ${Math.round(drift * 10) / 10} ms set aside for clock drift, less than ${MIN_LEASE_MS} ms was left to count on`
+        : `less than ${MIN_LEASE_MS} ms was left to count on (another, shorter extension of the same lock was sent meanwhile)`;
+    const outcome = operation === 'extend' ? 'it was not kept' : 'it was not handed out';
     super(
       documentId,
       expiredAt,
-      `The database took ${Math.round(elapsedMs)} ms to ${what} on document ${describeId(documentId)}${tries}, too long for its ttl of ${ttl} ms: ` +
-        'the lock may have expired before the answer arrived, so it was released and nothing is held. ' +
-        'Use a longer ttl, or try again when the database answers faster.',
+      `${what} on document ${describeId(documentId)} arrived ${elapsed} ms after the request was sent${tries}: ${cause}, so ${outcome}: ` +
+        'the server may have freed it before the answer arrived. A release by its token was sent (if it did not arrive, the lock expires by its ttl); ' +
+        'this call holds nothing. Use a longer ttl, or try again when the database answers faster.',
       { retryable: true, status: 503 },
     );
     this.ttl = ttl;

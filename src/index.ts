@@ -14,7 +14,7 @@ export {
   type LockLossReason,
 } from './errors';
 export type { LockPluginOptions } from './options';
-export { DEFAULT_TTL_MS, MAX_TTL_MS, DEFAULT_PURGE_AFTER_MS, TTL_WARNING_CODE } from './options';
+export { DEFAULT_TTL_MS, MIN_TTL_MS, MAX_TTL_MS, DEFAULT_PURGE_AFTER_MS, TTL_WARNING_CODE } from './options';
 export type { LockCallOptions, LockOptions } from './arguments';
 export { MAX_OWNER_LENGTH, MAX_LABEL_LENGTH, isValidLockLabel } from './arguments';
 export { MAX_ID_BYTES } from './id-value';

@@ -33,7 +33,7 @@ import { LockExpiredError, LockExpiredOnArrivalError, LockNotHeldError, LockedEr
 import { LockedByTransactionError } from './guard/errors';
 import { callerTransactions } from './guard/open-transactions';
 import { distinctIds, idKey } from './id-key';
-import { applyExtension, beginExtension, estimatedServerNow, leaseLeft, type HeldLockState } from './held-lock';
+import { estimatedServerNow, finishExtension, leaseLeft, startExtension, startResume, type HeldLockState } from './held-lock';
 import { MIN_LEASE_MS, monotonicNow, type GrantTiming } from './lease';
 import type { TicketParts } from './ticket';
 import { onlyDuplicateKeys, unwrapBulkError } from './bulk-errors';
@@ -345,16 +345,26 @@ export class LockStore {
     const { documentId, token } = state.lock;
     this.refuseIfInOpenTransaction(documentId);
     const sentAt = monotonicNow();
-    beginExtension(state, sentAt, ttl);
-    const record = await this.locks.findOneAndUpdate(
-      { _id: documentId, token, ...UNEXPIRED } as Document,
-      [{ $set: { expiresAt: { $add: ['$$NOW', lit(ttl)] } } }],
-      { returnDocument: 'after', projection: { _id: 0, expiresAt: 1, now: '$$NOW' } },
-    );
-    if (!record) throw await this.explainLoss(state);
-    const expiresAt = record.expiresAt as Date;
-    const timing: GrantTiming = { sentAt, expiresAt, serverNow: record.now instanceof Date ? record.now : new Date(expiresAt.getTime() - ttl) };
-    applyExtension(state, timing);
+    // Every instance of this acquisition in the process counts on it only as both guarantee until
+    // the answer; extensions in flight together settle to the least of them (held-lock.ts, finishExtension).
+    const pending = startExtension(state, sentAt, ttl);
+    let timing: GrantTiming | undefined;
+    let record: Document | null;
+    try {
+      record = await this.locks.findOneAndUpdate(
+        { _id: documentId, token, ...UNEXPIRED } as Document,
+        [{ $set: { expiresAt: { $add: ['$$NOW', lit(ttl)] } } }],
+        { returnDocument: 'after', projection: { _id: 0, expiresAt: 1, now: '$$NOW' } },
+      );
+      if (record) {
+        const expiresAt = record.expiresAt as Date;
+        timing = { sentAt, expiresAt, serverNow: record.now instanceof Date ? record.now : new Date(expiresAt.getTime() - ttl) };
+      }
+    } finally {
+      finishExtension(pending, timing);
+    }
+    if (!record || !timing) throw await this.explainLoss(state);
+    const { expiresAt } = timing;
     if (leaseLeft(state) < MIN_LEASE_MS) {
       // The answer came too late to count on: the lease is over, so the lock is given up rather
       // than revived. `onLapse` hears it first (a handle aborts its signal), then the lock is
@@ -390,7 +400,7 @@ export class LockStore {
       throw await this.explainLoss(state, session);
     }
     const record = await this.locks.findOne({ _id: documentId } as Document, {
-      projection: { token: 1, expiresAt: 1, now: '$$NOW' },
+      projection: { token: 1, fence: 1, expiresAt: 1, now: '$$NOW' },
       session,
       ...PRIMARY,
     });
@@ -555,7 +565,7 @@ export class LockStore {
 
   /** Reads the lock record and works out why an acquisition is no longer current. */
   private async explainLoss(state: HeldLockState, session?: ClientSession): Promise<LockNotHeldError> {
-    const record = await this.locks.findOne({ _id: state.lock.documentId } as Document, { projection: { token: 1 }, session, ...PRIMARY });
+    const record = await this.locks.findOne({ _id: state.lock.documentId } as Document, { projection: { token: 1, fence: 1 }, session, ...PRIMARY });
     return this.lossFrom(state, record);
   }
 
@@ -563,13 +573,18 @@ export class LockStore {
    * The error for a lost acquisition, given its record as just read (or null if it is gone). A
    * record the TTL index purged expired at least `purgeAfter` ago, so a record that is gone before
    * the lock's own expiry was not purged: the lock collection was dropped or the record deleted
-   * ('vanished'). Releasing keeps the record (token null), so 'released' needs the record.
+   * ('vanished'). Releasing keeps the record (token null) and its fence, so 'released' needs the
+   * record, and its fence says whose acquisition was released: each acquisition sets a fence greater
+   * than every earlier one's (NEXT_FENCE), so a released record with a greater fence than ours was
+   * taken over after our lock ended (expired, or released) and then released by its new holder:
+   * 'taken_over', never 'released', which says that this acquisition itself was released.
    */
   private lossFrom(state: HeldLockState, record: Document | null): LockNotHeldError {
-    const { documentId, token, expiresAt } = state.lock;
+    const { documentId, token, expiresAt, fence } = state.lock;
     let error: LockNotHeldError;
     if (record && record.token === token) error = new LockExpiredError(documentId, expiresAt);
     else if (record && record.token !== null) error = new LockNotHeldError(documentId, 'taken_over');
+    else if (record && record.fence !== undefined && Number(record.fence) !== fence) error = new LockNotHeldError(documentId, 'taken_over');
     else if (!record && estimatedServerNow(state) >= expiresAt.getTime()) error = new LockExpiredError(documentId, expiresAt);
     else if (!record) error = new LockNotHeldError(documentId, 'vanished');
     else error = new LockNotHeldError(documentId, 'released');
@@ -606,27 +621,39 @@ export class LockStore {
     const extension = ttl === undefined ? { $ifNull: ['$ttl', lit(fallbackTtl)] } : lit(ttl);
     // Read immediately before sending: the lease is timed from here (lease.ts).
     const sentAt = monotonicNow();
-    const record = await this.locks.findOneAndUpdate(
-      { _id: documentId, owner: ownerKey, token: ticket.token, ...UNEXPIRED } as Document,
-      [{ $set: { expiresAt: { $add: ['$$NOW', extension] } } }],
-      { returnDocument: 'after', projection: { _id: 0, fence: 1, acquiredAt: 1, expiresAt: 1, label: 1, ttl: 1, now: '$$NOW' } },
-    );
-    if (!record) throw await this.explainStaleTicket(documentId, ownerKey, ticket);
-    // The ttl this command added: the caller's, else the record's (what `$ifNull` chose).
-    const added = ttl ?? (typeof record.ttl === 'number' ? record.ttl : fallbackTtl);
-    return {
-      token: ticket.token,
-      fence: Number(record.fence),
-      acquiredAt: record.acquiredAt as Date,
-      expiresAt: record.expiresAt as Date,
-      // A retried findAndModify comes back without the projection (SERVER-31242, see acquire):
-      // then the command's `$$NOW` is the new expiry minus the ttl it added (a command sent
-      // after `sentAt`, so the lease stays conservative).
-      serverNow: record.now instanceof Date ? record.now : new Date((record.expiresAt as Date).getTime() - added),
-      sentAt,
-      label: typeof record.label === 'string' ? record.label : null,
-      ...(ttl === undefined ? { ttl: added } : {}),
-    };
+    // A resume moves the expiry of an acquisition that an instance of this process may carry:
+    // that instance's lease hears of it as of an extension (held-lock.ts, startResume; without
+    // the caller's ttl, the acquisition's, which the record stores).
+    const pending = startResume(documentId, ticket.token, sentAt, ttl);
+    let grant: Grant | undefined;
+    try {
+      const record = await this.locks.findOneAndUpdate(
+        { _id: documentId, owner: ownerKey, token: ticket.token, ...UNEXPIRED } as Document,
+        [{ $set: { expiresAt: { $add: ['$$NOW', extension] } } }],
+        { returnDocument: 'after', projection: { _id: 0, fence: 1, acquiredAt: 1, expiresAt: 1, label: 1, ttl: 1, now: '$$NOW' } },
+      );
+      if (record) {
+        // The ttl this command added: the caller's, else the record's (what `$ifNull` chose).
+        const added = ttl ?? (typeof record.ttl === 'number' ? record.ttl : fallbackTtl);
+        grant = {
+          token: ticket.token,
+          fence: Number(record.fence),
+          acquiredAt: record.acquiredAt as Date,
+          expiresAt: record.expiresAt as Date,
+          // A retried findAndModify comes back without the projection (SERVER-31242, see acquire):
+          // then the command's `$$NOW` is the new expiry minus the ttl it added (a command sent
+          // after `sentAt`, so the lease stays conservative).
+          serverNow: record.now instanceof Date ? record.now : new Date((record.expiresAt as Date).getTime() - added),
+          sentAt,
+          label: typeof record.label === 'string' ? record.label : null,
+          ...(ttl === undefined ? { ttl: added } : {}),
+        };
+      }
+    } finally {
+      if (pending) finishExtension(pending, grant);
+    }
+    if (!grant) throw await this.explainStaleTicket(documentId, ownerKey, ticket);
+    return grant;
   }
 
   /**

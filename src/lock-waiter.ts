@@ -172,6 +172,14 @@ export class LockWatch {
   }
 }
 
+/** A signal that never aborts, for pauses of calls without one. */
+const NEVER = new AbortController().signal;
+
+/** Jittered exponential backoff for round `round`: between half and all of 20 ms doubling, capped at 1 s. */
+function backoff(round: number): number {
+  return Math.min(POLL_CAP_MS, POLL_BASE_MS * 2 ** round) * (0.5 + Math.random() / 2);
+}
+
 /** Resolves after `ms`, or as soon as `signal` aborts; never rejects. */
 function pause(ms: number, signal: AbortSignal): Promise<void> {
   return new Promise((resolve) => {
@@ -208,7 +216,14 @@ export async function acquireWaiting<T>(
       try {
         return await attempt();
       } catch (error) {
-        if (error instanceof LockExpiredOnArrivalError && performance.now() - started < waitMs) continue;
+        if (error instanceof LockExpiredOnArrivalError && performance.now() - started < waitMs) {
+          // The database answered too slowly to count on its grants: back off as polling does
+          // before asking again, never at once (a tight loop would load the slow database further
+          // and hold the lock for moments nobody can use).
+          await pause(Math.min(waitMs - (performance.now() - started), backoff(round)), signal ?? NEVER);
+          signal?.throwIfAborted();
+          continue;
+        }
         if (!(error instanceof LockedError)) throw error;
         const live = await subscription.live;
         // The stream only started capturing during this attempt: a release may have slipped

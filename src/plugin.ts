@@ -6,7 +6,7 @@
 import type { HydratedDocument, SaveOptions, mongo } from 'mongoose';
 import { idCaster, validateLockCallOptions, validateOwner, type ResolvedCallOptions } from './arguments';
 import { InvalidLockArgumentError, InvalidLockOptionError, LockExpiredOnArrivalError, LockNotHeldError, LockTargetNotFoundError, LockedError } from './errors';
-import { attachHeldLock, heldLockState, leaseLeft, lostError, newHeldLockState, releaseOutcomeUnknown, type HeldLock, type HeldLockFields, type HeldLockState } from './held-lock';
+import { attachHeldLock, heldLockState, leaseLeft, lostError, newHeldLockState, releaseKnownLease, releaseLease, releaseOutcomeUnknown, type HeldLock, type HeldLockFields, type HeldLockState } from './held-lock';
 import { typedErrors } from './failures';
 import { loadDocument } from './document-load';
 import { idKey } from './id-key';
@@ -104,7 +104,11 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
     const resumeTtl = call.ttlGiven ? call.ttl : undefined;
     const grantOnce = ticket ? () => store.resume(documentId, key, ticket, resumeTtl, options.ttl) : () => store.acquire(documentId, key, call.ttl, call.label);
     // A grant that came too late is released by its owner and token (cmd-unlock-by-owner): only that acquisition, no second read.
-    const attempt = () => takeLease(model, documentId, who, call, grantOnce, ticket !== undefined, store, (grant) => store.releaseHeld(documentId, key, grant.token));
+    // Every instance of that acquisition in this process learns that it was released (held-lock.ts).
+    const releaseGrant = async (grant: Grant) => {
+      if (await store.releaseHeld(documentId, key, grant.token)) releaseKnownLease(documentId, grant.token);
+    };
+    const attempt = () => takeLease(model, documentId, who, call, grantOnce, ticket !== undefined, store, releaseGrant);
     return call.wait > 0 || call.signal ? acquireWaiting(documentId, attempt, watch, call.wait, call.signal) : attempt();
   }
 
@@ -149,8 +153,11 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
         }
       }
       const elapsedMs = monotonicNow() - grant.sentAt;
-      const last = attempt >= LAPSED_GRANT_ATTEMPTS;
+      // A caller that called the lock off meanwhile is not kept waiting for more late grants.
+      const abandoned = call.signal?.aborted === true;
+      const last = attempt >= LAPSED_GRANT_ATTEMPTS || abandoned;
       if (!resuming || last) await releaseGrant(grant).catch(() => undefined);
+      if (abandoned) call.signal?.throwIfAborted();
       if (last) throw new LockExpiredOnArrivalError(documentId, grant.expiresAt, { operation: resuming ? 'resume' : 'lock', ttl: grant.ttl ?? call.ttl, elapsedMs, attempts: attempt });
     }
   }
@@ -190,6 +197,8 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
     await confirmHeld(state, store);
     await store.release(state);
     state.lost = 'released';
+    // Every instance of the acquisition learns it (a handle of this document aborts its signal).
+    releaseLease(state);
   }
 
   schema.static('lock', function lock(this: AnyModel, id: unknown, owner: unknown, callOptions?: unknown) {
@@ -257,7 +266,10 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
       const token = ticket === undefined ? undefined : readTicket(ticket, documentId, 'ticket').token;
       const { store, ready } = runtimeOf(this);
       await ready;
-      return store.releaseHeld(documentId, ownerKey(who), token);
+      const released = await store.releaseHeld(documentId, ownerKey(who), token);
+      // With a ticket the acquisition is known: its instances in this process (a handle) learn it.
+      if (released && token !== undefined) releaseKnownLease(documentId, token);
+      return released;
     });
   });
 
@@ -377,6 +389,7 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
     state.lost = 'released';
     // In the caller's transaction the release stands only if that transaction commits.
     if (inCallerTransaction) state.pendingRelease = (callerSession as unknown as { transaction: object }).transaction;
+    else releaseLease(state);
   }
 
   /** The session a save of `doc` runs in: its options', the document's, or the transaction's of transactionAsyncLocalStorage. */
