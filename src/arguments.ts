@@ -155,7 +155,11 @@ export interface LockCallOptions {
    * Not accepted by `tryLock`.
    */
   wait?: number;
-  /** Aborts the wait; the call then rejects with the signal's reason. */
+  /**
+   * Ends the wait early. A timeout (`AbortSignal.timeout(ms)`: a reason named TimeoutError) ends
+   * it as `wait` running out does: LockedError, with the signal's reason as `cause`; it never
+   * prevents the first attempt. Any other abort rejects with the signal's reason, as fetch does.
+   */
   signal?: AbortSignal;
   /** `acquireLock` / `withLock` only: renew the lock before it expires while held (default true). */
   autoExtend?: boolean;

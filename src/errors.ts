@@ -52,19 +52,21 @@ export class LockedError extends LockError {
   /** Milliseconds until that lock expires, measured on the server's clock, if known. */
   readonly retryAfterMs: number | undefined;
   /**
-   * The display label the holder gave (`Model.lock(id, owner, { label })`), when the refusal came
-   * from an acquisition and the holder gave one; otherwise null. Never the owner. It is user
-   * data: escape it before putting it in HTML. It is not part of `message`.
+   * The display label the holder gave (`Model.lock(id, owner, { label })`), on every refusal the
+   * holder's lock caused (a lock call, a wait that ran out, a guarded write) when the holder gave
+   * one; otherwise null. Never the owner. It is user data: escape it before putting it in HTML.
+   * It is not part of `message`.
    */
   readonly label: string | null;
 
-  constructor(documentId: unknown, expiresAt: Date | undefined, detail = '', retryAfterMs?: number, label: string | null = null) {
+  /** `cause`: for a wait ended by a timed-out AbortSignal, the signal's reason (a TimeoutError). */
+  constructor(documentId: unknown, expiresAt: Date | undefined, detail = '', retryAfterMs?: number, label: string | null = null, cause?: unknown) {
     const until = expiresAt ? ` until ${expiresAt.toISOString()} unless its holder releases or renews it` : '';
     super(
       'LOCKED',
       `Document ${describeId(documentId)} is locked by another owner${until}.${detail} ` +
         'Try again later, or wait for the holder to release it.',
-      { retryable: true, status: 423 },
+      { retryable: true, status: 423, cause },
     );
     this.documentId = documentId;
     this.expiresAt = expiresAt;

@@ -3,18 +3,28 @@
  * `app.use(lockErrorHandler())` after the routes answers every LockError with its HTTP status
  * (423 locked, 409 lock gone, 404 no such document, 400 bad input, 503 transient database
  * fault, 500 otherwise), a `Retry-After` header where waiting helps, and a JSON body that never
- * contains an owner, a token or a stack trace. Other errors go to the next handler unchanged.
+ * contains an owner, a token or a stack trace. A lock call whose AbortSignal was aborted (not
+ * timed out: that is a LockedError) rejects with the signal's reason; when that reason is an
+ * AbortError (`controller.abort()`, typically wired to the client going away), the handler
+ * answers 499, the status nginx logs for a request the client closed (not in RFC 9110: the
+ * client is usually gone, and it is not a server fault). Other errors, other abort reasons
+ * included, go to the next handler unchanged.
  *
  * The shapes below are structural, so the package depends on neither Express nor its types;
  * Express 4 and 5 (and Connect-style frameworks) fit them. Express recognises an error handler
  * by its four parameters, which the returned function declares.
  */
 import { LockDatabaseError, LockError, LockNotHeldError, LockedError, type LockErrorCode, type LockLossReason } from './errors';
+import { abortedLockCall } from './lock-waiter';
+
+/** Status answered for a lock call its AbortSignal called off (nginx's "client closed request"). */
+const ABORTED_STATUS = 499;
 
 /** The JSON body `lockErrorHandler` sends. */
 export interface LockErrorBody {
   error: {
-    code: LockErrorCode;
+    /** A LockError's code, or `ABORTED` for a lock call whose AbortSignal was aborted (status 499). */
+    code: LockErrorCode | 'ABORTED';
     /** What happened and what to do. For database faults, a generic text (the driver's message may name hosts). */
     message: string;
     retryable: boolean;
@@ -44,6 +54,12 @@ export type LockErrorHandler = (error: unknown, req: unknown, res: LockErrorResp
 /** Express error middleware for LockErrors; see the module comment. Register it after your routes. */
 export function lockErrorHandler(): LockErrorHandler {
   return function handleLockError(error: unknown, _req: unknown, res: LockErrorResponse, next: (error?: unknown) => void): void {
+    const aborted = error instanceof LockError ? undefined : abortedLockCall(error);
+    if (aborted && (error as { name?: unknown }).name === 'AbortError' && !res.headersSent) {
+      res.status(ABORTED_STATUS);
+      res.json(abortedBody(aborted.documentId));
+      return;
+    }
     if (!(error instanceof LockError) || res.headersSent) {
       next(error);
       return;
@@ -71,6 +87,17 @@ export function lockErrorBody(error: LockError): LockErrorBody {
     body.label = error.label;
   }
   return { error: body };
+}
+
+function abortedBody(documentId: unknown): LockErrorBody {
+  return {
+    error: {
+      code: 'ABORTED',
+      message: `The request was aborted (its AbortSignal) before the lock on document ${idText(documentId)} was taken; nothing was locked.`,
+      retryable: true,
+      documentId: idText(documentId),
+    },
+  };
 }
 
 /**

@@ -126,6 +126,8 @@ export interface Blocker {
   documentId: unknown;
   expiresAt?: Date;
   remainingMs?: number;
+  /** The holder's display label, as `Model.lock` refused by the same lock reports it (null: none given, or unknown). */
+  label?: string | null;
 }
 
 /**
@@ -388,10 +390,8 @@ export class LockStore {
   async findBlocking(ids: unknown[], ownerKey: string | undefined, session?: ClientSession): Promise<Blocker | null> {
     const filter: Document = { _id: { $in: ids }, ...UNEXPIRED };
     if (ownerKey !== undefined) filter.owner = { $ne: ownerKey };
-    const record = await this.locks.findOne(filter, { projection: { expiresAt: 1, now: '$$NOW' }, session, ...PRIMARY });
-    if (!record) return null;
-    const expiresAt = record.expiresAt as Date;
-    return { documentId: record._id, expiresAt, remainingMs: expiresAt.getTime() - (record.now as Date).getTime() };
+    const record = await this.locks.findOne(filter, { projection: { expiresAt: 1, label: 1, now: '$$NOW' }, session, ...PRIMARY });
+    return record ? blockerFrom(record._id, record) : null;
   }
 
   /**
@@ -440,7 +440,7 @@ export class LockStore {
         const reply = await this.locks.findOneAndUpdate({ _id: ids[0] } as Document, update, {
           upsert: true,
           returnDocument: 'after',
-          projection: { claimed: { $eq: ['$claim', lit(claim)] }, expiresAt: 1, now: '$$NOW' },
+          projection: { claimed: { $eq: ['$claim', lit(claim)] }, expiresAt: 1, label: 1, now: '$$NOW' },
           includeResultMetadata: true,
           session,
         });
@@ -459,7 +459,7 @@ export class LockStore {
       // transaction that tries to write to a document that was updated by a non-transaction
       // after it started should fail with a WriteConflict"), and the transaction is retried.
       const records = await this.locks
-        .find({ _id: { $in: ids } } as Document, { projection: { owner: 1, expiresAt: 1, now: '$$NOW' }, session, ...PRIMARY })
+        .find({ _id: { $in: ids } } as Document, { projection: { owner: 1, expiresAt: 1, label: 1, now: '$$NOW' }, session, ...PRIMARY })
         .toArray();
       const held = records.find((r) => r.expiresAt instanceof Date && r.expiresAt > (r.now as Date) && (ownerKey === undefined || r.owner !== ownerKey));
       if (held) return { blocker: blockerFrom(held._id, held), inserted: [], claim, written: [] };
@@ -477,7 +477,7 @@ export class LockStore {
           { ordered: false, session },
         );
         if (result.modifiedCount !== records.length) {
-          const other = await this.locks.findOne({ _id: { $in: ids }, claim: { $ne: claim } } as Document, { projection: { expiresAt: 1, now: '$$NOW' }, session, ...PRIMARY });
+          const other = await this.locks.findOne({ _id: { $in: ids }, claim: { $ne: claim } } as Document, { projection: { expiresAt: 1, label: 1, now: '$$NOW' }, session, ...PRIMARY });
           return { blocker: blockerFrom(other?._id ?? ids[0], other), inserted: missing, claim, written: ids };
         }
       }
@@ -690,9 +690,10 @@ export function lockInfoFrom(documentId: unknown, record: Document): LockInfo {
   };
 }
 
-/** What stops a write, from a lock record read with `now: '$$NOW'` (or nothing known). */
+/** What stops a write, from a lock record read with `label` and `now: '$$NOW'` (or nothing known). */
 function blockerFrom(documentId: unknown, record: Document | null): Blocker {
   if (!record || !(record.expiresAt instanceof Date)) return { documentId };
   const expiresAt = record.expiresAt;
-  return { documentId, expiresAt, remainingMs: expiresAt.getTime() - (record.now as Date).getTime() };
+  const label = typeof record.label === 'string' ? record.label : null;
+  return { documentId, expiresAt, remainingMs: expiresAt.getTime() - (record.now as Date).getTime(), label };
 }

@@ -26,6 +26,7 @@ export class LockedDuringWriteError extends LockedError {
       blocker.expiresAt,
       ` The lock was taken while the write ran: earlier batches had already committed (${written}); the rest was not written.`,
       blocker.retryAfterMs,
+      blocker.label,
     );
     this.committed = committed;
   }
