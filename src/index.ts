@@ -32,5 +32,10 @@ export { LockedDuringWriteError, LockedByTransactionError, type CommittedWrites 
 export type { LockInfo, LockRecord, LockStatus, LockPage } from './lock-store';
 export { MAX_STATUS_IDS, MAX_LIST_LIMIT, DEFAULT_LIST_LIMIT, type LockStatusOptions, type ListLocksOptions, type UnlockOptions } from './status-arguments';
 export { MAX_TICKET_LENGTH } from './ticket';
-export type { LockMethods, LockStatics, LockableModel, LockableDocument, LockTargetId } from './types';
+export type { LockMethods, LockStatics, LockableModel, LockableDocument, LockTargetId, LockNextFilter } from './types';
+export { MAX_SORT_FIELDS, type LockNextOptions, type AcquireNextOptions, type LockNextSort } from './next-arguments';
 export { LOCK_MODEL_PREFIX } from './lock-model';
+export { MAX_LOCK_MANY_IDS, type LockManyOptions, type LockGroupOptions } from './group-arguments';
+// A type only: group handles come from Model.acquireLocks / acquireAllLocks, never from `new`.
+export type { LockGroupHandle } from './lock-group-handle';
+export { lockAll, acquireAllLocks, withAllLocks, unlockAll, type LockAllTarget, type LockedDocuments, type LockableModelLike } from './lock-all';

@@ -9,12 +9,14 @@ import { InvalidLockArgumentError, InvalidLockOptionError, LockExpiredOnArrivalE
 import { attachHeldLock, heldLockState, leaseLeft, lostError, newHeldLockState, releaseOutcomeUnknown, type HeldLock, type HeldLockState } from './held-lock';
 import { typedErrors } from './failures';
 import { idKey } from './id-key';
+import { installGroupStatics } from './group-statics';
 import { installWriteGuard, saveWithContext } from './guard/install';
 import { refuseSaveLockOptions } from './guard/options';
 import { LockHandle, asyncDispose } from './lock-handle';
 import { MIN_LEASE_MS, monotonicNow } from './lease';
 import { lockInfoFrom, type Grant, type LockPage, type LockStatus, type LockStore } from './lock-store';
 import { acquireWaiting } from './lock-waiter';
+import { installNextStatics } from './next-statics';
 import { describeValue, resolveOptions, validateTtl, type LockPluginOptions } from './options';
 import { ownerKeyFunction } from './owner-key';
 import { pluginApplication } from './plugin-registration';
@@ -381,6 +383,12 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
     const base = (doc.constructor as AnyModel).db.base as unknown as { transactionAsyncLocalStorage?: { getStore(): { session?: ClientSession } | undefined } };
     return base.transactionAsyncLocalStorage?.getStore()?.session ?? undefined;
   }
+
+  // Job workers: Model.lockNext, acquireNext, withNext (next-statics.ts).
+  installNextStatics(schema, { runtimeOf, ownerKey, options, unlockDocument });
+
+  // Several documents at once: Model.lockMany, acquireLocks, withLocks, unlockMany (group-statics.ts).
+  installGroupStatics(schema, { runtimeOf, castId, ownerKey, defaultTtl: options.ttl });
 
   installWriteGuard(schema, { runtimeOf, ownerKey, options });
 }

@@ -13,6 +13,7 @@ import { inOil, rangeCuts, scanRanges, type Oil } from './index-bounds';
 import type { IndexEntry } from './index-keys';
 import { chooseAccessPath, type AccessPath, type IndexScan } from './planner';
 import { sortDocs } from './sort';
+import { checkFilterSyntax } from './query-parse';
 import type { Collection } from './storage/collection';
 import type { Transaction } from './transactions';
 import { MongoCommandError, toCommandError } from './errors';
@@ -80,10 +81,25 @@ export function bindFilter(filter: Document, vars: SystemVars): Document {
   return out;
 }
 
-/** Aggregation stages: `$match` is a filter, every other stage holds expressions. */
+/**
+ * Aggregation stages: `$match` is a filter, every other stage holds expressions; a `$lookup`'s
+ * `let` holds expressions and its `pipeline` is a pipeline (its `$match` stages are filters, whose
+ * plain values are never variables). The sub-pipeline's `$$NOW` is the command's: its expression
+ * context is a copy of the command's (DocumentSourceLookUp, `expCtx->copyForSubPipeline`).
+ */
 export function bindPipeline(pipeline: Document[], vars: SystemVars): Document[] {
   return pipeline.map((stage) => {
     if (isPlainObject(stage) && isPlainObject(stage.$match)) return { $match: bindFilter(stage.$match, vars) };
+    if (isPlainObject(stage) && isPlainObject(stage.$lookup) && Object.keys(stage).length === 1) {
+      const { let: letSpec, pipeline: sub, ...rest } = stage.$lookup;
+      const bound: Document = { ...rest };
+      for (const key of Object.keys(stage.$lookup)) {
+        if (key === 'let') bound.let = bindExpression(letSpec, vars);
+        else if (key === 'pipeline') bound.pipeline = Array.isArray(sub) && sub.every(isPlainObject) ? bindPipeline(sub, vars) : sub;
+        else bound[key] = rest[key];
+      }
+      return { $lookup: bound };
+    }
     return bindExpression(stage, vars);
   });
 }
@@ -121,6 +137,8 @@ function compileQuery(filter: Document, vars: SystemVars): Matcher {
     const hit = compiledFilters.get(cacheKey);
     if (hit) return hit;
   }
+  // MatchExpressionParser's own refusals first (query-parse.ts), then what the emulator lacks.
+  checkFilterSyntax(filter);
   rejectUnsupportedQueryFeatures(filter);
   rejectProtoKeys(filter);
   let q: Query;
