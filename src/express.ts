@@ -90,14 +90,14 @@ export function lockErrorBody(error: LockError): LockErrorBody {
 }
 
 function abortedBody(documentId: unknown): LockErrorBody {
-  return {
-    error: {
-      code: 'ABORTED',
-      message: `The request was aborted (its AbortSignal) before the lock on document ${idText(documentId)} was taken; nothing was locked.`,
-      retryable: true,
-      documentId: idText(documentId),
-    },
+  const what = documentId === undefined ? 'a lock' : `the lock on document ${idText(documentId)}`;
+  const body: LockErrorBody['error'] = {
+    code: 'ABORTED',
+    message: `The request was aborted (its AbortSignal) before ${what} was taken; nothing was locked.`,
+    retryable: true,
   };
+  if (documentId !== undefined) body.documentId = idText(documentId);
+  return { error: body };
 }
 
 /**

@@ -194,23 +194,29 @@ function isTimeout(reason: unknown): boolean {
   return typeof reason === 'object' && reason !== null && (reason as { name?: unknown }).name === 'TimeoutError';
 }
 
-/** Aborted, and not by a timeout: the caller called off the call. */
-function calledOff(signal: AbortSignal | undefined): boolean {
+/**
+ * Aborted, and not by a timeout: the caller called the call off. Every waiting lock call
+ * (lock, lockMany, lockNext) applies the same rule: a timeout ends the wait as `wait` running out
+ * does; an explicit abort rejects with the signal's reason (abortedWith).
+ */
+export function calledOff(signal: AbortSignal | undefined): boolean {
   return signal !== undefined && signal.aborted && !isTimeout(signal.reason);
 }
 
 /**
- * The documents whose lock calls an explicit abort ended, by the reason they rejected with, for
- * lockErrorHandler (which answers those, and only those, 499). Objects only; weakly held.
+ * The reasons lock calls ended by an explicit abort rejected with, and each call's document (or
+ * undefined: lockNext names none), for lockErrorHandler, which answers those, and only those,
+ * 499. Objects only; weakly held.
  */
 const abortedLockCalls = new WeakMap<object, unknown>();
 
-/** The document whose lock call rejected with `error` because its signal was aborted, if it is one. */
+/** The document of the lock call that rejected with `error` because its signal was aborted, if it is one. */
 export function abortedLockCall(error: unknown): { documentId: unknown } | undefined {
   return typeof error === 'object' && error !== null && abortedLockCalls.has(error) ? { documentId: abortedLockCalls.get(error) } : undefined;
 }
 
-function abortedWith(documentId: unknown, signal: AbortSignal): unknown {
+/** The signal's reason, to reject a lock call with, remembered as such (abortedLockCall). */
+export function abortedWith(documentId: unknown, signal: AbortSignal): unknown {
   const reason: unknown = signal.reason;
   if (typeof reason === 'object' && reason !== null) abortedLockCalls.set(reason, documentId);
   return reason;

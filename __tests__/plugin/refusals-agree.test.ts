@@ -7,7 +7,8 @@
  *    signal whose reason is a TimeoutError (`AbortSignal.timeout`), which is then the error's
  *    `cause`; such a signal never prevents the first attempt (as `wait: 0` does not). An explicit
  *    abort rejects with the signal's reason, as fetch does, and `lockErrorHandler` answers an
- *    aborted lock call 499 (the client closed the request; nginx's status for it).
+ *    aborted lock call 499 (the client closed the request; nginx's status for it). The same for
+ *    lockMany (LockedError) and lockNext (whose wait that ran out resolves null).
  */
 import type { Types } from 'mongoose';
 import { LockedError, lockErrorBody, lockErrorHandler, type LockPluginOptions } from '../../src';
@@ -212,4 +213,52 @@ describe('an explicit abort', () => {
     expect(await M.isLocked(id)).toBe(false);
   });
 
+});
+
+describe('lockMany and lockNext follow the same rule', () => {
+  let M: WorkItemModel;
+  beforeAll(async () => {
+    M = await workItemModel(conn.connection, { ttl: 30_000 });
+  });
+
+  test('lockMany bounded by AbortSignal.timeout: LockedError naming the holder, TimeoutError as cause, nothing held', async () => {
+    const [free, held] = await M.create([{ title: 'free' }, { title: 'held' }]);
+    await M.lock(held._id, 'alice-session', { label: 'Alice' });
+    const error = await refusal(M.lockMany([free._id, held._id], 'bob-session', { wait: 30_000, signal: AbortSignal.timeout(300) }));
+    expect(error).toBeInstanceOf(LockedError);
+    expect((error as LockedError).label).toBe('Alice');
+    expect(((error as LockedError).cause as DOMException).name).toBe('TimeoutError');
+    expect(answer(error).status).toBe(423);
+    expect(await M.isLocked(free._id)).toBe(false);
+  });
+
+  test('lockMany aborted: the signal\'s reason, answered 499', async () => {
+    const [free, held] = await M.create([{ title: 'free' }, { title: 'held' }]);
+    await M.lock(held._id, 'alice-session');
+    const controller = new AbortController();
+    setTimeout(() => controller.abort(), 200);
+    const error = await refusal(M.lockMany([free._id, held._id], 'bob-session', { wait: 30_000, signal: controller.signal }));
+    expect(error).toBe(controller.signal.reason);
+    expect(answer(error).status).toBe(499);
+    expect(await M.isLocked(free._id)).toBe(false);
+  });
+
+  test('lockNext bounded by AbortSignal.timeout: null, as when `wait` runs out', async () => {
+    const { _id: id } = await M.create({ title: 'the only job', edits: 4711 });
+    await M.lock(id, 'alice-session');
+    await expect(M.lockNext({ edits: 4711 }, 'bob-session', { wait: 300 })).resolves.toBeNull();
+    await expect(M.lockNext({ edits: 4711 }, 'bob-session', { wait: 30_000, signal: AbortSignal.timeout(300) })).resolves.toBeNull();
+  });
+
+  test('lockNext aborted: the signal\'s reason, answered 499 without a document', async () => {
+    const { _id: id } = await M.create({ title: 'the only job', edits: 4712 });
+    await M.lock(id, 'alice-session');
+    const controller = new AbortController();
+    setTimeout(() => controller.abort(), 200);
+    const error = await refusal(M.lockNext({ edits: 4712 }, 'bob-session', { wait: 30_000, signal: controller.signal }));
+    expect(error).toBe(controller.signal.reason);
+    const http = answer(error);
+    expect(http.status).toBe(499);
+    expect((http.body as { error: { documentId?: string } }).error.documentId).toBeUndefined();
+  });
 });
