@@ -216,7 +216,9 @@ export async function claimNext(context: NextContext): Promise<Claimed | null> {
         }
         // A read that started during the call found no free matching document: "none" (the
         // documents other calls of this process are trying were free at the read and would have
-        // been found, so they are not hidden by it).
+        // been found, so they are not hidden by it). An explicit abort during the read still ends
+        // the call with the signal's reason, as lock and lockMany do (lock-waiter.ts).
+        if (calledOff(signal)) throw abortedWith(undefined, signal!);
         if (!waiting) return null;
         const left = deadline - performance.now();
         if (left <= 0 || signal?.aborted) return null;
