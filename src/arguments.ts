@@ -9,6 +9,7 @@ import { InvalidLockArgumentError, InvalidLockOptionError } from './errors';
 import { IdRefusal, freshId, obviouslyTooLarge } from './id-value';
 import { MAX_TTL_MS, describeValue, validateTtl } from './options';
 
+/** Longest owner accepted, in characters (an owner is a session id, a worker name: never a document). */
 export const MAX_OWNER_LENGTH = 512;
 /** Longest display label (`lock(id, owner, { label })`), in UTF-16 code units. */
 export const MAX_LABEL_LENGTH = 100;

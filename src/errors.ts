@@ -7,6 +7,7 @@
  * a 500 with a stack trace.
  */
 
+/** The stable `code` of every error the plugin throws: branch on it rather than on messages. */
 export type LockErrorCode =
   | 'DATABASE_ERROR'
   | 'LOCKED'
@@ -17,7 +18,22 @@ export type LockErrorCode =
   | 'INVALID_OPTION'
   | 'CONFIGURATION';
 
+/**
+ * The base class of every error the plugin throws: a stable `code`, whether retrying can help
+ * (`retryable`) and the HTTP status a web app should answer with (`status`, `statusCode`).
+ *
+ * @example
+ * ```ts
+ * try {
+ *   await Item.lock(id, owner);
+ * } catch (error) {
+ *   if (error instanceof LockError && error.retryable) scheduleRetry();
+ *   else throw error;
+ * }
+ * ```
+ */
 export class LockError extends Error {
+  /** What kind of error this is, stable across versions (see LockErrorCode). */
   readonly code: LockErrorCode;
   /**
    * Whether the same call may succeed if tried again as it is: true for a lock held by someone
@@ -93,7 +109,9 @@ export type LockLossReason =
 
 /** The caller does not hold the lock it tried to use. */
 export class LockNotHeldError extends LockError {
+  /** The document whose lock is not held (its `_id`). */
   readonly documentId: unknown;
+  /** Why the lock is not held: never taken, released, taken over or expired. */
   readonly reason: LockLossReason;
 
   constructor(documentId: unknown, reason: LockLossReason, message?: string, code: LockErrorCode = 'LOCK_NOT_HELD', options?: { retryable?: boolean; status?: number }) {
@@ -121,6 +139,7 @@ export class LockNotHeldError extends LockError {
 
 /** The lock's TTL passed (by the server's clock); nobody has taken it over yet. */
 export class LockExpiredError extends LockNotHeldError {
+  /** When the lock expired (server time), if known. */
   readonly expiredAt: Date | undefined;
 
   constructor(documentId: unknown, expiredAt: Date | undefined, message?: string, options?: { retryable?: boolean; status?: number }) {
@@ -175,6 +194,7 @@ export class LockExpiredOnArrivalError extends LockExpiredError {
 
 /** `Model.lock` took the lock, but the document does not exist; the lock was released again. */
 export class LockTargetNotFoundError extends LockError {
+  /** The `_id` that matched no document. */
   readonly documentId: unknown;
 
   constructor(documentId: unknown, modelName: string) {
@@ -185,6 +205,7 @@ export class LockTargetNotFoundError extends LockError {
 
 /** A call received an argument it cannot use; nothing was sent to the database. */
 export class InvalidLockArgumentError extends LockError {
+  /** The name of the argument that was wrong (`id`, `owner`, ...). */
   readonly argument: string;
 
   constructor(argument: string, problem: string) {
@@ -195,6 +216,7 @@ export class InvalidLockArgumentError extends LockError {
 
 /** The plugin (or a call) was given an option it does not know or a value it cannot use. */
 export class InvalidLockOptionError extends LockError {
+  /** The name of the option that was wrong or unknown (`ttl`, `wait`, ...). */
   readonly option: string;
 
   constructor(option: string, problem: string) {

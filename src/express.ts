@@ -22,11 +22,13 @@ const ABORTED_STATUS = 499;
 
 /** The JSON body `lockErrorHandler` sends. */
 export interface LockErrorBody {
+  /** The error, described without owner, token or stack trace. */
   error: {
     /** A LockError's code, or `ABORTED` for a lock call whose AbortSignal was aborted (status 499). */
     code: LockErrorCode | 'ABORTED';
     /** What happened and what to do. For database faults, a generic text (the driver's message may name hosts). */
     message: string;
+    /** Whether the same request may succeed if tried again (LockError's `retryable`). */
     retryable: boolean;
     /** LockNotHeldError: why the caller's lock is gone. */
     reason?: LockLossReason;
@@ -43,12 +45,17 @@ export interface LockErrorBody {
 
 /** The parts of an Express response the handler uses. */
 export interface LockErrorResponse {
+  /** Whether a response was already started: then the handler passes the error on. */
   headersSent: boolean;
+  /** Sets the HTTP status. */
   status(code: number): unknown;
+  /** Sets a header (`Retry-After`). */
   setHeader(name: string, value: string): unknown;
+  /** Sends the JSON body. */
   json(body: unknown): unknown;
 }
 
+/** An Express error middleware (four parameters), as `lockErrorHandler()` returns it. */
 export type LockErrorHandler = (error: unknown, req: unknown, res: LockErrorResponse, next: (error?: unknown) => void) => void;
 
 /** Express error middleware for LockErrors; see the module comment. Register it after your routes. */

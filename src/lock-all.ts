@@ -18,7 +18,9 @@ import type { LockTargetId } from './types';
 
 /** A model compiled from a schema that uses lockPlugin (it has `lockMany`). */
 export interface LockableModelLike {
+  /** The model's name (Mongoose's `Model.modelName`). */
   readonly modelName: string;
+  /** The plugin's `Model.lockMany`, which `lockAll` calls once per model. */
   lockMany(ids: readonly LockTargetId[], owner: string, options?: LockManyOptions): Promise<unknown[]>;
 }
 

@@ -39,7 +39,13 @@ type ClientSession = mongo.ClientSession;
 type Collection<T extends mongo.Document> = mongo.Collection<T>;
 type Document = mongo.Document;
 
+/**
+ * A record of the lock collection (`<collection>.locks`), one per document ever locked, as
+ * `Model.lockModel()` reads it. It holds the owner key and the token: keep it away from users
+ * (LockInfo is the public view).
+ */
 export interface LockRecord {
+  /** The locked document's `_id`. */
   _id: unknown;
   /** The owner key (hashed owner unless `ownerStorage: 'plain'`); null once released. */
   owner: string | null;
@@ -47,7 +53,9 @@ export interface LockRecord {
   token: string | null;
   /** Fencing token: strictly increasing per document across acquisitions. */
   fence: number;
+  /** When the current (or last) acquisition was granted (server time). */
   acquiredAt: Date;
+  /** When the lock expires (server time); in the past once released. */
   expiresAt: Date;
   /** The holder's display label (`lock(id, owner, { label })`), stored in clear; null once released. */
   label?: string | null;
@@ -67,8 +75,11 @@ export interface Grant extends GrantTiming {
 
 /** Public view of a lock: no owner, no token. */
 export interface LockInfo {
+  /** The locked document's `_id`. */
   documentId: unknown;
+  /** When the lock was granted (server time). */
   acquiredAt: Date;
+  /** When it expires unless renewed or released (server time). */
   expiresAt: Date;
   /** Milliseconds until it expires, by the server's clock at the time of the read. */
   remainingMs: number;
@@ -84,6 +95,7 @@ export interface LockStatus extends LockInfo {
 
 /** One page of `Model.listLocks()`. */
 export interface LockPage {
+  /** The locks of this page, in `_id` order. */
   locks: LockInfo[];
   /** Pass as `after` to get the next page; null on the last page. Opaque. */
   next: string | null;

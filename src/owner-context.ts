@@ -59,11 +59,13 @@ export function currentLockOwner(): string | undefined {
 
 /** The smallest request shape the middleware needs; Express's Request fits it. */
 export interface RequestWithSession {
+  /** Set by express-session: the session's id, the default owner. */
   sessionID?: string;
   /** Set by express-session; its absence means the session middleware has not run (yet). */
   session?: unknown;
 }
 
+/** The options of `lockOwnerMiddleware(options)`. */
 export interface LockOwnerMiddlewareOptions<Req> {
   /** Picks the owner for a request. Default: `req.sessionID` (express-session). */
   owner?: (req: Req) => string | undefined;
