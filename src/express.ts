@@ -58,7 +58,22 @@ export interface LockErrorResponse {
 /** An Express error middleware (four parameters), as `lockErrorHandler()` returns it. */
 export type LockErrorHandler = (error: unknown, req: unknown, res: LockErrorResponse, next: (error?: unknown) => void) => void;
 
-/** Express error middleware for LockErrors; see the module comment. Register it after your routes. */
+/**
+ * Express error middleware for LockErrors: answers each with its HTTP status (423 locked, 409
+ * lock gone, 404 no such document, 400 bad input, 503 transient database fault, 500 otherwise),
+ * a `Retry-After` header where waiting helps, and a LockErrorBody that never contains an owner,
+ * a token or a stack trace; a lock call ended by its AbortSignal (an AbortError) gets 499. Other
+ * errors go to the next handler unchanged. Register it after your routes.
+ *
+ * @example
+ * ```ts
+ * app.post('/items/:id/edit', async (req, res) => {
+ *   const item = await Item.lock(req.params.id, req.sessionID, { wait: 2_000 });
+ *   res.render('edit', { item });
+ * });
+ * app.use(lockErrorHandler()); // a refused lock answers 423 with the holder's label
+ * ```
+ */
 export function lockErrorHandler(): LockErrorHandler {
   return function handleLockError(error: unknown, _req: unknown, res: LockErrorResponse, next: (error?: unknown) => void): void {
     const aborted = error instanceof LockError ? undefined : abortedLockCall(error);
