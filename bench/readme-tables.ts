@@ -1,7 +1,7 @@
 /**
- * The README's benchmark figures, rendered from a results file, so the README quotes exactly one
- * run: the one in bench/results/latest.json (__tests__/docs/readme.test.ts checks that every row
- * below appears in README.md verbatim). `npx tsx bench/readme-tables.ts` prints them to paste.
+ * The documented benchmark figures, rendered from a results file, so docs/evidence.md quotes
+ * exactly one run: the one in bench/results/latest.json (__tests__/docs/readme.test.ts checks that
+ * every row below appears there verbatim). `npx tsx bench/readme-tables.ts` prints them to paste.
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';

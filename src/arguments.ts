@@ -172,7 +172,8 @@ export interface LockCallOptions {
   label?: string;
   /**
    * `lock` only: a lock ticket (`doc.heldLock().ticket`) from an earlier request. Continues that
-   * acquisition if it is still current and held by `owner`, and extends it to `ttl` from now;
+   * acquisition if it is still current and held by `owner`, and extends it to `ttl` from now
+   * (without `ttl`: to the ttl the acquisition was taken with, as `doc.extendLock()` does);
    * otherwise throws LockExpiredError or LockNotHeldError (`'taken_over'`, `'released'`). Never
    * takes a lock that is not that acquisition. Not combinable with `wait`, `signal` or `label`.
    */
@@ -184,6 +185,8 @@ export type LockOptions = Pick<LockCallOptions, 'ttl' | 'wait' | 'signal' | 'lab
 
 export interface ResolvedCallOptions {
   ttl: number;
+  /** Whether the call gave its own `ttl` (a resume without one keeps the acquisition's). */
+  ttlGiven: boolean;
   wait: number;
   signal: AbortSignal | undefined;
   autoExtend: boolean;
@@ -194,7 +197,7 @@ export interface ResolvedCallOptions {
 
 /** Validates per-call options; `allowed` names the options the calling function accepts. */
 export function validateLockCallOptions(options: unknown, defaultTtl: number, allowed: readonly (keyof LockCallOptions)[] = ['ttl', 'wait', 'signal', 'label']): ResolvedCallOptions {
-  const resolved: ResolvedCallOptions = { ttl: defaultTtl, wait: 0, signal: undefined, autoExtend: true, label: null, resume: undefined };
+  const resolved: ResolvedCallOptions = { ttl: defaultTtl, ttlGiven: false, wait: 0, signal: undefined, autoExtend: true, label: null, resume: undefined };
   if (options === undefined) return resolved;
   if (options === null || typeof options !== 'object' || Array.isArray(options)) {
     throw new InvalidLockOptionError('(lock options)', `expected an object such as { ttl: 30000 }, got ${describeValue(options)}.`);
@@ -206,7 +209,10 @@ export function validateLockCallOptions(options: unknown, defaultTtl: number, al
   // from Object.create({ wait })) must not slip past the allow-list.
   const own = (key: string): unknown => (Object.prototype.hasOwnProperty.call(options, key) ? (options as Record<string, unknown>)[key] : undefined);
   const [ttl, wait, signal, autoExtend, label, resume] = ['ttl', 'wait', 'signal', 'autoExtend', 'label', 'resume'].map(own);
-  if (ttl !== undefined) resolved.ttl = validateTtl(ttl);
+  if (ttl !== undefined) {
+    resolved.ttl = validateTtl(ttl);
+    resolved.ttlGiven = true;
+  }
   if (wait !== undefined) {
     if (typeof wait !== 'number' || !Number.isInteger(wait) || wait < 0 || wait > MAX_TTL_MS) {
       throw new InvalidLockOptionError('wait', `expected a whole number of milliseconds from 0 to ${MAX_TTL_MS}, got ${describeValue(wait)}.`);

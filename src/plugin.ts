@@ -116,7 +116,10 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
     const { store, watch, ready } = runtimeOf(model);
     await ready;
     const key = ownerKey(who);
-    const grantOnce = ticket ? () => store.resume(documentId, key, ticket, call.ttl) : () => store.acquire(documentId, key, call.ttl, call.label);
+    // A resume without its own ttl extends by the acquisition's (stored in the lock record), as
+    // extendLock() does; the plugin's ttl only for a record written before that was stored.
+    const resumeTtl = call.ttlGiven ? call.ttl : undefined;
+    const grantOnce = ticket ? () => store.resume(documentId, key, ticket, resumeTtl, options.ttl) : () => store.acquire(documentId, key, call.ttl, call.label);
     // A grant that came too late is released by its owner and token (cmd-unlock-by-owner): only that acquisition, no second read.
     const attempt = () => takeLease(model, documentId, who, call, grantOnce, ticket !== undefined, store, (grant) => store.releaseHeld(documentId, key, grant.token));
     return call.wait > 0 || call.signal ? acquireWaiting(documentId, attempt, watch, call.wait, call.signal) : attempt();
@@ -150,7 +153,7 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
         fence: grant.fence,
         acquiredAt: grant.acquiredAt,
         expiresAt: grant.expiresAt,
-        ttl: call.ttl,
+        ttl: grant.ttl ?? call.ttl,
         ticket: issueTicket(documentId, grant.token, grant.fence),
         label: grant.label,
       };
@@ -165,7 +168,7 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
       const elapsedMs = monotonicNow() - grant.sentAt;
       const last = attempt >= LAPSED_GRANT_ATTEMPTS;
       if (!resuming || last) await releaseGrant(grant).catch(() => undefined);
-      if (last) throw new LockExpiredOnArrivalError(documentId, grant.expiresAt, { operation: resuming ? 'resume' : 'lock', ttl: call.ttl, elapsedMs, attempts: attempt });
+      if (last) throw new LockExpiredOnArrivalError(documentId, grant.expiresAt, { operation: resuming ? 'resume' : 'lock', ttl: grant.ttl ?? call.ttl, elapsedMs, attempts: attempt });
     }
   }
 

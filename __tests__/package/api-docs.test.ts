@@ -3,7 +3,7 @@
  * comments, and typedoc.json makes an export without documentation a build failure
  * (`validation.notDocumented` with `treatWarningsAsErrors`: every exported class, function,
  * variable, interface and type alias, and their properties and methods). Both runs go to a
- * temporary directory, never the repository's docs/api.
+ * temporary directory, never the repository's docs/api-reference.
  */
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
