@@ -9,6 +9,7 @@ import { InvalidLockArgumentError, InvalidLockOptionError } from './errors';
 import { IdRefusal, freshId, obviouslyTooLarge } from './id-value';
 import { MAX_TTL_MS, describeValue, validateTtl } from './options';
 
+/** Longest owner accepted, in characters (an owner is a session id, a worker name: never a document). */
 export const MAX_OWNER_LENGTH = 512;
 /** Longest display label (`lock(id, owner, { label })`), in UTF-16 code units. */
 export const MAX_LABEL_LENGTH = 100;
@@ -164,7 +165,11 @@ export interface LockCallOptions {
    * Not accepted by `tryLock`.
    */
   wait?: number;
-  /** Aborts the wait; the call then rejects with the signal's reason. */
+  /**
+   * Ends the wait early. A timeout (`AbortSignal.timeout(ms)`: a reason named TimeoutError) ends
+   * it as `wait` running out does: LockedError, with the signal's reason as `cause`; it never
+   * prevents the first attempt. Any other abort rejects with the signal's reason, as fetch does.
+   */
   signal?: AbortSignal;
   /** `acquireLock` / `withLock` only: renew the lock before it expires while held (default true). */
   autoExtend?: boolean;

@@ -8,6 +8,7 @@
  */
 import { CLOCK_DRIFT_FACTOR, CLOCK_DRIFT_MS, MIN_LEASE_MS } from './lease';
 
+/** The stable `code` of every error the plugin throws: branch on it rather than on messages. */
 export type LockErrorCode =
   | 'DATABASE_ERROR'
   | 'LOCKED'
@@ -18,7 +19,22 @@ export type LockErrorCode =
   | 'INVALID_OPTION'
   | 'CONFIGURATION';
 
+/**
+ * The base class of every error the plugin throws: a stable `code`, whether retrying can help
+ * (`retryable`) and the HTTP status a web app should answer with (`status`, `statusCode`).
+ *
+ * @example
+ * ```ts
+ * try {
+ *   await Item.lock(id, owner);
+ * } catch (error) {
+ *   if (error instanceof LockError && error.retryable) scheduleRetry();
+ *   else throw error;
+ * }
+ * ```
+ */
 export class LockError extends Error {
+  /** What kind of error this is, stable across versions (see LockErrorCode). */
   readonly code: LockErrorCode;
   /**
    * Whether the same call may succeed if tried again as it is: true for a lock held by someone
@@ -53,19 +69,21 @@ export class LockedError extends LockError {
   /** Milliseconds until that lock expires, measured on the server's clock, if known. */
   readonly retryAfterMs: number | undefined;
   /**
-   * The display label the holder gave (`Model.lock(id, owner, { label })`), when the refusal came
-   * from an acquisition and the holder gave one; otherwise null. Never the owner. It is user
-   * data: escape it before putting it in HTML. It is not part of `message`.
+   * The display label the holder gave (`Model.lock(id, owner, { label })`), on every refusal the
+   * holder's lock caused (a lock call, a wait that ran out, a guarded write) when the holder gave
+   * one; otherwise null. Never the owner. It is user data: escape it before putting it in HTML.
+   * It is not part of `message`.
    */
   readonly label: string | null;
 
-  constructor(documentId: unknown, expiresAt: Date | undefined, detail = '', retryAfterMs?: number, label: string | null = null) {
+  /** `cause`: for a wait ended by a timed-out AbortSignal, the signal's reason (a TimeoutError). */
+  constructor(documentId: unknown, expiresAt: Date | undefined, detail = '', retryAfterMs?: number, label: string | null = null, cause?: unknown) {
     const until = expiresAt ? ` until ${expiresAt.toISOString()} unless its holder releases or renews it` : '';
     super(
       'LOCKED',
       `Document ${describeId(documentId)} is locked by another owner${until}.${detail} ` +
         'Try again later, or wait for the holder to release it.',
-      { retryable: true, status: 423 },
+      { retryable: true, status: 423, cause },
     );
     this.documentId = documentId;
     this.expiresAt = expiresAt;
@@ -96,7 +114,9 @@ export type LockLossReason =
 
 /** The caller does not hold the lock it tried to use. */
 export class LockNotHeldError extends LockError {
+  /** The document whose lock is not held (its `_id`). */
   readonly documentId: unknown;
+  /** Why the lock is not held: never taken, released, taken over or expired. */
   readonly reason: LockLossReason;
   /**
    * For `reason: 'taken_over'`, whose acquisition took the lock over: `true` the caller's own
@@ -147,6 +167,7 @@ export class LockNotHeldError extends LockError {
 
 /** The lock's TTL passed (by the server's clock); nobody has taken it over yet. */
 export class LockExpiredError extends LockNotHeldError {
+  /** When the lock expired (server time), if known. */
   readonly expiredAt: Date | undefined;
 
   constructor(documentId: unknown, expiredAt: Date | undefined, message?: string, options?: { retryable?: boolean; status?: number }) {
@@ -211,6 +232,7 @@ export class LockExpiredOnArrivalError extends LockExpiredError {
 
 /** `Model.lock` took the lock, but the document does not exist; the lock was released again. */
 export class LockTargetNotFoundError extends LockError {
+  /** The `_id` that matched no document. */
   readonly documentId: unknown;
 
   constructor(documentId: unknown, modelName: string) {
@@ -221,6 +243,7 @@ export class LockTargetNotFoundError extends LockError {
 
 /** A call received an argument it cannot use; nothing was sent to the database. */
 export class InvalidLockArgumentError extends LockError {
+  /** The name of the argument that was wrong (`id`, `owner`, ...). */
   readonly argument: string;
 
   constructor(argument: string, problem: string) {
@@ -231,6 +254,7 @@ export class InvalidLockArgumentError extends LockError {
 
 /** The plugin (or a call) was given an option it does not know or a value it cannot use. */
 export class InvalidLockOptionError extends LockError {
+  /** The name of the option that was wrong or unknown (`ttl`, `wait`, ...). */
   readonly option: string;
 
   constructor(option: string, problem: string) {

@@ -1,3 +1,7 @@
+// The declarations use Node's types (Buffer ids and secrets, AbortSignal, Symbol.asyncDispose and
+// AsyncDisposable on LockHandle). TypeScript 6+ includes no @types by default, so the entry point
+// references them itself; `preserve` keeps the directive in the emitted index.d.ts (TS 5.5+).
+/// <reference types="node" preserve="true" />
 export { lockPlugin } from './plugin';
 export {
   LockError,

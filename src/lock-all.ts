@@ -18,7 +18,9 @@ import type { LockTargetId } from './types';
 
 /** A model compiled from a schema that uses lockPlugin (it has `lockMany`). */
 export interface LockableModelLike {
+  /** The model's name (Mongoose's `Model.modelName`). */
   readonly modelName: string;
+  /** The plugin's `Model.lockMany`, which `lockAll` calls once per model. */
   lockMany(ids: readonly LockTargetId[], owner: string, options?: LockManyOptions): Promise<unknown[]>;
 }
 
@@ -76,6 +78,14 @@ function resolveTargets(targets: unknown, owner: unknown, rawOptions: unknown, h
  * holder's label) after releasing everything it took, LockTargetNotFoundError for a missing
  * document; waits up to `wait` ms for all of them to be free. Without `ttl`, the shortest `ttl`
  * option of the models' plugins applies to the whole group.
+ *
+ * @example
+ * ```ts
+ * const [order, invoice] = await lockAll([[Order, orderId], [Invoice, invoiceId]], 'billing-job', { wait: 5_000 });
+ * order.status = 'billed';
+ * invoice.total = order.total;
+ * await Promise.all([order.saveAndUnlock(), invoice.saveAndUnlock()]);
+ * ```
  */
 export function lockAll<const T extends readonly LockAllTarget[]>(targets: T, owner: string, options?: LockManyOptions): Promise<LockedDocuments<T>> {
   return typedErrors('lockAll', async () => {

@@ -25,6 +25,17 @@ function backgroundTimer(ms: number, fire: () => void): NodeJS.Timeout {
   return timer;
 }
 
+/**
+ * Several held locks and their documents, from `Model.acquireLocks` or `acquireAllLocks`: renewed
+ * together while held (`autoExtend`, default true), with a `signal` that aborts when any of them
+ * is lost, and released together by `release()` or at the end of an `await using` block.
+ *
+ * @example
+ * ```ts
+ * await using handle = await Account.acquireLocks([fromId, toId], 'transfer-job');
+ * const [from, to] = handle.documents;
+ * ```
+ */
 export class LockGroupHandle<TDocs extends readonly unknown[]> implements AsyncDisposable {
   private readonly controller = new AbortController();
   private renewTimer: NodeJS.Timeout | undefined;

@@ -29,6 +29,7 @@
 import { performance } from 'node:perf_hooks';
 import type { HydratedDocument } from 'mongoose';
 import { LockExpiredOnArrivalError, LockNotHeldError, LockTargetNotFoundError, LockedError } from './errors';
+import { abortedWith, calledOff } from './lock-waiter';
 import { attachHeldLock, beginExtension, estimatedServerNow, heldLockState, leaseLeft, lostError, newHeldLockState, settleRelease, type HeldLock, type HeldLockState } from './held-lock';
 import { MIN_LEASE_MS, leaseFloor, monotonicNow } from './lease';
 import { idKey } from './id-key';
@@ -316,12 +317,12 @@ function subscribeAll(parts: readonly Part[]) {
   };
 }
 
-/** The LockedError for a refused group, naming its first blocker (with the holder's label). */
-function lockedError(blocker: GroupBlocker | undefined, request: GroupRequest, detail: string): LockedError {
+/** The LockedError for a refused group, naming its first blocker (with the holder's label); `cause`: a timed-out signal's reason. */
+function lockedError(blocker: GroupBlocker | undefined, request: GroupRequest, detail: string, cause?: unknown): LockedError {
   const count = request.members.length;
   const none = count === 1 ? '' : ` None of the ${count} documents asked for was locked.`;
-  if (!blocker) return new LockedError(request.members[0].documentId, undefined, `${none}${detail}`);
-  return new LockedError(blocker.documentId, blocker.expiresAt, `${none}${detail}`, blocker.remainingMs, blocker.label);
+  if (!blocker) return new LockedError(request.members[0].documentId, undefined, `${none}${detail}`, undefined, null, cause);
+  return new LockedError(blocker.documentId, blocker.expiresAt, `${none}${detail}`, blocker.remainingMs, blocker.label, cause);
 }
 
 /**
@@ -329,7 +330,8 @@ function lockedError(blocker: GroupBlocker | undefined, request: GroupRequest, d
  * the documents in the order of `request.members`, each carrying its lock. Throws LockedError
  * naming a blocking document, LockExpiredError when the grants could not be handed out before
  * their lease ran out, LockTargetNotFoundError for a missing document (everything released in
- * each case), or the signal's reason on abort.
+ * each case), or the signal's reason on an explicit abort. A signal that times out ends the wait
+ * as `wait` running out does (lock-waiter.ts, acquireWaiting): LockedError, the reason as `cause`.
  */
 export async function lockGroup(request: GroupRequest): Promise<{ documents: AnyDoc[]; group: HeldGroup }> {
   const parts = partsOf(request.members);
@@ -340,7 +342,7 @@ export async function lockGroup(request: GroupRequest): Promise<{ documents: Any
   let quick = 0;
   let roundMs = 0;
   for (let attempt = 0; ; attempt++) {
-    request.signal?.throwIfAborted();
+    if (calledOff(request.signal)) throw abortedWith(request.members[0].documentId, request.signal!);
     const subscriptions = waiting ? subscribeAll(parts) : undefined;
     try {
       // After a refusal, a waiting caller first checks, without taking anything, whether the group
@@ -356,17 +358,20 @@ export async function lockGroup(request: GroupRequest): Promise<{ documents: Any
       if (outcome.kind === 'granted') return outcome;
       const blockers = outcome.kind === 'refused' ? outcome.blockers : [];
       const live = subscriptions ? await subscriptions.live : false;
+      if (calledOff(request.signal)) throw abortedWith(request.members[0].documentId, request.signal!);
+      const timedOut = request.signal?.aborted === true;
       // A stream that only started capturing during the round may have missed a release: again.
-      if (subscriptions && live && !subscriptions.wasLive) continue;
+      if (subscriptions && live && !subscriptions.wasLive && !timedOut) continue;
       const waited = performance.now() - started;
       const left = request.wait - waited;
-      if (left <= 0) {
+      if (left <= 0 || timedOut) {
         // Nothing blocks any more (released since, or granted too late to hand out): try again at once.
-        if (blockers.length === 0 && ++quick < QUICK_ROUNDS) continue;
+        if (blockers.length === 0 && ++quick < QUICK_ROUNDS && !timedOut) continue;
         if (outcome.kind === 'expired') {
           throw new LockExpiredOnArrivalError(outcome.documentId, outcome.expiresAt, { operation: 'lock', ttl: request.ttl, elapsedMs: roundMs, attempts: quick });
         }
-        throw lockedError(blockers[0], request, request.wait > 0 ? ` Waited ${Math.round(waited)} ms for it.` : '');
+        const cause: unknown = timedOut ? request.signal!.reason : undefined;
+        throw lockedError(blockers[0], request, request.wait > 0 || timedOut ? ` Waited ${Math.round(waited)} ms for it.` : '', cause);
       }
       if (!subscriptions) throw lockedError(blockers[0], request, ''); // not reached: a wait always subscribes
       // All blockers must be gone for the group to succeed: by expiry, that is the latest of them.

@@ -38,6 +38,18 @@ function backgroundTimer(ms: number, fire: () => void): NodeJS.Timeout {
   return timer;
 }
 
+/**
+ * A held lock and its document, from `Model.acquireLock`: renewed in the background while held
+ * (`autoExtend`, default true), with a `signal` that aborts when the lock is lost, and released by
+ * `release()` or at the end of an `await using` block.
+ *
+ * @example
+ * ```ts
+ * await using handle = await Item.acquireLock(id, 'report-job', { ttl: 60_000 });
+ * await longReport(handle.document, { signal: handle.signal });
+ * // released here, even when longReport throws
+ * ```
+ */
 export class LockHandle<TDoc> implements AsyncDisposable {
   private readonly controller = new AbortController();
   private renewTimer: NodeJS.Timeout | undefined;

@@ -23,6 +23,7 @@
  */
 import type { mongo } from 'mongoose';
 import { LockExpiredOnArrivalError } from './errors';
+import { abortedWith, calledOff } from './lock-waiter';
 import { attachHeldLock, leaseLeft, newHeldLockState, type HeldLock, type HeldLockState } from './held-lock';
 import { MIN_LEASE_MS, monotonicNow } from './lease';
 import type { LockStore } from './lock-store';
@@ -157,7 +158,9 @@ async function readCandidates(context: NextContext, match: Document, limit: numb
 
 /**
  * Claims the next free document matching the filter for the owner, or resolves null when there is
- * none (with `wait`: none until the deadline). Rejects with the signal's reason when it aborts.
+ * none (with `wait`: none until the deadline, or until the signal times out: a timeout ends the
+ * wait as `wait` running out does, as in lock-waiter.ts). Rejects with the signal's reason on an
+ * explicit abort.
  */
 export async function claimNext(context: NextContext): Promise<Claimed | null> {
   const queue = queueFor(context.documents, (context.model.base as unknown as { mongo: typeof mongo }).mongo.BSON, context.match, context.sort);
@@ -174,7 +177,7 @@ export async function claimNext(context: NextContext): Promise<Claimed | null> {
   queue.active++;
   try {
     for (;;) {
-      signal?.throwIfAborted();
+      if (calledOff(signal)) throw abortedWith(undefined, signal!);
       const candidate = queue.take(skip);
       if (candidate) {
         let outcome: Outcome | undefined;
@@ -205,17 +208,20 @@ export async function claimNext(context: NextContext): Promise<Claimed | null> {
           // Free candidates exist. The loop takes one from the pool; when every one of them is
           // being tried by another call of this process, wait for one of those attempts to end.
           if (!queue.canTake(skip) && queue.attempting > 0) {
-            await Promise.race([queue.whenSettled(), pause(SETTLE_WAIT_MS, signal)]);
+            // (A signal that already timed out does not cut this pause short: that would spin.)
+            await Promise.race([queue.whenSettled(), pause(SETTLE_WAIT_MS, signal?.aborted ? undefined : signal)]);
             notBefore = performance.now();
           }
           continue;
         }
         // A read that started during the call found no free matching document: "none" (the
         // documents other calls of this process are trying were free at the read and would have
-        // been found, so they are not hidden by it).
+        // been found, so they are not hidden by it). An explicit abort during the read still ends
+        // the call with the signal's reason, as lock and lockMany do (lock-waiter.ts).
+        if (calledOff(signal)) throw abortedWith(undefined, signal!);
         if (!waiting) return null;
         const left = deadline - performance.now();
-        if (left <= 0) return null;
+        if (left <= 0 || signal?.aborted) return null;
         // Streams that were capturing before this read report every later change; otherwise
         // (none, or still opening) poll with backoff meanwhile.
         const poll = subscription!.wasLive ? SAFETY_POLL_MS : Math.random() * Math.min(POLL_CAP_MS, POLL_BASE_MS * 2 ** round++);
@@ -228,8 +234,8 @@ export async function claimNext(context: NextContext): Promise<Claimed | null> {
           signal?.removeEventListener('abort', onAbort);
           stop.abort();
         }
-        signal?.throwIfAborted();
-        // Read again (a read that starts now); at the deadline, an empty read ends the call.
+        if (calledOff(signal)) throw abortedWith(undefined, signal!);
+        // Read again (a read that starts now); at the deadline (or the signal's timeout), an empty read ends the call.
         notBefore = performance.now();
       } finally {
         subscription?.cancel();

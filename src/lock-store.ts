@@ -42,7 +42,13 @@ type ClientSession = mongo.ClientSession;
 type Collection<T extends mongo.Document> = mongo.Collection<T>;
 type Document = mongo.Document;
 
+/**
+ * A record of the lock collection (`<collection>.locks`), one per document ever locked, as
+ * `Model.lockModel()` reads it. It holds the owner key and the token: keep it away from users
+ * (LockInfo is the public view).
+ */
 export interface LockRecord {
+  /** The locked document's `_id`. */
   _id: unknown;
   /** The owner key (hashed owner unless `ownerStorage: 'plain'`); null once released. */
   owner: string | null;
@@ -50,7 +56,9 @@ export interface LockRecord {
   token: string | null;
   /** Fencing token: strictly increasing per document across acquisitions. */
   fence: number;
+  /** When the current (or last) acquisition was granted (server time). */
   acquiredAt: Date;
+  /** When the lock expires (server time); in the past once released. */
   expiresAt: Date;
   /** The holder's display label (`lock(id, owner, { label })`), stored in clear; null once released. */
   label?: string | null;
@@ -77,8 +85,11 @@ export interface Grant extends GrantTiming {
 
 /** Public view of a lock: no owner, no token. */
 export interface LockInfo {
+  /** The locked document's `_id`. */
   documentId: unknown;
+  /** When the lock was granted (server time). */
   acquiredAt: Date;
+  /** When it expires unless renewed or released (server time). */
   expiresAt: Date;
   /** Milliseconds until it expires, by the server's clock at the time of the read. */
   remainingMs: number;
@@ -94,6 +105,7 @@ export interface LockStatus extends LockInfo {
 
 /** One page of `Model.listLocks()`. */
 export interface LockPage {
+  /** The locks of this page, in `_id` order. */
   locks: LockInfo[];
   /** Pass as `after` to get the next page; null on the last page. Opaque. */
   next: string | null;
@@ -138,6 +150,8 @@ export interface Blocker {
   documentId: unknown;
   expiresAt?: Date;
   remainingMs?: number;
+  /** The holder's display label, as `Model.lock` refused by the same lock reports it (null: none given, or unknown). */
+  label?: string | null;
 }
 
 /**
@@ -425,10 +439,8 @@ export class LockStore {
   async findBlocking(ids: unknown[], ownerKey: string | undefined, session?: ClientSession): Promise<Blocker | null> {
     const filter: Document = { _id: { $in: ids }, ...UNEXPIRED };
     if (ownerKey !== undefined) filter.owner = { $ne: ownerKey };
-    const record = await this.locks.findOne(filter, { projection: { expiresAt: 1, now: '$$NOW' }, session, ...PRIMARY });
-    if (!record) return null;
-    const expiresAt = record.expiresAt as Date;
-    return { documentId: record._id, expiresAt, remainingMs: expiresAt.getTime() - (record.now as Date).getTime() };
+    const record = await this.locks.findOne(filter, { projection: { expiresAt: 1, label: 1, now: '$$NOW' }, session, ...PRIMARY });
+    return record ? blockerFrom(record._id, record) : null;
   }
 
   /**
@@ -477,7 +489,7 @@ export class LockStore {
         const reply = await this.locks.findOneAndUpdate({ _id: ids[0] } as Document, update, {
           upsert: true,
           returnDocument: 'after',
-          projection: { claimed: { $eq: ['$claim', lit(claim)] }, expiresAt: 1, now: '$$NOW' },
+          projection: { claimed: { $eq: ['$claim', lit(claim)] }, expiresAt: 1, label: 1, now: '$$NOW' },
           includeResultMetadata: true,
           session,
         });
@@ -496,7 +508,7 @@ export class LockStore {
       // transaction that tries to write to a document that was updated by a non-transaction
       // after it started should fail with a WriteConflict"), and the transaction is retried.
       const records = await this.locks
-        .find({ _id: { $in: ids } } as Document, { projection: { owner: 1, expiresAt: 1, now: '$$NOW' }, session, ...PRIMARY })
+        .find({ _id: { $in: ids } } as Document, { projection: { owner: 1, expiresAt: 1, label: 1, now: '$$NOW' }, session, ...PRIMARY })
         .toArray();
       const held = records.find((r) => r.expiresAt instanceof Date && r.expiresAt > (r.now as Date) && (ownerKey === undefined || r.owner !== ownerKey));
       if (held) return { blocker: blockerFrom(held._id, held), inserted: [], claim, written: [] };
@@ -514,7 +526,7 @@ export class LockStore {
           { ordered: false, session },
         );
         if (result.modifiedCount !== records.length) {
-          const other = await this.locks.findOne({ _id: { $in: ids }, claim: { $ne: claim } } as Document, { projection: { expiresAt: 1, now: '$$NOW' }, session, ...PRIMARY });
+          const other = await this.locks.findOne({ _id: { $in: ids }, claim: { $ne: claim } } as Document, { projection: { expiresAt: 1, label: 1, now: '$$NOW' }, session, ...PRIMARY });
           return { blocker: blockerFrom(other?._id ?? ids[0], other), inserted: missing, claim, written: ids };
         }
       }
@@ -1038,11 +1050,12 @@ export function lockInfoFrom(documentId: unknown, record: Document): LockInfo {
   };
 }
 
-/** What stops a write, from a lock record read with `now: '$$NOW'` (or nothing known). */
+/** What stops a write, from a lock record read with `label` and `now: '$$NOW'` (or nothing known). */
 function blockerFrom(documentId: unknown, record: Document | null): Blocker {
   if (!record || !(record.expiresAt instanceof Date)) return { documentId };
   const expiresAt = record.expiresAt;
-  return { documentId, expiresAt, remainingMs: expiresAt.getTime() - (record.now as Date).getTime() };
+  const label = typeof record.label === 'string' ? record.label : null;
+  return { documentId, expiresAt, remainingMs: expiresAt.getTime() - (record.now as Date).getTime(), label };
 }
 
 /** A lock that stopped a group acquisition, with its holder's display label. */

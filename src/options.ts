@@ -2,6 +2,10 @@
 import { InvalidLockOptionError } from './errors';
 import { MIN_TTL_MS } from './lease';
 
+/**
+ * The options of `schema.plugin(lockPlugin, options)`: every one optional; unknown or invalid
+ * ones throw InvalidLockOptionError when the plugin is applied.
+ */
 export interface LockPluginOptions {
   /** How long a lock lasts unless renewed or released, in milliseconds. Default 30 000. */
   ttl?: number;
@@ -59,12 +63,14 @@ export interface ResolvedLockOptions {
   changeStreams: 'auto' | 'never';
 }
 
+/** The default `ttl`: 30 seconds. */
 export const DEFAULT_TTL_MS = 30_000;
 export { MIN_TTL_MS };
 /** Upper bound for ttl: one year. Longer "locks" are ownership, not locking. */
 export const MAX_TTL_MS = 365 * 24 * 60 * 60 * 1000;
 const MIN_SECRET_BYTES = 16;
 
+/** The default `purgeAfter`: how long a released or expired lock record is kept, one day. */
 export const DEFAULT_PURGE_AFTER_MS = 24 * 60 * 60 * 1000;
 
 const KNOWN_OPTIONS: ReadonlySet<string> = new Set(['ttl', 'purgeAfter', 'collection', 'ownerStorage', 'ownerSecret', 'requireLock', 'transactions', 'changeStreams']);

@@ -72,6 +72,24 @@ async function settleReleaseWithServer(state: HeldLockState, store: LockStore): 
   state.pendingRelease = undefined;
 }
 
+/**
+ * The Mongoose plugin: gives the schema's model the lock statics (`Model.lock`, `acquireLock`,
+ * `lockMany`, `lockNext`, `releaseAllFor`, ...) and its documents the lock methods
+ * (`saveAndUnlock`, `unlock`, `extendLock`, `heldLock`), creates the sibling lock collection
+ * `<collection>.locks` and guards every Mongoose write path against other owners' locks.
+ * Register it before `model()`, on a schema or globally (`mongoose.plugin(lockPlugin)`).
+ *
+ * @example
+ * ```ts
+ * const schema = new Schema<Item, LockableModel<Item>, LockMethods>({ title: String });
+ * schema.plugin(lockPlugin, { ttl: 30_000 });
+ * const Item = model<Item, LockableModel<Item>>('Item', schema);
+ *
+ * const item = await Item.lock(id, req.sessionID);
+ * item.title = 'renamed';
+ * await item.saveAndUnlock();
+ * ```
+ */
 export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): void {
   // Decide first whether this application applies at all: the lock schemas themselves, a second
   // application, a schema already compiled, and embedded schemas reached by a global

@@ -14,15 +14,18 @@ import { describeValue } from './options';
 export const MAX_STATUS_IDS = 1_000;
 /** Largest page `listLocks` returns. */
 export const MAX_LIST_LIMIT = 1_000;
+/** Page size of `listLocks` when no `limit` is given. */
 export const DEFAULT_LIST_LIMIT = 50;
 /** Longest cursor accepted (a real one is well under 100 characters). */
 const MAX_CURSOR_LENGTH = 512;
 
+/** The options of `Model.lockStatus(ids, options)`. */
 export interface LockStatusOptions {
   /** Also say, for each lock, whether this owner holds it (`mine`). The owner is hashed like everywhere else. */
   owner?: string;
 }
 
+/** The options of `Model.listLocks(options)`: a filter by owner and a page. */
 export interface ListLocksOptions {
   /** Only this owner's locks (matched by its hash; the owner is never returned). */
   owner?: string;
@@ -32,6 +35,7 @@ export interface ListLocksOptions {
   after?: string;
 }
 
+/** The options of `Model.unlock(id, owner, options)`. */
 export interface UnlockOptions {
   /** Release only the acquisition this lock ticket names (`doc.heldLock().ticket`). */
   ticket?: string;

@@ -84,8 +84,9 @@ type Mode = { kind: 'joined'; session: ClientSession } | { kind: 'atomic'; sessi
 
 const REFUSED = ' The write was refused; nothing was written.';
 
+/** The holder's label goes with the refusal, as `Model.lock` refused by the same lock reports it. */
 function refusal(blocker: Blocker): LockedError {
-  return new LockedError(blocker.documentId, blocker.expiresAt, REFUSED, blocker.remainingMs);
+  return new LockedError(blocker.documentId, blocker.expiresAt, REFUSED, blocker.remainingMs, blocker.label ?? null);
 }
 
 /** Runs one of the guard's own commands, converting driver errors as every plugin boundary does. */
