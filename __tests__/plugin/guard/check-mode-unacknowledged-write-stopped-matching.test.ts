@@ -14,8 +14,11 @@
  * (X.edits 1) or Y updated (Y.edits 1); nothing inserted. The same race against the unguarded
  * driver is run first as the expectation.
  *
- * Status when committed (attack on 8078351): the guarded case FAILS (X.edits 0, Y.edits 0, nothing
- * inserted). (A fix might send check mode's narrowed writes acknowledged and answer the caller
+ * The same holds for a non-upsert single-document write (`deleteOne` with `w: 0`): its re-search
+ * never runs, and nothing is deleted while Y matched all along (before issue 16 too).
+ *
+ * Status when committed (attack on 8078351): both guarded cases FAIL (upsert: X.edits 0, Y.edits 0,
+ * nothing inserted; deleteOne: both documents left). (A fix might send check mode's narrowed writes acknowledged and answer the caller
  * `{ acknowledged: false }`, or refuse `w: 0` upserts in check mode.)
  */
 import { mongo } from 'mongoose';
@@ -116,5 +119,39 @@ describeIf(deploymentFacts().failPoints, 'needs fail points')('an unacknowledged
     // The race happened: the guard's first write was narrowed to X.
     expect({ ok: result.ok, racedOnX: JSON.stringify(sent[0]?.q ?? null).includes(x.toHexString()) }).toEqual({ ok: true, racedOnX: true });
     expect(SERIAL).toContainEqual(await stored());
+  }, 30_000);
+
+  test("transactions: 'never': a guarded w: 0 deleteOne (no upsert; the re-search is the same) deletes X or Y, as some serial execution of it does", async () => {
+    const { raw, x, stopMatching } = await twoMatching('deleted');
+    sent.length = 0;
+    const deletes: unknown[] = [];
+    const listener = (event: { commandName: string; command: Record<string, unknown> }) => {
+      if (event.commandName === 'delete' && event.command.delete === Never.collection.collectionName) deletes.push(...(event.command.deletes as { q: unknown }[]).map((d) => d.q));
+    };
+    connA.connection.getClient().on('commandStarted', listener);
+    try {
+      const collection = Never.collection.collectionName;
+      const reached = new Promise<void>((resolve) => {
+        const once = (event: { commandName: string; command: Record<string, unknown> }) => {
+          if (event.commandName === 'delete' && event.command.delete === collection) {
+            connA.connection.getClient().off('commandStarted', once);
+            resolve();
+          }
+        };
+        connA.connection.getClient().on('commandStarted', once);
+      });
+      await blockCommands(other.connection, { appName: APP_A, namespace: `${db.name}.${collection}`, commands: ['delete'], blockTimeMS: 1_000 });
+      const result = outcome(Never.deleteOne({ title: 'deleted', status: 'open' }, { writeConcern: { w: 0 } }).exec());
+      await reached;
+      await stopMatching();
+      expect((await result).ok).toBe(true);
+      await sleep(2_500);
+      await connA.connection.getClient().db(db.name).command({ ping: 1 });
+    } finally {
+      connA.connection.getClient().off('commandStarted', listener);
+    }
+    expect(JSON.stringify(deletes[0] ?? null).includes(x.toHexString())).toBe(true);
+    // One of the two is gone (X before its change, or Y): one document is left.
+    expect(await raw.countDocuments({ title: 'deleted' })).toBe(1);
   }, 30_000);
 });
