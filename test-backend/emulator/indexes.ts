@@ -9,6 +9,7 @@ import { makeQuery } from './mingo-context';
 import { Codes, MongoCommandError, unsupported } from './errors';
 import { clone, formatValue, getPath, isPlainObject, keyOf, typedKeyOf } from './values';
 import { OrderedIndex } from './ordered-index';
+import { validateIndexSpec } from './index-spec';
 
 export interface IndexSpec {
   v: number;
@@ -36,14 +37,9 @@ export function indexNameFor(key: Document): string {
  */
 export function normalizeSpec(raw: Document): IndexSpec {
   if (!isPlainObject(raw)) throw unsupported('an index specification that is not a document');
-  // index_key_validate::validateIndexSpec, reported through parseAndValidateIndexSpecs'
-  // "Error in specification <spec> :: caused by :: ..." (src/mongo/db/catalog/index_key_validate.cpp).
-  const inSpec = (code: number, why: string): MongoCommandError => new MongoCommandError(code, `Error in specification ${formatValue(raw)} :: caused by :: ${why}`);
-  if (raw.key === undefined) throw inSpec(Codes.FailedToParse, "The 'key' field is a required property of an index specification");
-  if (!isPlainObject(raw.key)) throw unsupported('an index key that is not a document');
-  if (Object.keys(raw.key).length === 0) throw unsupported('an empty index key pattern');
-  if (raw.name === undefined) throw inSpec(Codes.FailedToParse, "The 'name' field is a required property of an index specification");
-  if (typeof raw.name !== 'string') throw unsupported('an index name that is not a string');
+  // mongod's own refusals (index-spec.ts: index_key_validate::validateIndexSpec and
+  // parseAndValidateIndexSpecs), then what the emulator does not implement.
+  validateIndexSpec(raw);
   // Loud where unsupported: options and index types the emulator does not implement answer
   // NotImplemented naming the feature (geo '2d'/'2dsphere', 'text', 'hashed', collation...).
   for (const opt of Object.keys(raw)) {
@@ -51,6 +47,8 @@ export function normalizeSpec(raw: Document): IndexSpec {
   }
   if (raw.collation !== undefined) throw unsupported("createIndexes option 'collation'");
   for (const [field, dir] of Object.entries(raw.key as Document)) {
+    // A '$**' key is a wildcard index (IndexNames::findPluginName), valid on mongod, not implemented here.
+    if (field === '$**' || field.endsWith('.$**')) throw unsupported(`a wildcard index on '${field}'`);
     const n = numericValue(dir);
     if (n !== 1 && n !== -1) {
       const feature = dir === '2d' || dir === '2dsphere' || dir === 'geoHaystack' ? 'geo' : dir === 'text' ? 'text search' : String(dir);

@@ -13,6 +13,7 @@ import { inOil, rangeCuts, scanRanges, type Oil } from './index-bounds';
 import type { IndexEntry } from './index-keys';
 import { chooseAccessPath, type AccessPath, type IndexScan } from './planner';
 import { sortDocs } from './sort';
+import { checkFilterSyntax } from './query-parse';
 import type { Collection } from './storage/collection';
 import type { Transaction } from './transactions';
 import { MongoCommandError, toCommandError } from './errors';
@@ -121,6 +122,8 @@ function compileQuery(filter: Document, vars: SystemVars): Matcher {
     const hit = compiledFilters.get(cacheKey);
     if (hit) return hit;
   }
+  // MatchExpressionParser's own refusals first (query-parse.ts), then what the emulator lacks.
+  checkFilterSyntax(filter);
   rejectUnsupportedQueryFeatures(filter);
   rejectProtoKeys(filter);
   let q: Query;

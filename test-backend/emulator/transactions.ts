@@ -111,7 +111,17 @@ export class TransactionManager {
     const n = txnNum(cmd.txnNumber);
     const s = this.session(lsid);
     const cur = s.txn;
+    // TransactionParticipant keeps one active txnNumber per session for transactions and retryable
+    // writes alike (kUninitializedTxnNumber, -1, before the first).
+    const active = Math.max(cur?.txnNumber ?? -1, s.retry?.txnNumber ?? -1);
     if (cmd.startTransaction) {
+      // _verifyCanBeginMultiDocumentTransaction (src/mongo/db/transaction/transaction_participant.cpp):
+      // only a shard server may start a transaction again at the active number; on a replica set it
+      // is ConflictingOperationInProgress, whatever that number's state (running, committed,
+      // aborted, or a retryable write's).
+      if (n === active) {
+        throw new MongoCommandError(Codes.ConflictingOperationInProgress, 'Only servers in a sharded cluster can start a new transaction at the active transaction number');
+      }
       if (cur && cur.txnNumber >= n) {
         throw new MongoCommandError(Codes.TransactionTooOld, `Cannot start transaction ${n} on session because a newer transaction ${cur.txnNumber} has already started`);
       }
@@ -121,6 +131,17 @@ export class TransactionManager {
       txn.timer.unref();
       s.txn = txn;
       return txn;
+    }
+    // _continueMultiDocumentTransaction: a number above the active one (or the active number of a
+    // retryable write) continues nothing. (A number below it is TransactionTooOld on mongod, with the
+    // session rendered in the message; that rendering is not sourced here, so it keeps the older
+    // answer below.)
+    if (n > active || (n === active && (!cur || cur.txnNumber !== n))) {
+      throw new MongoCommandError(
+        Codes.NoSuchTransaction,
+        `Given transaction number ${n} does not match any in-progress transactions. The active transaction number is ${active}`,
+        { errorLabels: ['TransientTransactionError'] },
+      );
     }
     if (!cur || cur.txnNumber !== n) throw noSuchTransaction(n);
     if (cur.state === 'aborted') throw noSuchTransaction(n);
@@ -266,6 +287,11 @@ export class TransactionManager {
     if (!lsid || cmd.txnNumber === undefined) return undefined;
     const s = this.session(lsid);
     const n = txnNum(cmd.txnNumber);
+    // _beginOrContinueRetryableWrite (transaction_participant.cpp): the active number belongs to a
+    // transaction, not to a retryable write.
+    if (s.txn && s.txn.txnNumber === n && (!s.retry || s.retry.txnNumber < n)) {
+      throw new MongoCommandError(Codes.IncompleteTransactionHistory, 'Cannot retry a retryable write that has been converted into a transaction');
+    }
     if (s.retry && s.retry.txnNumber === n) return s.retry.reply;
     if (s.retry && s.retry.txnNumber > n) {
       throw new MongoCommandError(Codes.TransactionTooOld, `Retryable write with txnNumber ${n} is prohibited on session because a newer retryable write with txnNumber ${s.retry.txnNumber} has already started on this session.`);

@@ -5,7 +5,9 @@ import type { CommandCtx, Handler } from '../context';
 import { Codes, MongoCommandError, toCommandError, unsupported } from '../errors';
 import { bindExpression, bindPipeline, compileFilter, View, withRestriction, type ReadStats } from '../query';
 import { hintOrder, resolveHint } from '../hint';
-import { applyProjection, projectionIsSimple } from '../projection';
+import { applyProjection, checkProjectionSpec, projectionIsSimple } from '../projection';
+import { checkFilterSyntax } from '../query-parse';
+import { checkSortPattern } from '../sort';
 import { deleteStatement, insertOne, sortDocs, updateStatement, waitingForLocks, type UpdateSpec } from '../writes';
 import { isPlainObject, keyOf } from '../values';
 import { ensureColl, getColl } from '../namespaces';
@@ -15,6 +17,7 @@ import { collectionlessAggregate, collectionlessDocs } from '../collectionless-a
 import { numKind, toNumber } from '../numbers';
 import { snapshotView } from '../snapshot-reads';
 import { parseSafeBool } from '../safe-bool';
+import { checkCommandFields } from '../command-fields';
 
 function collName(ctx: CommandCtx): string {
   const v = ctx.cmd[ctx.name];
@@ -101,6 +104,25 @@ function withErrors(reply: Document, writeErrors: Document[]): Document {
   return reply;
 }
 
+/**
+ * UpdateDriver::parse (src/mongo/db/update/update_driver.cpp, 7.0), per statement: a pipeline
+ * update with array filters is FailedToParse "arrayFilters may not be specified for pipeline-style
+ * updates" (an empty list is no filters), constants (`c`) without a pipeline are 51198 "Constant
+ * values may only be specified for pipeline updates" (jstests/core/write/update/
+ * update_with_pipeline.js, `c: {}` included). A pipeline with constants is valid on mongod; the
+ * emulator does not bind them, so it refuses it (NotImplemented). 8.0 checks both when it parses the
+ * command (write_ops.cpp validateUpdateDoc) and fails the whole command instead.
+ */
+function checkPipelineUpdateOptions(st: Document): void {
+  const hasConstants = st.c !== undefined && st.c !== null;
+  if (Array.isArray(st.u)) {
+    if (Array.isArray(st.arrayFilters) && st.arrayFilters.length) throw new MongoCommandError(Codes.FailedToParse, 'arrayFilters may not be specified for pipeline-style updates');
+    if (hasConstants) throw unsupported("constants ('c') in a pipeline update");
+    return;
+  }
+  if (hasConstants) throw new MongoCommandError(51198, 'Constant values may only be specified for pipeline updates');
+}
+
 const update: Handler = async (ctx) => {
   const name = collName(ctx);
   takeBypass(ctx, 'update');
@@ -116,6 +138,7 @@ const update: Handler = async (ctx) => {
   const writeErrors = await runStatements(ctx, updates, (st, index) => {
     if (onView) throw viewNotCollection(ctx.db, name);
     rejectStatementOptions(ctx, st, ['collation']);
+    checkPipelineUpdateOptions(st);
     const r = updateStatement(ctx.exec, ctx.db, name, {
       q: st.q as Document,
       u: st.u as UpdateSpec,
@@ -152,12 +175,43 @@ const del: Handler = async (ctx) => {
 
 function project(docs: Document[], projection: Document | undefined, ctx: CommandCtx, filter?: Document): Document[] {
   if (!projection || !Object.keys(projection).length) return docs;
+  checkProjectionSpec(projection, 'find');
   if (projectionIsSimple(projection)) return applyProjection(docs, projection, filter);
   try {
     return makeQuery({}, { variables: ctx.vars.let }).find(docs, bindExpression(projection, ctx.vars)).all() as Document[];
   } catch (e) {
     throw toCommandError(e);
   }
+}
+
+/**
+ * findAndModify's option rules: `remove`, `upsert` and `new` are safeBools (write_ops.idl; a value
+ * of another type fails the parse, safe-bool.ts), then validate() (src/mongo/db/commands/
+ * find_and_modify.cpp, 7.0, re-read) in this order, all FailedToParse: "Either an update or
+ * remove=true must be specified"; with remove: "Cannot specify both an update and remove=true",
+ * "Cannot specify both upsert=true and remove=true " (sic, trailing space), "Cannot specify both
+ * new=true and remove=true; 'remove' always returns the deleted document", "Cannot specify
+ * arrayFilters and remove=true" (an empty arrayFilters array too); a pipeline update with
+ * arrayFilters: "Cannot specify arrayFilters and a pipeline update". A null option is absent (the
+ * IDL ignores null for optional fields). jstests/core/write/find_and_modify/
+ * find_and_modify_invalid_query_params.js exercises each.
+ */
+function validateFindAndModify(c: Document): { remove: boolean; upsert: boolean; returnNew: boolean } {
+  const remove = parseSafeBool('findAndModify', 'remove', c.remove);
+  const upsert = parseSafeBool('findAndModify', 'upsert', c.upsert);
+  const returnNew = parseSafeBool('findAndModify', 'new', c.new);
+  const hasUpdate = c.update !== undefined && c.update !== null;
+  const hasArrayFilters = c.arrayFilters !== undefined && c.arrayFilters !== null;
+  const fail = (msg: string): MongoCommandError => new MongoCommandError(Codes.FailedToParse, msg);
+  if (!remove && !hasUpdate) throw fail('Either an update or remove=true must be specified');
+  if (remove) {
+    if (hasUpdate) throw fail('Cannot specify both an update and remove=true');
+    if (upsert) throw fail('Cannot specify both upsert=true and remove=true ');
+    if (returnNew) throw fail("Cannot specify both new=true and remove=true; 'remove' always returns the deleted document");
+    if (hasArrayFilters) throw fail('Cannot specify arrayFilters and remove=true');
+  }
+  if (Array.isArray(c.update) && hasArrayFilters) throw fail('Cannot specify arrayFilters and a pipeline update');
+  return { remove, upsert, returnNew };
 }
 
 /**
@@ -173,15 +227,18 @@ const findAndModify: Handler = async (ctx) => {
   const name = collName(ctx);
   takeBypass(ctx, 'findAndModify');
   const c = ctx.cmd;
+  const { remove, upsert, returnNew } = validateFindAndModify(c);
   rejectOptions(ctx, ['collation']);
-  if (c.remove && c.update !== undefined) throw new MongoCommandError(Codes.FailedToParse, 'Cannot specify both an update and remove=true');
-  if (!c.remove && c.update === undefined) throw new MongoCommandError(Codes.FailedToParse, 'Either an update or remove=true must be specified');
-  if (c.remove && c.upsert) throw new MongoCommandError(Codes.FailedToParse, 'Cannot specify both upsert=true and remove=true');
+  // ParsedUpdate / ParsedDelete canonicalize the query with its sort and projection before the
+  // collection is looked at (query-parse.ts, sort.ts, projection.ts).
+  checkFilterSyntax(c.query);
+  if (isPlainObject(c.sort)) checkSortPattern(c.sort);
+  if (isPlainObject(c.fields)) checkProjectionSpec(c.fields, 'find');
   if (isView(ctx, name)) throw viewNotCollection(ctx.db, name);
   return waitingForLocks(() => {
     let value: Document | null;
     const leo: Document = {};
-    if (c.remove) {
+    if (remove) {
       const r = deleteStatement(ctx.exec, ctx.db, name, { q: c.query as Document, limit: 1, sort: c.sort as Document, hint: c.hint });
       leo.n = r.n;
       value = r.deleted;
@@ -190,7 +247,7 @@ const findAndModify: Handler = async (ctx) => {
       const r = updateStatement(ctx.exec, ctx.db, name, {
         q: c.query as Document,
         u: c.update as UpdateSpec,
-        upsert: !!c.upsert,
+        upsert,
         sort: c.sort as Document,
         arrayFilters: c.arrayFilters as Document[] | undefined,
         hint: c.hint,
@@ -198,7 +255,7 @@ const findAndModify: Handler = async (ctx) => {
       leo.n = r.n;
       leo.updatedExisting = r.n > 0 && r.upsertedId === undefined;
       if (r.upsertedId !== undefined) leo.upserted = r.upsertedId;
-      value = c.new ? (r.after ?? null) : r.upsertedId !== undefined ? null : (r.before ?? null);
+      value = returnNew ? (r.after ?? null) : r.upsertedId !== undefined ? null : (r.before ?? null);
       ctx.retryReply = {
         lastErrorObject: r.upsertedId !== undefined ? { n: 1, updatedExisting: false, upserted: r.upsertedId } : { n: 1, updatedExisting: true },
         value,
@@ -238,6 +295,10 @@ export function findDocs(ctx: CommandCtx, name: string, c: Document, stats?: Rea
   const { skip, limit, sort } = findWindow(c);
   const view = readView(ctx, name);
   const matcher = withRestriction(compileFilter(filter, ctx.vars), resolveHint(view.coll, c.hint));
+  // CanonicalQuery::init parses the filter, then the projection, then the sort, before any
+  // document is read (projection.ts, sort.ts; a $natural sort is a hint, not a sort pattern).
+  if (isPlainObject(c.projection)) checkProjectionSpec(c.projection, 'find');
+  if (sort && !('$natural' in sort)) checkSortPattern(sort);
   // Sorted (and stopped after skip + limit) by View.find: through the index when the plan provides the order.
   const order = sort ?? hintOrder(view.coll, c.hint);
   let docs = view.find(filter, matcher, { sort: order, hint: c.hint, skip, limit: limit ? skip + limit : 0, stats }).map(([, d]) => d);
@@ -260,6 +321,8 @@ function findOnView(ctx: CommandCtx, name: string, c: Document): Document[] {
   }
   const filter = (c.filter ?? {}) as Document;
   compileFilter(filter, ctx.vars); // the filter's own checks and errors, as on a collection
+  if (projection) checkProjectionSpec(projection, 'find');
+  if (sort && !('$natural' in sort)) checkSortPattern(sort);
   let docs = viewDocs(ctx, name, Object.keys(filter).length ? bindPipeline([{ $match: filter }], ctx.vars) : []);
   if (sort) docs = sortDocs(docs, sort);
   if (skip) docs = docs.slice(skip);
@@ -312,6 +375,8 @@ function countOnView(ctx: CommandCtx, name: string, c: Document): number {
 
 const count: Handler = (ctx) => {
   const name = collName(ctx);
+  // count_cmd.cpp parses CountCommandRequest inside run (command-fields.ts).
+  checkCommandFields(ctx.name, ctx.cmd);
   rejectOptions(ctx, ['collation']);
   rejectSystemViews(name);
   if (isView(ctx, name)) return { n: countOnView(ctx, name, ctx.cmd), ok: 1 };
@@ -320,6 +385,8 @@ const count: Handler = (ctx) => {
 
 const distinct: Handler = (ctx) => {
   const name = collName(ctx);
+  // ParsedDistinct::parse runs inside the command (command-fields.ts).
+  checkCommandFields(ctx.name, ctx.cmd);
   rejectOptions(ctx, ['collation']);
   const key = ctx.cmd.key as string;
   const filter = (ctx.cmd.query ?? {}) as Document;
@@ -343,6 +410,32 @@ const distinct: Handler = (ctx) => {
   }
   return { values: [...seen.values()], ok: 1 };
 };
+
+/**
+ * What the stages' own parsers refuse before any document flows (the top-level pipeline; mingo runs
+ * the rest):
+ *  - $match: MatchExpressionParser (query-parse.ts);
+ *  - $project: projection_ast::parse with the aggregation policies (projection.ts);
+ *  - $sort: DocumentSourceSort::createFromBson (src/mongo/db/pipeline/document_source_sort.cpp)
+ *    15973 "the $sort key specification must be an object", 15976 "$sort stage must have at least
+ *    one sort key", then SortPattern (sort.ts);
+ *  - $group: DocumentSourceGroupBase::initializeFromBson (document_source_group_base.cpp): after
+ *    the accumulators are parsed, 15955 "a group specification must include an _id" (answered here
+ *    only when every other field has an accumulator's shape, so that no accumulator error comes
+ *    first).
+ */
+function checkStageSpec(op: string, spec: unknown): void {
+  if (op === '$match') checkFilterSyntax(spec);
+  else if (op === '$project' && isPlainObject(spec)) checkProjectionSpec(spec, 'aggregate');
+  else if (op === '$sort') {
+    if (!isPlainObject(spec)) throw new MongoCommandError(15973, 'the $sort key specification must be an object');
+    if (!Object.keys(spec).length) throw new MongoCommandError(15976, '$sort stage must have at least one sort key');
+    checkSortPattern(spec);
+  } else if (op === '$group' && isPlainObject(spec) && !('_id' in spec)) {
+    const accumulatorShaped = Object.values(spec).every((v) => isPlainObject(v) && Object.keys(v).length === 1 && Object.keys(v)[0].startsWith('$'));
+    if (accumulatorShaped) throw new MongoCommandError(15955, 'a group specification must include an _id');
+  }
+}
 
 export const UNSUPPORTED_STAGES = new Set(['$changeStreamSplitLargeEvent', '$currentOp', '$listSessions', '$collStats', '$indexStats', '$planCacheStats', '$search', '$geoNear']);
 
@@ -379,6 +472,7 @@ const aggregate: Handler = async (ctx) => {
     if (isPlainObject(stage) && Object.keys(stage).length !== 1) throw new MongoCommandError(40323, 'A pipeline stage specification object must contain exactly one field.');
     const op = isPlainObject(stage) ? Object.keys(stage)[0] : undefined;
     if (op && UNSUPPORTED_STAGES.has(op)) throw unsupported(`aggregation stage ${op}`);
+    if (op) checkStageSpec(op, stage[op]);
     // mongod refuses a $changeStream that is not first (Pipeline::validateCommon's 40602 for stages
     // whose position is kFirst, src/mongo/db/pipeline/pipeline.cpp), but which of its expanded
     // stages meets that check first, and so the errmsg, was not sourced: refused here instead.
