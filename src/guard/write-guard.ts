@@ -597,14 +597,22 @@ export class WriteGuard {
           // the guard assigns it first, the same way, so that it is known.
           // As the driver decides it (`document._id == null`, read through the getter a Mongoose
           // document passed by Model.bulkWrite has, not as an own property).
-          if (ordered && body?.document) {
-            if (body.document._id == null && call.options.forceServerObjectId !== true) body.document._id = new mongo.ObjectId();
-            if (body.document._id != null) before.push(body.document._id);
+          const document = insertedDocument(body);
+          if (ordered && document) {
+            if (document._id == null && call.options.forceServerObjectId !== true) document._id = new mongo.ObjectId();
+            if (document._id != null) before.push(document._id);
           }
           sent.push(operation);
           continue;
         }
         const opFilter = body?.filter ?? {};
+        // Every `_id` an upsert may insert is checked like a target, whatever its filter
+        // (idsUpsertMayInsert; run() refused the upserts for which it cannot tell): a filter naming
+        // two `_id`s seeds none, and its `$setOnInsert` / `$set` / replacement `_id` is inserted.
+        // Checked, they are also ids later operations may reach.
+        const insertable = body?.upsert === true ? insertableIds(`bulkWrite operation ${sent.length}`, opFilter, kind === 'replaceOne' ? body.replacement : body.update, kind === 'replaceOne') : [];
+        targets.push(...insertable);
+        before.push(...insertable);
         const named = trustedIds(opFilter, body?.collation);
         if (named) {
           targets.push(...named);
@@ -626,9 +634,6 @@ export class WriteGuard {
         // known: named by the update or the replacement, or given by the guard (upsert-id.ts).
         // A pipeline upsert, or a replacement without an _id, still gets it from the server
         // (README, Limits).
-        // Every `_id` an upsert may insert is checked like a target (idsUpsertMayInsert; run()
-        // refused the upserts for which it cannot tell).
-        if (body?.upsert === true) targets.push(...insertableIds(`bulkWrite operation ${sent.length}`, opFilter, kind === 'replaceOne' ? body.replacement : body.update, kind === 'replaceOne'));
         if (ordered && body?.upsert === true && call.options.forceServerObjectId !== true) {
           let known: { value: unknown; generated: boolean } | undefined;
           if (kind === 'updateOne' || kind === 'updateMany') {
@@ -706,6 +711,19 @@ function refuseUnknownBulkUpsertIds(operations: unknown): void {
     const body = operation[kind];
     if (body?.upsert === true) insertableIds(`bulkWrite operation ${index}`, body.filter, kind === 'replaceOne' ? body.replacement : body.update, kind === 'replaceOne');
   });
+}
+
+/**
+ * The document a bulkWrite `insertOne` inserts, as the driver picks it: `op.insertOne.document`,
+ * or, when that is null or undefined, the `insertOne` object itself (mongodb 6 and 7,
+ * `BulkOperationBase.raw` in lib/bulk/common.js: `op.insertOne && op.insertOne.document == null ?
+ * op.insertOne : op.insertOne.document`, "TODO(NODE-6003): remove support for omitting the
+ * `documents` subdocument in bulk inserts"). Undefined when there is none (the driver refuses it).
+ */
+function insertedDocument(body: { document?: Document } | null | undefined): Document | undefined {
+  if (body === null || body === undefined || typeof body !== 'object') return undefined;
+  const document = body.document == null ? (body as Document) : body.document;
+  return document !== null && typeof document === 'object' ? document : undefined;
 }
 
 /** A duplicate-key error (11000) of the write itself. */
