@@ -21,7 +21,7 @@ import { mongo, type Connection } from 'mongoose';
 import { supportsTransactions } from '../deployment';
 import { InvalidLockArgumentError, InvalidLockOptionError, LockDatabaseError, LockNotHeldError, LockedError } from '../errors';
 import { toLockError } from '../failures';
-import { lostError, settleRelease } from '../held-lock';
+import { lostError, releaseOutcomeUnknown, settleReleaseWithServer } from '../held-lock';
 import { ClaimRaceError, type Blocker, type ClaimResult, type LockStore } from '../lock-store';
 import type { OwnerKey } from '../owner-key';
 import { documentWriteFor, inBulkSave, isSaveWrite, type DocumentWrite } from './document-context';
@@ -31,6 +31,7 @@ import { distinctIds, idKey } from '../id-key';
 import { containsString, findTargets, idsNamedBy, isCollated, isEqualityValue, narrowedTo, trustedIds, type SelectionOptions } from './targets';
 import { TRANSACTION_RETRY_BUDGET_MS, backedOff, refuseUnusableSession, runInTransaction } from './transaction';
 import { idsUpsertMayInsert, upsertWithId } from './upsert-id';
+import { sentFilter, sentUpsertUpdate, sentValue, serializeSettings, type SerializeSettings } from './sent-values';
 
 type ClientSession = mongo.ClientSession;
 type Document = mongo.Document;
@@ -146,9 +147,22 @@ export class WriteGuard {
     if (lockOptions.skip) return invoke(args);
 
     await this.settings.ready;
-    const filter = method === 'bulkWrite' ? undefined : ((args[0] ?? {}) as Document);
-    const document = DOCUMENT_METHODS.has(method) ? documentWriteFor(this.collection, filter?._id) : undefined;
-    const writer = this.writerFor(document, lockOptions.owner, method === 'bulkWrite' && inBulkSave(this.collection), filter);
+    const givenFilter = method === 'bulkWrite' ? undefined : ((args[0] ?? {}) as Document);
+    const document = DOCUMENT_METHODS.has(method) ? documentWriteFor(this.collection, givenFilter?._id) : undefined;
+    const writer = await this.writerFor(document, lockOptions.owner, method === 'bulkWrite' && inBulkSave(this.collection), givenFilter);
+    // From here on the guard reads, and sends, the parts of the write it judges as the driver will
+    // serialize them (sent-values.ts): a filter `_id` that serializes to an operator, a Map, a
+    // stateful value cannot be one thing to the guard and another to the server.
+    const serialize = serializeSettings(options, this.settings.connection.readyState === 1 ? this.raw() : undefined);
+    let filter = givenFilter;
+    let idsUnreadable = false;
+    if (filter !== undefined && args[0] !== null && typeof args[0] === 'object') {
+      const sent = sentFilter(args[0], serialize);
+      args[0] = sent.filter;
+      filter = sent.filter as Document;
+      idsUnreadable = sent.unreadable;
+    }
+    if (method === 'bulkWrite' && writer.kind === 'owner') args[0] = sentOperations(args[0], serialize);
     if (writer.kind === 'holder' && isCollated(options.collation) && containsString(filter?._id)) {
       // The holder's write is sent as it is, unsearched: under such a collation `{ _id: 'abc' }`
       // also matches `'ABC'` (see isCollated), which someone else may hold. Refused before anything
@@ -164,18 +178,27 @@ export class WriteGuard {
     let insertable: unknown[] = [];
     if (writer.kind === 'owner') {
       if (method === 'bulkWrite') refuseUnknownBulkUpsertIds(args[0]);
-      else if (WITH_UPDATE.has(method) && options.upsert === true) insertable = insertableIds(REPLACING.has(method) ? 'replacement' : 'update', filter, args[1], REPLACING.has(method));
+      else if (WITH_UPDATE.has(method) && options.upsert === true) {
+        const argument = REPLACING.has(method) ? 'replacement' : 'update';
+        const update = sentUpsertUpdate(args[1], argument, serialize);
+        if (update === undefined || idsUnreadable) throw unknownInsertedId(argument);
+        args[1] = update;
+        insertable = insertableIds(argument, filter, update, REPLACING.has(method));
+      }
     }
     const mode = await this.modeFor(options.session as ClientSession | undefined);
-    const call: Call = { method, args, optionsAt, options, invoke, invokeBulk, writer, mode, insertable };
+    const call: Call = { method, args, optionsAt, options, invoke, invokeBulk, writer, mode, insertable, idsUnreadable };
     if (method === 'bulkWrite') return this.bulk(call);
     if (SINGLE_DOCUMENT.has(method)) return this.single(call, filter!);
     return this.multi(call, filter!);
   }
 
-  private writerFor(document: DocumentWrite | undefined, owner: string | undefined, bulkSave: boolean, filter: Document | undefined): Writer {
+  private async writerFor(document: DocumentWrite | undefined, owner: string | undefined, bulkSave: boolean, filter: Document | undefined): Promise<Writer> {
     if (document?.state) {
-      settleRelease(document.state);
+      // A release made in a caller's transaction that has ended, whose outcome only the server
+      // knows (held-lock.ts, releaseOutcomeUnknown), is settled by asking it (one read), as
+      // saveAndUnlock does: the lock may still be held (the commit failed), and then the holder writes.
+      if (releaseOutcomeUnknown(document.state)) await settleReleaseWithServer(document.state, this.settings.store);
       // An instance whose lock is gone stays refused: retrying a refused save cannot slip
       // through once the lock looks free.
       if (document.state.lost !== undefined) throw lostError(document.state);
@@ -333,7 +356,7 @@ export class WriteGuard {
    */
   private single(call: Call, filter: Document): Promise<unknown> {
     const selection = call.options as SelectionOptions;
-    const named = trustedIds(filter, selection.collation);
+    const named = call.idsUnreadable ? undefined : trustedIds(filter, selection.collation);
     const collated = isCollated(selection.collation);
     const upsert = call.options.upsert === true;
     const search = async (session: ClientSession | undefined): Promise<unknown[]> => {
@@ -467,7 +490,7 @@ export class WriteGuard {
    */
   private async multi(call: Call, filter: Document): Promise<unknown> {
     const selection = call.options as SelectionOptions;
-    const named = trustedIds(filter, selection.collation);
+    const named = call.idsUnreadable ? undefined : trustedIds(filter, selection.collation);
     const { mode } = call;
     const upsert = call.options.upsert === true;
     const asOneWrite = () =>
@@ -577,7 +600,7 @@ export class WriteGuard {
    * an earlier operation of the same bulk wrote it was claimed for that earlier operation.
    */
   private bulk(call: Call): Promise<unknown> {
-    const operations = call.args[0] as Record<string, { filter?: Document; collation?: unknown; hint?: unknown; upsert?: boolean; document?: Document; update?: unknown; replacement?: Document }>[];
+    const operations = call.args[0] as Record<string, BulkBody>[];
     const selection: SelectionOptions = { let: call.options.let };
     return this.inMode(call, async (session, atomic) => {
       const targets: unknown[] = [];
@@ -600,7 +623,8 @@ export class WriteGuard {
           const document = insertedDocument(body);
           if (ordered && document) {
             if (document._id == null && call.options.forceServerObjectId !== true) document._id = new mongo.ObjectId();
-            if (document._id != null) before.push(document._id);
+            // Only a plain value (sentOperations replaced it by what it serializes to).
+            if (isEqualityValue(document._id)) before.push(document._id);
           }
           sent.push(operation);
           continue;
@@ -613,7 +637,7 @@ export class WriteGuard {
         const insertable = body?.upsert === true ? insertableIds(`bulkWrite operation ${sent.length}`, opFilter, kind === 'replaceOne' ? body.replacement : body.update, kind === 'replaceOne') : [];
         targets.push(...insertable);
         before.push(...insertable);
-        const named = trustedIds(opFilter, body?.collation);
+        const named = unreadableFilters.has(body) ? undefined : trustedIds(opFilter, body?.collation);
         if (named) {
           targets.push(...named);
           before.push(...named);
@@ -668,6 +692,8 @@ interface Call {
   mode: Mode;
   /** A non-holder's upsert (not bulkWrite): the `_id`s it may insert (insertableIds), checked with its targets. */
   insertable: unknown[];
+  /** The filter's `_id` condition could not be read as it will be sent (sentFilter): nothing named is trusted. */
+  idsUnreadable: boolean;
 }
 
 /**
@@ -695,12 +721,72 @@ async function writingRecords<T>(store: LockStore, joined: ClientSession | undef
 function insertableIds(argument: string, filter: unknown, update: unknown, replacement: boolean): unknown[] {
   const ids = idsUpsertMayInsert(filter, update, replacement ? 'replacement' : 'update');
   if (ids !== undefined) return ids;
-  throw new InvalidLockArgumentError(
+  throw unknownInsertedId(argument);
+}
+
+/** Refusal of an upsert whose inserted `_id` the guard cannot tell before it is sent. */
+function unknownInsertedId(argument: string): InvalidLockArgumentError {
+  return new InvalidLockArgumentError(
     argument,
     'the write guard cannot tell which _id this upsert would insert before it is sent (an update operator other than $set / $setOnInsert on _id, a $rename onto _id, ' +
-      'a pipeline stage that sets _id or replaces the document, a query operator on _id or at the top level it does not read, or an update or filter in a form it cannot read), ' +
+      'a pipeline stage that sets _id or replaces the document, a query operator on _id or at the top level it does not read, or an update, filter or _id value in a form it cannot read as it will be serialized), ' +
       'so it cannot check that nobody holds a lock on that _id. Nothing was sent. Name the _id with $setOnInsert or by equality in the filter, or pass { skipLockCheck: true } where no lock can apply.',
   );
+}
+
+/**
+ * The operations of a non-holder's bulkWrite as the guard reads and sends them (sent-values.ts):
+ * each operation body copied, with its filter, and an upsert's update or replacement, as they
+ * will be serialized (an upsert that cannot be read is refused, nothing sent); an `insertOne`'s
+ * `_id` replaced by what it serializes to, so the `_id` a later operation is narrowed to is the
+ * one inserted. The `insertOne` document itself stays the caller's object (the driver adds an
+ * `_id` to it, and so does the guard).
+ */
+/** One operation of a bulkWrite, as the guard reads it. */
+interface BulkBody {
+  filter?: Document;
+  collation?: unknown;
+  hint?: unknown;
+  upsert?: boolean;
+  document?: Document;
+  update?: unknown;
+  replacement?: Document;
+}
+
+/** Operation bodies (copies made by sentOperations) whose filter `_id` could not be read as it will be sent: nothing named is trusted. */
+const unreadableFilters = new WeakSet<object>();
+
+function sentOperations(operations: unknown, serialize: SerializeSettings): unknown {
+  if (!Array.isArray(operations)) return operations;
+  return operations.map((operation: Record<string, BulkBody | null>, index) => {
+    const kind = Object.keys(operation)[0];
+    const body = operation[kind];
+    if (body === null || typeof body !== 'object') return operation;
+    if (kind === 'insertOne') {
+      const document = insertedDocument(body);
+      if (document && document._id != null) {
+        const sent = sentValue(document._id, serialize);
+        if (typeof sent === 'object' && isEqualityValue(sent.value)) document._id = sent.value;
+      }
+      return operation;
+    }
+    const copy: BulkBody = { ...body };
+    let unreadable = false;
+    if (body.filter !== null && typeof body.filter === 'object') {
+      const sent = sentFilter(body.filter, serialize);
+      copy.filter = sent.filter as Document;
+      unreadable = sent.unreadable;
+      if (unreadable) unreadableFilters.add(copy);
+    }
+    if (body.upsert === true) {
+      const argument = kind === 'replaceOne' ? 'replacement' : 'update';
+      const update = sentUpsertUpdate(argument === 'replacement' ? body.replacement : body.update, argument, serialize);
+      if (update === undefined || unreadable) throw unknownInsertedId(`bulkWrite operation ${index}`);
+      if (argument === 'replacement') copy.replacement = update as Document;
+      else copy.update = update;
+    }
+    return { [kind]: copy };
+  });
 }
 
 /** Refuses, before anything is sent, a bulkWrite upsert whose inserted `_id` the guard cannot tell (insertableIds). */
