@@ -89,7 +89,13 @@ function refusal(blocker: Blocker): LockedError {
   return new LockedError(blocker.documentId, blocker.expiresAt, REFUSED, blocker.remainingMs);
 }
 
-/** Runs one of the guard's own commands, converting driver errors as every plugin boundary does. */
+/**
+ * Runs one of the guard's own commands (on the lock collection), converting driver errors as every
+ * plugin boundary does. Not the target search (findTargets): it runs the caller's filter, sort,
+ * collation, hint and `let` on the caller's collection, so its errors (a filter the server
+ * refuses, `$where` where it is disabled, an unknown hint, a network error) are the caller's, and
+ * reach the caller as the driver made them, as the unguarded write would have returned them.
+ */
 async function own<T>(operation: string, run: () => Promise<T>): Promise<T> {
   try {
     return await run();
@@ -360,8 +366,8 @@ export class WriteGuard {
     const collated = isCollated(selection.collation);
     const upsert = call.options.upsert === true;
     const search = async (session: ClientSession | undefined): Promise<unknown[]> => {
-      const found = await own(call.method, () => findTargets(this.raw(), filter, selection, session, collated ? undefined : 1));
-      if (collated && found.some(containsString)) return this.withCollatedEquals(call, found, selection.collation, session);
+      const found = await findTargets(this.raw(), filter, selection, session, collated ? undefined : 1);
+      if (collated && found.some(containsString)) return this.withCollatedEquals(found, selection.collation, session);
       return found.slice(0, 1);
     };
     if (call.mode.kind === 'check' && call.writer.kind === 'owner' && !named) return this.checkThenWrite(call, filter, search);
@@ -495,8 +501,8 @@ export class WriteGuard {
     const upsert = call.options.upsert === true;
     const asOneWrite = () =>
       this.inMode(call, async (session, atomic) => {
-        let targets = named ? distinctIds(named) : await own(call.method, () => findTargets(this.raw(), filter, selection, session));
-        if (!named) targets = await this.withCollatedEquals(call, targets, selection.collation, session);
+        let targets = named ? distinctIds(named) : await findTargets(this.raw(), filter, selection, session);
+        if (!named) targets = await this.withCollatedEquals(targets, selection.collation, session);
         const claimed = await this.check(call, upsert ? distinctIds([...targets, ...call.insertable]) : targets, session, atomic);
         let result: unknown;
         if (named) result = await this.write(call, claimed, session, this.withFilterAndSession(call, undefined, session));
@@ -506,10 +512,10 @@ export class WriteGuard {
         return result;
       });
     if (mode.kind === 'check' && upsert && !named) {
-      return this.checkThenWrite(call, filter, async (session) => this.withCollatedEquals(call, await own(call.method, () => findTargets(this.raw(), filter, selection, session)), selection.collation, session));
+      return this.checkThenWrite(call, filter, async (session) => this.withCollatedEquals(await findTargets(this.raw(), filter, selection, session), selection.collation, session));
     }
     if (mode.kind !== 'atomic' || upsert) return asOneWrite();
-    const targets = named ? distinctIds(named) : await own(call.method, () => findTargets(this.raw(), filter, selection, mode.session));
+    const targets = named ? distinctIds(named) : await findTargets(this.raw(), filter, selection, mode.session);
     // Nothing matched the search above, which ran before any transaction existed: documents may
     // have started to match since (someone else's save). asOneWrite searches again INSIDE the
     // guard's transaction, whose first statement fixes its snapshot, checks (claims) whatever that
@@ -547,9 +553,9 @@ export class WriteGuard {
    * are searched (one `find` of `{ _id: { $in: ids } }` with the collation) and checked too.
    * Unchanged (nothing sent) otherwise.
    */
-  private async withCollatedEquals(call: Call, ids: unknown[], collation: unknown, session: ClientSession | undefined): Promise<unknown[]> {
+  private async withCollatedEquals(ids: unknown[], collation: unknown, session: ClientSession | undefined): Promise<unknown[]> {
     if (!isCollated(collation) || !ids.some(containsString)) return ids;
-    const equal = await own(call.method, () => findTargets(this.raw(), { _id: { $in: ids } }, { collation }, session));
+    const equal = await findTargets(this.raw(), { _id: { $in: ids } }, { collation }, session);
     return distinctIds([...ids, ...equal]);
   }
 
@@ -644,11 +650,11 @@ export class WriteGuard {
           sent.push(operation);
           continue;
         }
-        let found = await own('bulkWrite', () => findTargets(this.raw(), opFilter, { ...selection, collation: body?.collation, hint: body?.hint }, session));
-        found = await this.withCollatedEquals(call, found, body?.collation, session);
+        let found = await findTargets(this.raw(), opFilter, { ...selection, collation: body?.collation, hint: body?.hint }, session);
+        found = await this.withCollatedEquals(found, body?.collation, session);
         // The ids of earlier operations this one is narrowed to match, under its collation, every
         // `_id` the collation makes equal to them: those are searched and checked too.
-        const collatedBefore = await this.withCollatedEquals(call, distinctIds(before), body?.collation, session);
+        const collatedBefore = await this.withCollatedEquals(distinctIds(before), body?.collation, session);
         const seen = new Set(distinctIds([...before, ...found]).map(idKey));
         found.push(...collatedBefore.filter((id) => !seen.has(idKey(id))));
         targets.push(...found);
