@@ -128,10 +128,10 @@ export function narrowedTo(filter: Document, ids: unknown[], upsert: boolean): D
 }
 
 /** The read options of a find that selects what `options`' write selects. */
-function findOptions(options: SelectionOptions, session: mongo.ClientSession | undefined, limit: number | undefined): mongo.FindOptions {
+function findOptions(options: SelectionOptions, session: mongo.ClientSession | undefined, limit: number | undefined, projection: Document = { _id: 1 }): mongo.FindOptions {
   // From the primary whatever the connection's read preference: a lagging secondary would miss
   // documents the write then reaches unchecked. (Inside a transaction it must be primary anyway.)
-  const out: mongo.FindOptions = { projection: { _id: 1 }, session, readPreference: 'primary' };
+  const out: mongo.FindOptions = { projection, session, readPreference: 'primary' };
   if (options.sort !== undefined) out.sort = options.sort as mongo.Sort;
   if (options.collation !== undefined) out.collation = options.collation as mongo.CollationOptions;
   if (options.hint !== undefined) out.hint = options.hint as mongo.Hint;
@@ -153,4 +153,20 @@ export async function findTargets(
 ): Promise<unknown[]> {
   const docs = await collection.find(filter, findOptions(options, session, limit)).toArray();
   return docs.map((doc) => doc._id);
+}
+
+/**
+ * The documents `filter` selects, each with `_id` and the fields `projection` names (check mode's
+ * sorted single-document writes read their sort keys this way: sort-key.ts), read like
+ * findTargets.
+ */
+export async function findTargetDocuments(
+  collection: mongo.Collection<Document>,
+  filter: Document,
+  options: SelectionOptions,
+  session: mongo.ClientSession | undefined,
+  limit: number | undefined,
+  projection: Document,
+): Promise<Document[]> {
+  return collection.find(filter, findOptions(options, session, limit, projection)).toArray();
 }

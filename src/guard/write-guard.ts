@@ -28,7 +28,8 @@ import { documentWriteFor, inBulkSave, isSaveWrite, type DocumentWrite } from '.
 import { LockedDuringWriteError, type CommittedWrites } from './errors';
 import { takeLockOptions } from './options';
 import { distinctIds, idKey } from '../id-key';
-import { containsString, findTargets, idsNamedBy, isCollated, isEqualityValue, narrowedTo, trustedIds, type SelectionOptions } from './targets';
+import { containsString, findTargetDocuments, findTargets, idsNamedBy, isCollated, isEqualityValue, narrowedTo, trustedIds, type SelectionOptions } from './targets';
+import { sortKeyCondition, sortPaths, sortProjection } from './sort-key';
 import { TRANSACTION_RETRY_BUDGET_MS, backedOff, refuseUnusableSession, runInTransaction } from './transaction';
 import { idsUpsertMayInsert, upsertWithId } from './upsert-id';
 import { sentFilter, sentUpsertUpdate, sentValue, serializeSettings, type SerializeSettings } from './sent-values';
@@ -370,7 +371,7 @@ export class WriteGuard {
       if (collated && found.some(containsString)) return this.withCollatedEquals(found, selection.collation, session);
       return found.slice(0, 1);
     };
-    if (call.mode.kind === 'check' && call.writer.kind === 'owner' && !named) return this.checkThenWrite(call, filter, search);
+    if (call.mode.kind === 'check' && call.writer.kind === 'owner' && !named) return this.checkThenWrite(call, filter, this.sortedSearch(call, filter, search));
     const attempt = async (session: ClientSession | undefined, atomic: boolean): Promise<unknown> => {
       let targets: unknown[];
       let writeFilter = filter;
@@ -400,13 +401,36 @@ export class WriteGuard {
   }
 
   /**
+   * Check mode's search for a sorted single-document write: the first document by the write's
+   * sort, with a condition on its sort-key values (sort-key.ts), so that a found document that no
+   * longer sorts where it did matches nothing at the write and is searched again, as one that
+   * stopped matching is. Without a sort, or under a collation where the search checks every match
+   * (string `_id`s: the write then picks among checked documents itself), `search` as it is; and
+   * where the sort key cannot be compared exactly, the `_id` alone (README, Limits).
+   */
+  private sortedSearch(call: Call, filter: Document, search: (session: ClientSession | undefined) => Promise<unknown[]>): (session: ClientSession | undefined) => Promise<Found> {
+    const selection = call.options as SelectionOptions;
+    const paths = sortPaths(selection.sort);
+    const plain = async (session: ClientSession | undefined): Promise<Found> => ({ ids: await search(session) });
+    if (!SINGLE_DOCUMENT.has(call.method) || paths === undefined || paths.length === 0) return plain;
+    return async (session) => {
+      const collated = isCollated(selection.collation);
+      const docs = await findTargetDocuments(this.raw(), filter, selection, session, collated ? undefined : 1, sortProjection(paths));
+      const ids = docs.map((doc) => doc._id as unknown);
+      if (collated && ids.some(containsString)) return { ids: await this.withCollatedEquals(ids, selection.collation, session) };
+      if (docs.length === 0) return { ids: [] };
+      return { ids: ids.slice(0, 1), sortKey: sortKeyCondition(docs[0]!, paths) };
+    };
+  }
+
+  /**
    * Check mode (no transaction: `transactions: 'never'`, standalone servers), a non-holder's write
    * whose filter does not name its `_id`s: single-document writes, and updateMany upserts. Each
    * round searches (`search`), checks what it found and sends the write narrowed to it, so the
    * write can only touch checked documents. A found document can stop matching before the write
-   * reaches it (someone changed or deleted it; no lock involved); the write must then do what the
-   * unguarded write would have done at some instant of the call, never something no serial
-   * execution of it could do:
+   * reaches it (someone changed or deleted it; no lock involved), or, for a sorted write, stop
+   * sorting where it did (sortedSearch); the write must then do what the unguarded write would
+   * have done at some instant of the call, never something no serial execution of it could do:
    *  - What was found is written WITHOUT `upsert`: a narrowed upsert whose target stopped matching
    *    would insert (narrowedTo keeps the filter's equalities), while another document may match
    *    and the unguarded upsert would update it. A write that matched nothing searches again, as
@@ -421,41 +445,51 @@ export class WriteGuard {
    *    (narrowedTo): it matches no stored document, so it can only insert, and what it inserts is
    *    what the unguarded upsert inserts when nothing matches (R21): the right outcome at the
    *    search. Every `_id` it may insert was checked (`call.insertable`, R22). A duplicate-key
-   *    error (a matching document inserted meanwhile, under a unique index) searches again,
-   *    once: mongod retries such an upsert as an update itself when its query is the index's
-   *    equalities (`shouldRetryDuplicateKeyException`, R9), which the narrowed query is not; if
-   *    the search right after it finds nothing either, the error is the unguarded upsert's (the
-   *    key belongs to a document the filter does not match) and reaches the caller.
+   *    error (a matching document inserted meanwhile, under a unique index) searches again. mongod
+   *    retries such an upsert itself, as an update, when its query is nothing but equalities on
+   *    exactly the unique index's fields and the duplicated key is the query's
+   *    (`shouldRetryDuplicateKeyException`, R9), without bound on 6.0 and 7.0; the narrowed query
+   *    never is, so the guard does what mongod would have done with the caller's query
+   *    (retriesDuplicateKey): for such a query it keeps searching and inserting, round after round
+   *    (the document holding the key may come and go); for any other, the unguarded upsert gets the
+   *    error too, so after one more search that finds nothing the error reaches the caller.
    *  - A search that found nothing for a non-upsert sends the write narrowed to nothing (its
    *    result says it matched nothing).
-   * Rounds repeat with the backoff and the 120 s budget of the guard's transactions
-   * (transaction.ts); when the budget is spent, nothing was written and the call fails with a
-   * retryable LockDatabaseError.
+   * Rounds repeat with the backoff of the guard's transactions (transaction.ts) within the budget
+   * (checkBudget: 120 s, or less when the write carries `maxTimeMS` / `timeoutMS`); when it is
+   * spent, nothing was written and the call fails with a retryable LockDatabaseError (with the
+   * duplicate-key error, when that is what kept it going, as a bounded server's retry returns it).
+   * The guard needs each round's counts: an unacknowledged write (`w: 0`) is sent acknowledged
+   * (`w: 1`) and the caller gets what the driver returns for an unacknowledged write
+   * (unacknowledgedResult).
    */
-  private async checkThenWrite(call: Call, filter: Document, search: (session: ClientSession | undefined) => Promise<unknown[]>): Promise<unknown> {
+  private async checkThenWrite(call: Call, filter: Document, search: (session: ClientSession | undefined) => Promise<Found>): Promise<unknown> {
     const session = call.mode.session;
     const upsert = call.options.upsert === true;
-    const deadline = Date.now() + TRANSACTION_RETRY_BUDGET_MS;
+    const budget = checkBudget(call.options, this.raw());
+    const deadline = Date.now() + budget.ms;
+    const unacknowledged = isUnacknowledged(call.options, this.raw());
+    const answer = (result: unknown) => (unacknowledged ? unacknowledgedResult(call.method, call.options) : result);
+    const sendable: Call = unacknowledged ? { ...call, options: acknowledgedOptions(call.options) } : call;
     let duplicate: unknown;
     for (let round = 0; ; round++) {
-      const targets = await search(session);
-      if (targets.length > 0 || !upsert) {
+      const found = await search(session);
+      if (found.ids.length > 0 || !upsert) {
         duplicate = undefined;
-        await this.check(call, distinctIds([...targets, ...call.insertable]), session, false);
-        const result = await this.writeNarrowed(call, filter, targets, session);
-        if (targets.length === 0 || !touchedNothing(call.method, result)) return result;
+        await this.check(call, distinctIds([...found.ids, ...call.insertable]), session, false);
+        const result = await this.writeNarrowed(sendable, filter, found.ids, session, undefined, found.sortKey);
+        if (found.ids.length === 0 || !touchedNothing(call.method, result)) return answer(result);
       } else {
-        if (duplicate !== undefined) throw duplicate;
+        if (duplicate !== undefined && !retriesDuplicateKey(call.method, filter, duplicate)) throw duplicate;
         await this.check(call, call.insertable, session, false);
         try {
-          return await this.write(call, undefined, session, this.withFilterAndSession(call, narrowedTo(filter, [], true), session));
+          return answer(await this.write(sendable, undefined, session, this.withFilterAndSession(sendable, narrowedTo(filter, [], true), session)));
         } catch (error) {
           if (!isDuplicateKey(error)) throw error;
           duplicate = error;
-          continue;
         }
       }
-      if (!(await backedOff(round, deadline))) throw stoppedMatching(call.method);
+      if (!(await backedOff(round, deadline))) throw duplicate ?? stoppedMatching(call.method, budget);
     }
   }
 
@@ -464,11 +498,15 @@ export class WriteGuard {
    * deleteMany beyond GUARD_BATCH_SIZE of them as one bulk write of one statement per
    * GUARD_BATCH_SIZE `_id`s.
    */
-  private async writeNarrowed(call: Call, filter: Document, ids: unknown[], session: ClientSession | undefined, claimed?: ClaimResult): Promise<unknown> {
+  private async writeNarrowed(call: Call, filter: Document, ids: unknown[], session: ClientSession | undefined, claimed?: ClaimResult, sortKey?: Document): Promise<unknown> {
     if (SINGLE_DOCUMENT.has(call.method) || ids.length <= GUARD_BATCH_SIZE) {
-      return this.write(call, claimed, session, this.withFilterAndSession(call, narrowedTo(filter, ids, false), session, true));
+      const narrowed = narrowedTo(filter, ids, false);
+      return this.write(call, claimed, session, this.withFilterAndSession(call, sortKey ? { $and: [narrowed, sortKey] } : narrowed, session, true));
     }
-    return manyResult(call.method, (await this.write(call, claimed, session, this.perChunk(call, filter, ids, session), call.invokeBulk)) as CommittedWrites);
+    const written = await this.write(call, claimed, session, this.perChunk(call, filter, ids, session), call.invokeBulk);
+    // Sent as the caller asked (check mode: with its write concern); an unacknowledged bulk reports no counts.
+    if (call.mode.kind === 'check' && isUnacknowledged(call.options, this.raw())) return unacknowledgedResult(call.method, call.options);
+    return manyResult(call.method, written as CommittedWrites);
   }
 
   /**
@@ -512,7 +550,7 @@ export class WriteGuard {
         return result;
       });
     if (mode.kind === 'check' && upsert && !named) {
-      return this.checkThenWrite(call, filter, async (session) => this.withCollatedEquals(await findTargets(this.raw(), filter, selection, session), selection.collation, session));
+      return this.checkThenWrite(call, filter, async (session) => ({ ids: await this.withCollatedEquals(await findTargets(this.raw(), filter, selection, session), selection.collation, session) }));
     }
     if (mode.kind !== 'atomic' || upsert) return asOneWrite();
     const targets = named ? distinctIds(named) : await findTargets(this.raw(), filter, selection, mode.session);
@@ -687,6 +725,12 @@ export class WriteGuard {
   }
 }
 
+/** What one round of checkThenWrite found: the `_id`s to write, and for a sorted single-document write the condition that keeps the first one first (sort-key.ts). */
+interface Found {
+  ids: unknown[];
+  sortKey?: Document;
+}
+
 interface Call {
   method: GuardedMethod;
   args: unknown[];
@@ -823,13 +867,119 @@ function isDuplicateKey(error: unknown): boolean {
   return (error as { code?: unknown } | null)?.code === 11000;
 }
 
-/** checkThenWrite's budget is spent: every round's target stopped matching before its write. */
-function stoppedMatching(method: GuardedMethod): LockDatabaseError {
+/** How long checkThenWrite's rounds may go on, and what set the bound. */
+interface Budget {
+  ms: number;
+  /** The caller's option that shortened it, if any. */
+  option?: 'maxTimeMS' | 'timeoutMS';
+}
+
+/**
+ * checkThenWrite's budget: the guard transactions' 120 s, capped by the write's own `maxTimeMS`
+ * (the server's limit on each command; a guarded call that keeps searching must not outlast it)
+ * and `timeoutMS` (the driver's client-side timeout, from the write's options or its collection).
+ * 0 means no limit for both, as for the driver.
+ */
+function checkBudget(options: Record<string, unknown>, collection: { timeoutMS?: number }): Budget {
+  let budget: Budget = { ms: TRANSACTION_RETRY_BUDGET_MS };
+  const timeoutMS = typeof options.timeoutMS === 'number' ? options.timeoutMS : collection.timeoutMS;
+  for (const [option, value] of [['maxTimeMS', options.maxTimeMS], ['timeoutMS', timeoutMS]] as const) {
+    if (typeof value === 'number' && value > 0 && value < budget.ms) budget = { ms: value, option };
+  }
+  return budget;
+}
+
+/** checkThenWrite's budget is spent: every round's target stopped matching (or sorting where it did) before its write. */
+function stoppedMatching(method: GuardedMethod, budget: Budget): LockDatabaseError {
+  const within = budget.option ? `within the write's ${budget.option} (${budget.ms} ms)` : `for ${budget.ms / 1000} s`;
   const cause = new Error(
-    `every document the write guard found for this ${method}() stopped matching its filter before the write reached it, on every attempt for ${TRANSACTION_RETRY_BUDGET_MS / 1000} s ` +
+    `every document the write guard found for this ${method}() stopped matching its filter (or sorting first) before the write reached it, on every attempt ${within} ` +
       '(other writers keep changing the documents it matches); nothing was written',
   );
   return new LockDatabaseError(method, cause, true);
+}
+
+/**
+ * Whether the write is unacknowledged (`w: 0`): its own write concern (`writeConcern`, or the
+ * legacy `w` option), else its collection's.
+ */
+function isUnacknowledged(options: Record<string, unknown>, collection: { writeConcern?: { w?: unknown } }): boolean {
+  const own = (options.writeConcern as { w?: unknown } | undefined)?.w ?? options.w;
+  return (own ?? collection.writeConcern?.w) === 0;
+}
+
+/** The write's options with an acknowledged write concern (`w: 1`) in place of `w: 0`. */
+function acknowledgedOptions(options: Record<string, unknown>): Record<string, unknown> {
+  const out: Record<string, unknown> = { ...options, writeConcern: { w: 1 } };
+  for (const legacy of ['w', 'j', 'wtimeout', 'fsync']) delete out[legacy];
+  return out;
+}
+
+/**
+ * What the driver returns for an unacknowledged write of `method` (mongodb 6 and 7: the reply is
+ * `{ ok: 1 }`, moreToCome; `UpdateOneOperation.handleOk` and its siblings in
+ * lib/operations/update.js and delete.js build `acknowledged: false` and counts read from that
+ * reply, i.e. undefined; `FindAndModifyOperation.handleOk` returns `value ?? null`, or the reply
+ * itself with `includeResultMetadata`).
+ */
+function unacknowledgedResult(method: GuardedMethod, options: Record<string, unknown>): unknown {
+  switch (method) {
+    case 'updateOne':
+    case 'updateMany':
+    case 'replaceOne':
+      return { acknowledged: false, modifiedCount: undefined, upsertedId: null, upsertedCount: 0, matchedCount: undefined };
+    case 'deleteOne':
+    case 'deleteMany':
+      return { acknowledged: false, deletedCount: undefined };
+    default:
+      return options.includeResultMetadata === true ? { ok: 1 } : null;
+  }
+}
+
+/**
+ * Whether mongod retries an upsert with the caller's `filter` after `error`, a duplicate-key
+ * error of its insert (R9; `shouldRetryDuplicateKeyException`, write_ops_exec.cpp, 6.0 to 8.0):
+ * a single-document upsert whose query is nothing but equalities (`matchContainsOnlyAndedEqualityNodes`)
+ * on exactly the fields of the unique index that raised it (`keyPattern`), each equal to the
+ * duplicated key's value (`keyValue`, compared by value, ignoring field names, without collation).
+ * Read conservatively: top-level fields with a plain value or `{ $eq }`, and `$and` lists of such;
+ * anything else (an operator, `$or`, a dotted path the error names otherwise) is not retried.
+ */
+function retriesDuplicateKey(method: GuardedMethod, filter: Document, error: unknown): boolean {
+  if (!SINGLE_DOCUMENT.has(method)) return false;
+  const info = error as { keyPattern?: unknown; keyValue?: unknown } | null;
+  const keyPattern = info?.keyPattern;
+  const keyValue = info?.keyValue;
+  if (keyPattern === null || typeof keyPattern !== 'object' || keyValue === null || typeof keyValue !== 'object') return false;
+  const equalities = new Map<string, unknown>();
+  if (!collectEqualities(filter, equalities)) return false;
+  const fields = Object.keys(keyPattern);
+  const values = Object.values(keyValue);
+  if (fields.length === 0 || fields.length !== equalities.size || values.length !== fields.length) return false;
+  return fields.every((field, i) => equalities.has(field) && idKey(equalities.get(field)) === idKey(values[i]));
+}
+
+/** Adds the equalities of a filter made only of them (see retriesDuplicateKey) to `out`; false for any other condition. */
+function collectEqualities(filter: unknown, out: Map<string, unknown>): boolean {
+  if (filter === null || typeof filter !== 'object' || Array.isArray(filter)) return false;
+  for (const [key, value] of Object.entries(filter)) {
+    if (key === '$comment') continue; // no match expression (parseComment)
+    if (key === '$and') {
+      if (!Array.isArray(value) || !value.every((clause) => collectEqualities(clause, out))) return false;
+      continue;
+    }
+    if (key.startsWith('$')) return false;
+    let operand = value;
+    if (operand !== null && typeof operand === 'object' && !Array.isArray(operand) && (operand as { _bsontype?: unknown })._bsontype === undefined && !(operand instanceof Date)) {
+      const keys = Object.keys(operand);
+      if (keys.length === 1 && keys[0] === '$eq') operand = (operand as Document).$eq;
+      else if (keys.some((k) => k.startsWith('$'))) return false;
+    }
+    if (!isEqualityValue(operand) && operand !== null) return false;
+    if (out.has(key)) return false; // two equalities on one path: mongod refuses it (NotSingleValueField)
+    out.set(key, operand);
+  }
+  return true;
 }
 
 /** What updateMany / deleteMany return, from the counts of the bulk writes that carried it. */

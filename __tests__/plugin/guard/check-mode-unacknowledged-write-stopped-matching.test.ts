@@ -22,8 +22,13 @@
  * Mongoose 9 (mongodb 7) the write goes out unacknowledged and returns no counts, and they fail.
  *
  * Status when committed (attack on 8078351), Mongoose 9: both guarded cases FAIL (upsert: X.edits 0, Y.edits 0,
- * nothing inserted; deleteOne: both documents left). (A fix might send check mode's narrowed writes acknowledged and answer the caller
- * `{ acknowledged: false }`, or refuse `w: 0` upserts in check mode.)
+ * nothing inserted; deleteOne: both documents left).
+ *
+ * The fix (write-guard.ts, checkThenWrite): the guard needs each round's counts, so in check mode
+ * it sends its narrowed writes acknowledged (`w: 1`, asserted below) and answers the caller what
+ * the driver answers an unacknowledged write (`{ acknowledged: false, ... }` with no counts: mongodb
+ * 6 and 7, lib/operations/update.js and delete.js, handleOk on the `{ ok: 1 }` of a moreToCome
+ * reply). Refusing `w: 0` instead would refuse writes nobody's lock stands in the way of.
  */
 import { mongo } from 'mongoose';
 import { deploymentFacts, describeIf } from '../../conformance/support/server';
@@ -126,8 +131,10 @@ describeIf(deploymentFacts().failPoints, 'needs fail points')('an unacknowledged
     // so the test does not depend on how a Mongoose version passes a query's write concern on.
     const guarded = Never.collection as unknown as mongo.Collection;
     const result = await raced(() => guarded.updateOne({ title: 'guarded', status: 'open' }, { $inc: { edits: 1 } }, { upsert: true, writeConcern: { w: 0 } }), stopMatching);
-    // The race happened: the guard's first write, unacknowledged, was narrowed to X.
-    expect({ ok: result.ok, racedOnX: JSON.stringify(sent[0]?.q ?? null).includes(x.toHexString()), w: sent[0]?.w }).toEqual({ ok: true, racedOnX: true, w: 0 });
+    // The race happened: the guard's first write, sent acknowledged, was narrowed to X; the caller
+    // gets the unacknowledged write's answer.
+    expect({ ok: result.ok, racedOnX: JSON.stringify(sent[0]?.q ?? null).includes(x.toHexString()), w: sent[0]?.w }).toEqual({ ok: true, racedOnX: true, w: 1 });
+    expect(result.ok && result.value).toEqual({ acknowledged: false, modifiedCount: undefined, upsertedId: null, upsertedCount: 0, matchedCount: undefined });
     expect(SERIAL).toContainEqual(await stored());
   }, 30_000);
 
@@ -156,14 +163,15 @@ describeIf(deploymentFacts().failPoints, 'needs fail points')('an unacknowledged
       const result = outcome((Never.collection as unknown as mongo.Collection).deleteOne({ title: 'deleted', status: 'open' }, { writeConcern: { w: 0 } }));
       await reached;
       await stopMatching();
-      expect((await result).ok).toBe(true);
+      const settled = await result;
+      expect(settled.ok && settled.value).toEqual({ acknowledged: false, deletedCount: undefined });
       await sleep(2_500);
       await connA.connection.getClient().db(db.name).command({ ping: 1 });
     } finally {
       connA.connection.getClient().off('commandStarted', listener);
     }
-    // The race happened: the guard's first delete, unacknowledged, was narrowed to X.
-    expect({ racedOnX: JSON.stringify((deletes[0] as { q?: unknown } | undefined)?.q ?? null).includes(x.toHexString()), w: (deletes[0] as { w?: unknown } | undefined)?.w }).toEqual({ racedOnX: true, w: 0 });
+    // The race happened: the guard's first delete, sent acknowledged, was narrowed to X.
+    expect({ racedOnX: JSON.stringify((deletes[0] as { q?: unknown } | undefined)?.q ?? null).includes(x.toHexString()), w: (deletes[0] as { w?: unknown } | undefined)?.w }).toEqual({ racedOnX: true, w: 1 });
     // One of the two is gone (X before its change, or Y): one document is left.
     expect(await raw.countDocuments({ title: 'deleted' })).toBe(1);
   }, 30_000);

@@ -23,7 +23,14 @@
  * the collection ends with one `{ title: 'k' }` document (the guard's insert after D was deleted).
  *
  * Status when committed (attack on 8078351): FAILS (MongoServerError E11000 reaches the caller).
+ *
+ * The fix (write-guard.ts, checkThenWrite, retriesDuplicateKey): the guard applies mongod's rule
+ * to the caller's query; for a query mongod retries it keeps searching and inserting within its
+ * budget. The second test is the other side of that rule: a query that is more than the index's
+ * equalities, whose key belongs to a document it does not match, fails with the E11000 at once,
+ * as the unguarded upsert does.
  */
+import { mongo } from 'mongoose';
 import { deploymentFacts, describeIf } from '../../conformance/support/server';
 import { connect, testDatabase, type MonitoredConnection } from '../../support/db';
 import { workItemModel, type WorkItemModel } from '../../support/work-item';
@@ -98,4 +105,18 @@ describeIf(deploymentFacts().failPoints, 'needs fail points')('a check-mode upse
       await failPointOff(other.connection);
     }
   }, 30_000);
+
+  test("transactions: 'never': an upsert mongod would not retry ({ title: 'k', status: 'open' }; the key belongs to a 'done' document) fails with E11000 at once, as unguarded", async () => {
+    const raw = rawCollection(Never);
+    await raw.deleteMany({});
+    await raw.insertOne({ title: 'k', status: 'done', edits: 0 });
+    const upsert = (extra: Record<string, unknown>) => (Never.collection as unknown as mongo.Collection).updateOne({ title: 'k', status: 'open' }, { $inc: { edits: 1 } }, { upsert: true, ...extra });
+    const unguarded = await outcome(upsert({ skipLockCheck: true }));
+    const started = Date.now();
+    const guarded = await outcome(upsert({}));
+    const code = (r: Awaited<typeof guarded>) => (r.ok ? 'ok' : (r.error as { code?: unknown }).code);
+    expect({ unguarded: code(unguarded), guarded: code(guarded) }).toEqual({ unguarded: 11000, guarded: 11000 });
+    expect(Date.now() - started).toBeLessThan(30_000);
+    expect(await raw.countDocuments({})).toBe(1);
+  }, 60_000);
 });
