@@ -5,7 +5,7 @@
  * discriminators, arrayFilters, hint, strict and duplicate-key stops.
  *
  * Fails: 'duplicate key mid-bulk' - Model.bulkWrite's insertOne with an existing `_id` is inserted
- * under a NEW ObjectId by the guard (see attack11-model-bulkwrite-insert): no E11000, the ordered
+ * under a NEW ObjectId by the guard (see model-bulkwrite-insert-document-id.test.ts): no E11000, the ordered
  * bulk goes on, a second document appears and the later updateMany runs.
  */
 import { deploymentFacts } from '../conformance/support/server';
