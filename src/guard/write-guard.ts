@@ -679,12 +679,10 @@ export class WriteGuard {
         // two `_id`s seeds none, and its `$setOnInsert` / `$set` / replacement `_id` is inserted.
         // Checked, they are also ids later operations may reach.
         const insertable = body?.upsert === true ? insertableIds(`bulkWrite operation ${sent.length}`, opFilter, kind === 'replaceOne' ? body.replacement : body.update, kind === 'replaceOne') : [];
-        targets.push(...insertable);
-        before.push(...insertable);
         const named = unreadableFilters.has(body) ? undefined : trustedIds(opFilter, body?.collation);
         if (named) {
-          targets.push(...named);
-          before.push(...named);
+          targets.push(...named, ...insertable);
+          before.push(...named, ...insertable);
           sent.push(operation);
           continue;
         }
@@ -695,8 +693,8 @@ export class WriteGuard {
         const collatedBefore = await this.withCollatedEquals(distinctIds(before), body?.collation, session);
         const seen = new Set(distinctIds([...before, ...found]).map(idKey));
         found.push(...collatedBefore.filter((id) => !seen.has(idKey(id))));
-        targets.push(...found);
-        before.push(...found);
+        targets.push(...found, ...insertable);
+        before.push(...found, ...insertable);
         const narrowed = { ...body, filter: narrowedTo(opFilter, distinctIds(before), body?.upsert === true) };
         // What an ordered bulk's upsert inserts is reached by its later operations once its _id is
         // known: named by the update or the replacement, or given by the guard (upsert-id.ts).
