@@ -73,7 +73,7 @@ describe.each([
     expect(!byOther.ok && byOther.error instanceof LockedError).toBe(true);
     expect(await M.tryLock(x, 'someone-else')).toBeNull();
     // B writes it, as its owner and through its instance (which applies its changed paths).
-    await M.updateOne({ _id: x }, { $inc: { edits: 1 } }, { lockOwner: 'holder-b' }).exec();
+    await M.updateOne({ _id: x }, { $inc: { edits: 1 } }, { lockOwner: 'holder-b' } as never).exec();
     held.title = "B's instance";
     await held.save();
     const stored = await rawCollection(M).findOne({ _id: x });
