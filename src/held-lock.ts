@@ -356,6 +356,25 @@ export function releaseOutcomeUnknown(state: HeldLockState): boolean {
 }
 
 /**
+ * Settles a release made in a caller's transaction that has ended, committed or not, with one
+ * read of the lock record (LockStore.verify outside a transaction: is it still this acquisition,
+ * unexpired by the server's clock?). Still ours: the transaction did not commit, so neither did
+ * the release, and the lock is held (a retried `withTransaction` callback can save and release
+ * again). Not ours: the read says why (released by the commit, expired, taken over). A read that
+ * fails leaves the question open for the next call.
+ */
+export async function settleReleaseWithServer(state: HeldLockState, store: { verify(state: HeldLockState): Promise<void> }): Promise<void> {
+  try {
+    await store.verify(state);
+    state.lost = undefined;
+  } catch (error) {
+    if (!(error instanceof LockNotHeldError)) throw error;
+    // verify recorded the reason in state.lost.
+  }
+  state.pendingRelease = undefined;
+}
+
+/**
  * Estimate of the server's current time: the server's clock at the grant plus the time elapsed on
  * this process's monotonic clock since the granting request was sent. The server read its clock
  * after that send, so this errs late (never early); wall-clock skew cannot affect it. Used only

@@ -105,24 +105,47 @@ export interface BsonRoundTrip {
   value: unknown;
 }
 
+/** How bsonRoundTrip serializes and decodes (the defaults are the driver's for commands). */
+export interface RoundTripOptions {
+  /**
+   * Decode so that the value serializes to the very same bytes again: int32, double, int64 and
+   * symbol stay js-bson's Int32 / Double / Long / BSONSymbol, a regex a BSONRegExp (with the
+   * defaults a double 1.0 comes back as the number 1, which is sent as an int32).
+   */
+  exact?: boolean;
+  /** The driver's `ignoreUndefined` for the command (default false: undefined is sent as null). */
+  ignoreUndefined?: boolean;
+  /** The driver's `serializeFunctions` for the command (default false: functions are left out). */
+  serializeFunctions?: boolean;
+}
+
+/** bsonRoundTrip's answer for a value the serializer leaves out (a function, a symbol, `undefined` with ignoreUndefined). */
+export const NOT_SENT = new IdRefusal('serializes to nothing (a function or a symbol is not sent at all).');
+
 /**
  * Serializes `value` once, as the driver would, and decodes it again: the value the server would
  * receive, as a fresh object that serializes to the same bytes every time. For any value (the
  * write guard's filter values may be embedded documents); freshId adds the checks for lock ids.
+ * NOT_SENT when the driver would leave the value out of the command.
  */
-export function bsonRoundTrip(value: unknown): BsonRoundTrip | IdRefusal {
+export function bsonRoundTrip(value: unknown, options: RoundTripOptions = {}): BsonRoundTrip | IdRefusal {
   let encoded: Uint8Array;
   try {
     // The same serializer, with the same defaults for functions and keys, as the driver's commands.
-    encoded = BSON.serialize({ v: value } as mongo.Document, { serializeFunctions: false, checkKeys: false, ignoreUndefined: false });
+    encoded = BSON.serialize({ v: value } as mongo.Document, {
+      serializeFunctions: options.serializeFunctions ?? false,
+      checkKeys: false,
+      ignoreUndefined: options.ignoreUndefined ?? false,
+    });
   } catch (error) {
     return new IdRefusal(`cannot be serialized to BSON (${(error as Error).message}).`);
   }
-  if (encoded.length <= 5) return new IdRefusal('serializes to nothing (a function or a symbol is not sent at all).');
+  if (encoded.length <= 5) return NOT_SENT;
   // promoteValues: int32 and double become numbers, strings strings; useBigInt64: an int64 becomes
   // a bigint (never a rounded number); Binary stays Binary (promoteBuffers false); ObjectId,
-  // Date, UUID and Decimal128 are new instances.
-  const decoded = (BSON.deserialize(encoded, { useBigInt64: true, promoteBuffers: false, promoteValues: true }) as { v: unknown }).v;
+  // Date, UUID and Decimal128 are new instances. Exact: every value keeps its BSON type.
+  const decodeOptions = options.exact ? { promoteValues: false, promoteBuffers: false, bsonRegExp: true } : { useBigInt64: true, promoteBuffers: false, promoteValues: true };
+  const decoded = (BSON.deserialize(encoded, decodeOptions) as { v: unknown }).v;
   return { type: encoded[4]!, bytes: encoded.length - FRAMING, value: decoded };
 }
 

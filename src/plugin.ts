@@ -6,7 +6,7 @@
 import type { HydratedDocument, SaveOptions, mongo } from 'mongoose';
 import { idCaster, validateLockCallOptions, validateOwner, type ResolvedCallOptions } from './arguments';
 import { InvalidLockArgumentError, InvalidLockOptionError, LockExpiredOnArrivalError, LockNotHeldError, LockTargetNotFoundError, LockedError } from './errors';
-import { attachHeldLock, heldLockState, leaseLeft, lostError, newHeldLockState, releaseKnownLease, releaseLease, releaseOutcomeUnknown, type HeldLock, type HeldLockFields, type HeldLockState } from './held-lock';
+import { attachHeldLock, heldLockState, leaseLeft, lostError, newHeldLockState, releaseKnownLease, releaseLease, releaseOutcomeUnknown, settleReleaseWithServer, type HeldLock, type HeldLockFields, type HeldLockState } from './held-lock';
 import { typedErrors } from './failures';
 import { loadDocument } from './document-load';
 import { idKey } from './id-key';
@@ -51,25 +51,6 @@ function requireHeld(doc: AnyDoc): HeldLockState {
 async function confirmHeld(state: HeldLockState, store: LockStore): Promise<void> {
   if (releaseOutcomeUnknown(state)) await settleReleaseWithServer(state, store);
   if (state.lost !== undefined) throw lostError(state);
-}
-
-/**
- * Settles a release made in a caller's transaction that has ended, committed or not, with one
- * read of the lock record (LockStore.verify outside a transaction: is it still this acquisition,
- * unexpired by the server's clock?). Still ours: the transaction did not commit, so neither did
- * the release, and the lock is held (a retried `withTransaction` callback can save and release
- * again). Not ours: the read says why (released by the commit, expired, taken over). A read that
- * fails leaves the question open for the next call.
- */
-async function settleReleaseWithServer(state: HeldLockState, store: LockStore): Promise<void> {
-  try {
-    await store.verify(state);
-    state.lost = undefined;
-  } catch (error) {
-    if (!(error instanceof LockNotHeldError)) throw error;
-    // verify recorded the reason in state.lost.
-  }
-  state.pendingRelease = undefined;
 }
 
 /**
