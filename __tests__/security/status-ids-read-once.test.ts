@@ -39,15 +39,29 @@ afterAll(async () => {
   await conn.close();
 });
 
-/** The `$in` lists of the lock-collection finds sent by `call`, or its error. */
-async function sentIds(call: () => Promise<unknown>): Promise<{ result?: unknown; error?: unknown; inLists: unknown[][] }> {
+/**
+ * What a value becomes on the wire, as Extended JSON: js-bson calls a value's own toBSON, so a
+ * forged ObjectId shows here as the query it serializes to (and never reaches Jest's printer,
+ * which cannot print it under js-bson 6).
+ */
+function onTheWire(value: unknown): string {
+  try {
+    const decoded = mongo.BSON.deserialize(mongo.BSON.serialize({ v: value } as mongo.Document)) as { v: unknown };
+    return mongo.BSON.EJSON.stringify(decoded.v as mongo.Document, { relaxed: false });
+  } catch (error) {
+    return `unserializable (${(error as Error).message})`;
+  }
+}
+
+/** The `$in` lists of the lock-collection finds sent by `call` (as sent), or its error. */
+async function sentIds(call: () => Promise<unknown>): Promise<{ result?: unknown; error?: unknown; inLists: string[][] }> {
   finds.length = 0;
   const out: { result?: unknown; error?: unknown } = {};
   await call().then(
     (result) => (out.result = result),
     (error: unknown) => (out.error = error),
   );
-  const inLists = finds.map((command) => ((command.filter as { _id?: { $in?: unknown[] } })._id?.$in ?? []) as unknown[]);
+  const inLists = finds.map((command) => (((command.filter as { _id?: { $in?: unknown[] } })._id?.$in ?? []) as unknown[]).map(onTheWire));
   return { ...out, inLists };
 }
 
@@ -61,8 +75,8 @@ test('an ids array with its own map() cannot send a RegExp to be evaluated by th
   Object.defineProperty(ids, 'map', { value: () => [/./] });
   const { error, inLists } = await sentIds(() => WorkItem.lockStatus(ids));
   // Either refused, or the array's real element was cast and sent; never the RegExp.
-  for (const list of inLists) for (const value of list) expect(value).not.toBeInstanceOf(RegExp);
-  if (error === undefined) expect(inLists).toEqual([[real]]);
+  for (const list of inLists) for (const value of list) expect(value).not.toMatch(/\$regularExpression/);
+  if (error === undefined) expect(inLists).toEqual([[onTheWire(real)]]);
   else expect(error).toBeInstanceOf(InvalidLockArgumentError);
 });
 
@@ -76,8 +90,8 @@ test('an Array subclass overriding map() cannot slip a forged ObjectId past the 
   const { result, error, inLists } = await sentIds(() => WorkItem.lockStatus(ids));
   // Nothing reached the server but the real id (cast): no forged value, no server error.
   if (error === undefined) {
-    expect(inLists).toEqual([[real]]);
-    expect((result as unknown[])[0]).toMatchObject({ documentId: real });
+    expect(inLists).toEqual([[onTheWire(real)]]);
+    expect(onTheWire((result as { documentId?: unknown }[])[0]?.documentId)).toBe(onTheWire(real));
   } else {
     expect(error).toBeInstanceOf(InvalidLockArgumentError);
     expect(inLists).toEqual([]);
