@@ -649,31 +649,52 @@ export class LockStore {
   }
 
   /**
-   * The unexpired locks among `ids`, in one `find` through the `_id` index (`$in`), returned in
-   * one batch (`singleBatch`, `batchSize` = number of ids: mongod closes the cursor after the
-   * first batch, so no getMore follows; src/mongo/db/query/find.cpp shouldSaveCursor). With
-   * `ownerKey`, the server also says whether each lock is that owner's (`$eq` against a
+   * The unexpired locks among `ids`, in one `find` through the `_id` index (`$in`). `batchSize` is
+   * one more than the number of ids, so mongod reaches the end of the matches while filling the
+   * first batch and closes the cursor (no cursor is kept at EOF: src/mongo/db/query/find.cpp
+   * shouldSaveCursor), and no getMore follows, unless the records pass one 16 MiB batch
+   * (FindCommon::haveSpaceForNext, src/mongo/db/query/find_common.cpp): then the driver reads the
+   * rest with getMore, so no record is ever left out (a record left out would read as no lock).
+   * With `ownerKey`, the server also says whether each lock is that owner's (`$eq` against a
    * `$literal`), without returning any owner.
    */
   async statusOf(ids: unknown[], ownerKey: string | undefined): Promise<Document[]> {
     if (ids.length === 0) return [];
     const projection: Document = { acquiredAt: 1, expiresAt: 1, label: 1, now: '$$NOW' };
     if (ownerKey !== undefined) projection.mine = { $eq: ['$owner', lit(ownerKey)] };
-    return this.locks.find({ _id: { $in: ids }, ...UNEXPIRED } as Document, { projection, batchSize: ids.length, singleBatch: true, ...PRIMARY }).toArray();
+    return this.locks.find({ _id: { $in: ids }, ...UNEXPIRED } as Document, { projection, batchSize: ids.length + 1, ...PRIMARY }).toArray();
   }
 
   /**
-   * One page of unexpired locks in `_id` order, optionally only `ownerKey`'s: one `find` sorted
-   * on `_id`, starting after `after`, `limit + 1` documents in one batch (the extra one says
-   * whether there is a next page). With an owner it runs through the `{ owner: 1, _id: 1 }`
-   * index (equality on owner, then the range and the sort on `_id`); without, through `_id`.
+   * One page of unexpired locks in `_id` order, optionally only `ownerKey`'s: one `find` sorted on
+   * `_id`, starting after `after`, `limit + 1` documents (the extra one says whether there is a
+   * next page). `limit` makes mongod close the cursor once it is reached; should the records pass
+   * one 16 MiB batch (ids of many kilobytes), the driver reads the rest of the page with getMore
+   * (see statusOf), so a page is never cut short. With an owner it runs through the
+   * `{ owner: 1, _id: 1 }` index (equality on owner, then the range and the sort on `_id`);
+   * without, through `_id`.
+   *
+   * After `after`: `_id` greater than it, or of a BSON type that sorts after its type. A query's
+   * `$gt` only matches values of the operand's own type bracket (manual, "Comparison/Sort Order":
+   * "for most data types, comparison operators only perform comparisons on fields where the BSON
+   * type matches the query value's type"), while the sort orders every type (numbers, strings,
+   * binary data, ObjectIds, dates, in that order): on `_id`s of several types (a Mixed `_id`, or
+   * a lock collection shared by models of different `_id` types) `$gt` alone would end the
+   * listing at the first type boundary. Each branch of the `$or` is a range of the `_id` index
+   * (`$type` has index bounds), merged in `_id` order.
+   *
+   * Read with `useBigInt64`: an int64 `_id` comes back as a bigint, as a lock call's id is
+   * (id-value.ts), and not as a number (within 2^53) or a Long (beyond).
    */
-  async list(ownerKey: string | undefined, limit: number, after: { id: unknown } | undefined): Promise<{ records: Document[]; more: boolean }> {
+  async list(ownerKey: string | undefined, limit: number, after: { id: unknown; type: number } | undefined): Promise<{ records: Document[]; more: boolean }> {
     const filter: Document = { ...UNEXPIRED };
     if (ownerKey !== undefined) filter.owner = ownerKey;
-    if (after !== undefined) filter._id = { $gt: after.id };
+    if (after !== undefined) {
+      const later = typesSortingAfter(after.type);
+      filter.$or = later.length === 0 ? [{ _id: { $gt: after.id } }] : [{ _id: { $gt: after.id } }, { _id: { $type: later } }];
+    }
     const records = await this.locks
-      .find(filter, { projection: { acquiredAt: 1, expiresAt: 1, label: 1, now: '$$NOW' }, sort: { _id: 1 }, limit: limit + 1, batchSize: limit + 1, singleBatch: true, ...PRIMARY })
+      .find(filter, { projection: { acquiredAt: 1, expiresAt: 1, label: 1, now: '$$NOW' }, sort: { _id: 1 }, limit: limit + 1, batchSize: limit + 1, useBigInt64: true, ...PRIMARY })
       .toArray();
     return { records: records.slice(0, limit), more: records.length > limit };
   }
@@ -984,3 +1005,41 @@ export interface GroupBlocker extends Blocker {
   label: string | null;
 }
 
+
+/**
+ * The BSON types (as `$type` aliases) in mongod's sort order, by type bracket (manual,
+ * "Comparison/Sort Order": MinKey, Null, Numbers, Symbol and String, Object, Array, BinData,
+ * ObjectId, Boolean, Date, Timestamp, Regular Expression, MaxKey), from Numbers on: an `_id` is
+ * never null, MinKey, an array or undefined (mongod refuses them), and a lock's `_id` is one of
+ * the scalar types id-value.ts accepts.
+ */
+const SORT_BRACKETS: readonly (readonly string[])[] = [
+  ['double', 'int', 'long', 'decimal'],
+  ['symbol', 'string'],
+  ['object'],
+  ['binData'],
+  ['objectId'],
+  ['bool'],
+  ['date'],
+  ['timestamp'],
+  ['regex'],
+  ['maxKey'],
+];
+
+/** The bracket of each BSON type byte a lock's `_id` may have (id-value.ts, BSON_TYPE). */
+const BRACKET_OF_TYPE: ReadonlyMap<number, number> = new Map([
+  [0x01, 0],
+  [0x10, 0],
+  [0x12, 0],
+  [0x13, 0],
+  [0x02, 1],
+  [0x05, 3],
+  [0x07, 4],
+  [0x09, 6],
+]);
+
+/** The `$type` aliases of every type that sorts after the bracket of BSON type `type`. */
+function typesSortingAfter(type: number): string[] {
+  const bracket = BRACKET_OF_TYPE.get(type);
+  return bracket === undefined ? [] : SORT_BRACKETS.slice(bracket + 1).flat();
+}
