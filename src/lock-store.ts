@@ -26,7 +26,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { mongo } from 'mongoose';
-import { LockExpiredError, LockExpiredOnArrivalError, LockNotHeldError, LockedError, describeId } from './errors';
+import { LockConfigurationError, LockExpiredError, LockExpiredOnArrivalError, LockNotHeldError, LockedError, describeId } from './errors';
 import { LockedByTransactionError } from './guard/errors';
 import { callerTransactions } from './guard/open-transactions';
 import { distinctIds, idKey } from './id-key';
@@ -192,8 +192,37 @@ function isDuplicateKey(error: unknown): boolean {
   return typeof error === 'object' && error !== null && (error as { code?: unknown }).code === 11000;
 }
 
+/**
+ * A duplicate key on a unique index other than `_id` of the lock collection: an index the plugin
+ * never makes (its indexes are `_id`, the TTL index and `{ owner: 1, _id: 1 }`, none unique but
+ * `_id`), made by hand, that lock records of different documents collide on (a unique
+ * `{ owner: 1 }`: one lock per owner). No retry helps; it is a configuration fault, told as one
+ * instead of the driver's raw error. mongod's DuplicateKey error carries the index's key pattern
+ * (DuplicateKeyErrorInfo::serialize, src/mongo/db/storage/duplicate_key_error_info.cpp: `keyPattern`,
+ * `keyValue`), which the driver copies onto the MongoServerError.
+ */
+function foreignUniqueIndex(error: unknown, collection: string): LockConfigurationError | undefined {
+  if (!isDuplicateKey(error)) return undefined;
+  const keyPattern = (error as { keyPattern?: unknown }).keyPattern;
+  if (keyPattern === null || typeof keyPattern !== 'object') return undefined;
+  const fields = Object.keys(keyPattern);
+  if (fields.length === 1 && fields[0] === '_id') return undefined;
+  return new LockConfigurationError(
+    `the lock collection ${collection} has a unique index on ${JSON.stringify(keyPattern)} that the plugin did not create, and lock records of different documents collide on it ` +
+      `(${(error as Error).message}). Drop that index: the lock collection must carry only the plugin's indexes.`,
+  );
+}
+
 export class LockStore {
-  constructor(private readonly locks: Collection<Document>) {}
+  /**
+   * @param purgeAfterMs the TTL index's expiry (`purgeAfter`, in whole seconds as the index keeps
+   *   it): how long a released or expired record stays before the TTL monitor may delete it. Only
+   *   words an error (lossFrom); unknown (Infinity), a record gone before expiry is 'vanished'.
+   */
+  constructor(
+    private readonly locks: Collection<Document>,
+    private readonly purgeAfterMs = Number.POSITIVE_INFINITY,
+  ) {}
 
   /**
    * Notes that the caller's transaction on `session` writes the lock records of `ids` (the guard's
@@ -269,6 +298,9 @@ export class LockStore {
           },
         );
       } catch (error) {
+        // Only a duplicate `_id` (an insert race the server did not retry) is worth another attempt.
+        const foreign = foreignUniqueIndex(error, this.locks.collectionName);
+        if (foreign) throw foreign;
         if (!isDuplicateKey(error) || attempt >= ACQUIRE_ATTEMPTS) throw error;
         continue;
       }
@@ -486,7 +518,7 @@ export class LockStore {
     } catch (error) {
       // Inside a transaction mongod does not retry an upsert that lost an insert race (another
       // writer created the same record at the same instant): the transaction must be retried.
-      if (isDuplicateKey(error)) throw new ClaimRaceError(error);
+      if (isDuplicateKey(error)) throw foreignUniqueIndex(error, this.locks.collectionName) ?? new ClaimRaceError(error);
       throw error;
     }
   }
@@ -534,18 +566,30 @@ export class LockStore {
   }
 
   /**
-   * The error for a lost acquisition, given its record as just read (or null if it is gone). A
-   * record the TTL index purged expired at least `purgeAfter` ago, so a record that is gone before
-   * the lock's own expiry was not purged: the lock collection was dropped or the record deleted
-   * ('vanished'). Releasing keeps the record (token null), so 'released' needs the record.
+   * The error for a lost acquisition, given its record as just read (or null if it is gone).
+   * Releasing keeps the record (token null) but moves its `expiresAt` to the release, so the TTL
+   * index may delete a released record `purgeAfter` after the release, long before the lock's own
+   * expiry when `purgeAfter` is shorter than the ttl. A record gone before the lock's expiry was
+   * therefore released and purged, or deleted (the collection dropped, the record removed by
+   * hand): 'released' once a release right after the acquisition could have been purged
+   * (`acquiredAt + purgeAfter` has passed by the server's clock, estimated late), else
+   * 'vanished', which then is certain.
    */
   private lossFrom(state: HeldLockState, record: Document | null): LockNotHeldError {
-    const { documentId, token, expiresAt } = state.lock;
+    const { documentId, token, expiresAt, acquiredAt } = state.lock;
+    const serverNow = estimatedServerNow(state);
     let error: LockNotHeldError;
     if (record && record.token === token) error = new LockExpiredError(documentId, expiresAt);
     else if (record && record.token !== null) error = new LockNotHeldError(documentId, 'taken_over');
-    else if (!record && estimatedServerNow(state) >= expiresAt.getTime()) error = new LockExpiredError(documentId, expiresAt);
-    else if (!record) error = new LockNotHeldError(documentId, 'vanished');
+    else if (!record && serverNow >= expiresAt.getTime()) error = new LockExpiredError(documentId, expiresAt);
+    else if (!record && serverNow >= acquiredAt.getTime() + this.purgeAfterMs) {
+      error = new LockNotHeldError(
+        documentId,
+        'released',
+        `The lock on document ${describeId(documentId)} was released before it expired, and its record has since been purged by the TTL index (purgeAfter), ` +
+          'unless it was deleted by hand. Nothing was written; lock it again to continue.',
+      );
+    } else if (!record) error = new LockNotHeldError(documentId, 'vanished');
     else error = new LockNotHeldError(documentId, 'released');
     state.lost = error.reason;
     return error;
@@ -612,13 +656,13 @@ export class LockStore {
       },
       ...PRIMARY,
     });
-    // Gone: purged by the TTL index at least purgeAfter after it expired, or the lock collection
-    // was dropped or the record deleted. A ticket does not carry its expiry, so say both.
+    // Gone: purged by the TTL index at least purgeAfter after it expired or was released, or the
+    // lock collection was dropped or the record deleted. A ticket does not carry its expiry, so say all.
     if (!record) {
       return new LockNotHeldError(
         documentId,
         'vanished',
-        `The lock record of document ${describeId(documentId)} is gone: purged after this lock expired, or the lock collection was dropped or the record deleted. Nothing was written; lock the document again.`,
+        `The lock record of document ${describeId(documentId)} is gone: purged by the TTL index after this lock expired or was released, or the lock collection was dropped or the record deleted. Nothing was written; lock the document again.`,
       );
     }
     if (record.sameToken === true) {
@@ -778,6 +822,9 @@ export class LockStore {
           },
         );
       } catch (error) {
+        // Only a duplicate `_id` (an insert race the server did not retry) is worth another attempt.
+        const foreign = foreignUniqueIndex(error, this.locks.collectionName);
+        if (foreign) throw foreign;
         if (!isDuplicateKey(error) || attempt >= ACQUIRE_ATTEMPTS) throw error;
         continue;
       }
