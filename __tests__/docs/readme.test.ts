@@ -1,7 +1,11 @@
 /**
- * Documentation that is true (issue 11, item 8). README.md is checked as code:
+ * Documentation that is true (issue 11, item 8; issue 18: the README and the guides in docs/).
+ * README.md, CONTRIBUTING.md and every guide in docs/ are checked as code:
+ *  - the README stays short (at most 300 lines: the rest belongs in the guides);
  *  - every TypeScript block type-checks against the sources, and the blocks marked
- *    `<!-- doc-test: run -->` run against the test backend (support/readme-blocks.ts);
+ *    `<!-- doc-test: run -->` run against the test backend (support/readme-blocks.ts); page
+ *    scripts (`<!-- doc-test: browser -->`) type-check with the DOM's types;
+ *  - no guide hides code in a fence the test does not read (```js, ```javascript, ...);
  *  - the shapes it documents (getLock, heldLock, lockStatus, the lock record) are the real ones;
  *  - every export of the package is documented;
  *  - its links resolve for npm readers (in-page anchors, absolute URLs, files in the tarball);
@@ -9,7 +13,7 @@
  *  - the story the quick start promises is there and matches the demo.
  */
 import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join, normalize, relative } from 'node:path';
 import * as os from 'node:os';
 import mongoose from 'mongoose';
 import * as ts from 'typescript';
@@ -17,31 +21,52 @@ import * as pkg from '../../src';
 import { readLatestManyResults, readLatestNextResults, readLatestResults, readmeFigures, readmeManyFigures, readmeNextFigures } from '../../bench/readme-tables';
 import { testUri } from '../../test-backend/test-env';
 import { connect, testDatabase, type MonitoredConnection } from '../support/db';
-import { ROOT, compileBlock, describeBlock, extractBlocks, readReadme, typeCheck } from './support/readme-blocks';
+import { ROOT, compileBlock, describeBlock, docFiles, extractBlocks, guideFiles, readDoc, readReadme, typeCheck, typeCheckBrowser } from './support/readme-blocks';
 import { createReadmeContext } from './support/readme-context';
 
 const readme = readReadme();
-const blocks = extractBlocks(readme);
+const files = docFiles();
+const texts = new Map(files.map((file) => [file, readDoc(file)] as const));
+/** Every document checked, one after the other (for facts that may live in any of them). */
+const allDocs = [...texts.values()].join('\n');
+const blocks = files.flatMap((file) => extractBlocks(texts.get(file)!, file));
 const runnable = blocks.filter((block) => block.run);
 
-/** The README without its fenced code blocks (prose, tables, headings). */
-const prose = readme.replace(/^```[\s\S]*?^```$/gm, '');
+/** Markdown without its fenced code blocks (prose, tables, headings). */
+const withoutCode = (markdown: string): string => markdown.replace(/^```[\s\S]*?^```$/gm, '');
+const prose = withoutCode(allDocs);
 
-/** The text of one section: from its heading to the next heading of the same or a higher level. */
-function section(heading: string): string {
-  const lines = readme.split('\n');
+/** The text of one section of `markdown`: from its heading to the next heading of the same or a higher level. */
+function sectionOf(markdown: string, heading: string): string | undefined {
+  const lines = markdown.split('\n');
   const start = lines.findIndex((line) => line.replace(/^#+\s*/, '') === heading && line.startsWith('#'));
-  if (start < 0) throw new Error(`README has no section "${heading}"`);
+  if (start < 0) return undefined;
   const level = /^#+/.exec(lines[start]!)![0].length;
   const end = lines.findIndex((line, i) => i > start && /^#+\s/.test(line) && /^#+/.exec(line)![0].length <= level);
   return lines.slice(start, end < 0 ? undefined : end).join('\n');
 }
 
-/** Field names of the first `{ a, b?, c }` after `marker` in the README. */
+/** A section of the README, or else of the first guide that has it. */
+function section(heading: string): string {
+  for (const file of files) {
+    const found = sectionOf(texts.get(file)!, heading);
+    if (found !== undefined) return found;
+  }
+  throw new Error(`no document has a section "${heading}"`);
+}
+
+/** GitHub's anchor for a heading. */
+const slug = (heading: string): string =>
+  heading
+    .toLowerCase()
+    .replace(/[^\p{L}\p{N}\s_-]/gu, '')
+    .replace(/\s/g, '-');
+
+/** Field names of the first `{ a, b?, c }` after `marker` in the documentation. */
 function documentedFields(marker: string): string[] {
-  const at = readme.indexOf(marker);
-  if (at < 0) throw new Error(`README does not contain ${JSON.stringify(marker)}`);
-  const braces = /\{([^{}]*)\}/.exec(readme.slice(at))!;
+  const at = allDocs.indexOf(marker);
+  if (at < 0) throw new Error(`the documentation does not contain ${JSON.stringify(marker)}`);
+  const braces = /\{([^{}]*)\}/.exec(allDocs.slice(at))!;
   return braces[1]!
     .split(',')
     .map((field) => field.trim().replace(/\?$/, ''))
@@ -49,14 +74,38 @@ function documentedFields(marker: string): string[] {
     .sort();
 }
 
-describe('README TypeScript blocks', () => {
+describe('TypeScript blocks of the README and the guides', () => {
   test('there are blocks, and the runnable ones are marked', () => {
     expect(blocks.length).toBeGreaterThanOrEqual(11);
     expect(runnable.length).toBeGreaterThanOrEqual(10);
+    // The README and every guide with code run some of it.
+    expect(blocks.filter((block) => block.file === 'README.md' && block.run).length).toBeGreaterThanOrEqual(5);
+  });
+
+  test('the guides under docs/ are read too: their blocks are collected, and none hides code in a fence this test does not check', () => {
+    const guides = guideFiles();
+    expect(guides).toContain('docs/web-apps.md');
+    const webApps = blocks.filter((block) => block.file === 'docs/web-apps.md');
+    expect(webApps.filter((block) => block.run).map((block) => block.code)).toEqual(expect.arrayContaining([expect.stringContaining("app.post('/items/:id/keep-alive'")]));
+    expect(webApps.filter((block) => block.browser).map((block) => block.code)).toEqual([expect.stringContaining('/keep-alive`')]);
+    // Code in any other language than these is not type-checked: write it as ```ts (or ```sh, ...).
+    // The compatibility record is not a guide: its ```js blocks are command shapes with
+    // placeholders (`<id>`), checked against the recorder by compatibility-record.test.ts.
+    const checked = ['ts', 'typescript', 'sh', 'json', 'text', 'html'];
+    const unchecked = [...guides, 'CONTRIBUTING.md']
+      .filter((file) => file !== 'docs/mongodb-compatibility.md')
+      .flatMap((file) => [...readFileSync(join(ROOT, file), 'utf8').matchAll(/^```(\S+)/gm)].map((m) => `${file}: \`\`\`${m[1]!}`))
+      .filter((fence) => !checked.some((lang) => fence.endsWith(`\`\`\`${lang}`)));
+    expect(unchecked).toEqual([]);
   });
 
   test('every block type-checks against the sources', () => {
     expect(typeCheck(blocks)).toEqual([]);
+  }, 120_000);
+
+  test('every page script type-checks with the DOM types', () => {
+    expect(blocks.some((block) => block.browser)).toBe(true);
+    expect(typeCheckBrowser(blocks)).toEqual([]);
   }, 120_000);
 
   describe('the runnable blocks run against the test backend', () => {
@@ -99,13 +148,13 @@ describe('README TypeScript blocks', () => {
       try {
         await run(context);
       } catch (error) {
-        throw new Error(`README block at line ${block.line} failed: ${(error as Error).stack ?? String(error)}`);
+        throw new Error(`${block.file} block at line ${block.line} failed: ${(error as Error).stack ?? String(error)}`);
       }
     }, 30_000);
   });
 });
 
-describe('README facts', () => {
+describe('documentation facts', () => {
   let conn: MonitoredConnection;
   const db = testDatabase('readmefacts');
   beforeAll(async () => {
@@ -144,59 +193,86 @@ describe('README facts', () => {
     expect(undocumented).toEqual([]);
   });
 
-  test('links resolve for npm readers: in-page anchors exist, files are in the package', () => {
-    const { files } = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { files: string[] };
-    const slugs = new Set(
-      readme
-        .split('\n')
-        .filter((line) => /^#{1,6}\s/.test(line))
-        .map((line) =>
-          line
-            .replace(/^#+\s*/, '')
-            .toLowerCase()
-            .replace(/[^\p{L}\p{N}\s_-]/gu, '')
-            .replace(/\s/g, '-'),
-        ),
-    );
-    const targets = [...prose.matchAll(/\]\(([^)\s]+)\)/g)].map((m) => m[1]!);
-    expect(targets.length).toBeGreaterThan(10);
-    const broken = targets.filter((target) => {
-      if (/^https:\/\//.test(target)) return false;
-      if (target.startsWith('#')) return !slugs.has(target.slice(1));
-      return !files.some((entry) => target === entry || target.startsWith(`${entry}/`));
-    });
+  test('the README is for users: at most 300 lines, the rest in the guides', () => {
+    expect(readme.split('\n').length).toBeLessThanOrEqual(300);
+    for (const file of files.filter((f) => f.startsWith('docs/'))) expect({ file, linked: readme.includes(`](${file}`) }).toEqual({ file, linked: true });
+  });
+
+  test('links resolve on GitHub and for npm readers: anchors exist, files are in the package', () => {
+    const { files: published } = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { files: string[] };
+    const inPackage = (path: string) =>
+      published.some((entry) =>
+        entry.includes('*') ? new RegExp(`^${entry.replace(/[.]/g, '\\.').replace(/\*/g, '[^/]*')}$`).test(path) : path === entry || path.startsWith(`${entry}/`),
+      );
+    // Headings' anchors, and explicit ones (`<a id="...">`, as the compatibility record names its commands).
+    const anchors = (markdown: string) =>
+      new Set([
+        ...withoutCode(markdown)
+          .split('\n')
+          .filter((line) => /^#{1,6}\s/.test(line))
+          .map((line) => slug(line.replace(/^#+\s*/, ''))),
+        ...[...markdown.matchAll(/<a (?:id|name)="([^"]+)"/g)].map((m) => m[1]!),
+      ]);
+    const broken: string[] = [];
+    let count = 0;
+    for (const file of files) {
+      // Only files the package ships are read on npm; CONTRIBUTING.md is read in the repository.
+      const text = withoutCode(texts.get(file)!);
+      for (const [, target] of text.matchAll(/\]\(([^)\s]+)\)/g)) {
+        count++;
+        if (/^https:\/\//.test(target!)) continue;
+        const [path, anchor] = target!.split('#') as [string, string | undefined];
+        const resolved = path === '' ? file : normalize(join(dirname(file), path));
+        if (resolved.startsWith('..')) {
+          broken.push(`${file}: ${target} (outside the repository)`);
+          continue;
+        }
+        let content: string;
+        try {
+          content = readFileSync(join(ROOT, resolved), 'utf8');
+        } catch {
+          broken.push(`${file}: ${target} (no such file)`);
+          continue;
+        }
+        if (inPackage(file) && !inPackage(resolved)) broken.push(`${file}: ${target} (${relative('.', resolved)} is not in the package)`);
+        if (anchor !== undefined && !anchors(content).has(anchor)) broken.push(`${file}: ${target} (no such heading)`);
+      }
+    }
+    expect(count).toBeGreaterThan(30);
     expect(broken).toEqual([]);
-    // And the files linked from the package exist.
-    for (const target of targets.filter((t) => !t.startsWith('#') && !t.startsWith('https://'))) expect(() => readFileSync(join(ROOT, target))).not.toThrow();
   });
 
   test('no references to files that are not part of the project (PRODUCT.md lives outside it)', () => {
-    expect(readme).not.toContain('PRODUCT.md');
+    // The compatibility record cites the product's properties by number, as its audit trail does.
+    expect(files.filter((file) => file !== 'docs/mongodb-compatibility.md' && texts.get(file)!.includes('PRODUCT.md'))).toEqual([]);
   });
 
+  // The figures live in the performance and evidence guide.
+  const evidence = texts.get('docs/evidence.md')!;
+
   test('the benchmark figures are those of bench/results/latest.json, all from one run', () => {
-    const missing = readmeFigures(readLatestResults()).filter((line) => !readme.includes(line));
+    const missing = readmeFigures(readLatestResults()).filter((line) => !evidence.includes(line));
     expect(missing).toEqual([]);
   });
 
   test('the lockNext figures (benchmark 8) are those of its latest run', () => {
-    const missing = readmeNextFigures(readLatestNextResults()).filter((line) => !readme.includes(line));
+    const missing = readmeNextFigures(readLatestNextResults()).filter((line) => !evidence.includes(line));
     expect(missing).toEqual([]);
   });
 
   test('the lockMany figures are those of bench/results/latest-many.json', () => {
     const figures = readmeManyFigures(readLatestManyResults());
     expect(figures.length).toBeGreaterThanOrEqual(4);
-    expect(figures.filter((line) => !readme.includes(line))).toEqual([]);
+    expect(figures.filter((line) => !evidence.includes(line))).toEqual([]);
   });
 
   test('the quick start is two commands, and the story it promises is there, step by step as the demo tells it', () => {
-    const quickStart = section('Quick start');
+    const quickStart = sectionOf(readme, 'Quick start')!;
     const commands = /```sh\n([\s\S]*?)```/.exec(quickStart)![1]!.trim().split('\n');
     expect(commands.map((line) => line.replace(/\s+#.*$/, ''))).toEqual(['npm ci && npm run demo', 'npm test']);
     expect(quickStart).toContain('"The story"');
 
-    const story = section('The story');
+    const story = sectionOf(readme, 'The story')!;
     const demo = readFileSync(join(ROOT, 'examples', 'demo.ts'), 'utf8');
     const steps = [...demo.matchAll(/console\.log\('\\n(\d+)\. ([^']+)'\)/g)].map((m) => [m[1]!, m[2]!]);
     expect(steps.length).toBeGreaterThanOrEqual(5);
@@ -212,6 +288,6 @@ describe('README facts', () => {
     const sessionEnd = section('Releasing on session end');
     expect(sessionEnd).toContain('store.destroy(sid)');
     expect(sessionEnd).toContain('emits nothing when a session expires');
-    expect(readme).not.toMatch(/Sessions that end without a logout \(expiry/);
+    expect(allDocs).not.toMatch(/Sessions that end without a logout \(expiry/);
   });
 });

@@ -44,7 +44,7 @@ test('declarations are emitted for both formats and `files` publishes only dist 
   expect(existsSync(join(root, 'dist/cjs/index.d.ts'))).toBe(true);
   expect(existsSync(join(root, 'dist/esm/index.d.ts'))).toBe(true);
   const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { files: string[]; peerDependencies: Record<string, string> };
-  expect(pkg.files).toEqual(['dist', 'docs/screenshots', 'docs/mongodb-compatibility.md', 'README.md', 'CHANGELOG.md', 'LICENSE']);
+  expect(pkg.files).toEqual(['dist', 'docs/*.md', 'docs/screenshots', 'README.md', 'CHANGELOG.md', 'CONTRIBUTING.md', 'LICENSE']);
   expect(pkg.peerDependencies.mongoose).toBe('^8.0.0 || ^9.0.0');
 });
 
@@ -77,6 +77,8 @@ describe('the tarball', () => {
   test('ships the README\'s screenshots and nothing from the repository\'s tests, examples or tooling', () => {
     const files = packed();
     expect(files).toEqual(expect.arrayContaining(['docs/screenshots/locked-by-alice.png', 'docs/screenshots/stale-submit-refused.png', 'docs/screenshots/list-with-lock-status.png']));
+    // The guides the README links to, for npm readers (issue 18).
+    expect(files).toEqual(expect.arrayContaining(['docs/web-apps.md', 'docs/api.md', 'docs/limits.md', 'docs/mongodb-compatibility.md']));
     expect(files.filter((file) => /^(src|__tests__|examples|test-backend|bench|scripts)\//.test(file))).toEqual([]);
   }, 180_000);
 });
