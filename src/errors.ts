@@ -108,7 +108,8 @@ export type LockLossReason =
   | 'expired'
   /**
    * The lock record is gone although nothing released the lock: the lock collection was dropped
-   * or the record deleted by hand (or, for a ticket, purged by the TTL index after it expired).
+   * or the record deleted by hand (or, for a ticket, purged by the TTL index after it expired or
+   * was released). A released record purged by the TTL index is 'released' (LockStore.lossFrom).
    */
   | 'vanished';
 

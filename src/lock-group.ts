@@ -42,7 +42,10 @@ type AnyDoc = HydratedDocument<unknown>;
 /** One document of a group request. */
 export interface GroupMember {
   model: AnyModel;
-  /** The id as the caller gave it: the load casts it exactly as `documentId` was cast (setters included). */
+  /**
+   * The caller's id decoded from its BSON before the cast (CastId.loadId, arguments.ts): the load
+   * casts it exactly as `documentId` was cast (setters included), and never re-reads the caller's object.
+   */
   rawId: unknown;
   /** The id cast to the schema's `_id` type. */
   documentId: unknown;

@@ -29,7 +29,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { mongo } from 'mongoose';
-import { LockExpiredError, LockExpiredOnArrivalError, LockNotHeldError, LockedError, describeId } from './errors';
+import { LockConfigurationError, LockExpiredError, LockExpiredOnArrivalError, LockNotHeldError, LockedError, describeId } from './errors';
 import { LockedByTransactionError } from './guard/errors';
 import { callerTransactions } from './guard/open-transactions';
 import { distinctIds, idKey } from './id-key';
@@ -231,8 +231,37 @@ function isDuplicateKey(error: unknown): boolean {
   return typeof error === 'object' && error !== null && (error as { code?: unknown }).code === 11000;
 }
 
+/**
+ * A duplicate key on a unique index other than `_id` of the lock collection: an index the plugin
+ * never makes (its indexes are `_id`, the TTL index and `{ owner: 1, _id: 1 }`, none unique but
+ * `_id`), made by hand, that lock records of different documents collide on (a unique
+ * `{ owner: 1 }`: one lock per owner). No retry helps; it is a configuration fault, told as one
+ * instead of the driver's raw error. mongod's DuplicateKey error carries the index's key pattern
+ * (DuplicateKeyErrorInfo::serialize, src/mongo/db/storage/duplicate_key_error_info.cpp: `keyPattern`,
+ * `keyValue`), which the driver copies onto the MongoServerError.
+ */
+function foreignUniqueIndex(error: unknown, collection: string): LockConfigurationError | undefined {
+  if (!isDuplicateKey(error)) return undefined;
+  const keyPattern = (error as { keyPattern?: unknown }).keyPattern;
+  if (keyPattern === null || typeof keyPattern !== 'object') return undefined;
+  const fields = Object.keys(keyPattern);
+  if (fields.length === 1 && fields[0] === '_id') return undefined;
+  return new LockConfigurationError(
+    `the lock collection ${collection} has a unique index on ${JSON.stringify(keyPattern)} that the plugin did not create, and lock records of different documents collide on it ` +
+      `(${(error as Error).message}). Drop that index: the lock collection must carry only the plugin's indexes.`,
+  );
+}
+
 export class LockStore {
-  constructor(private readonly locks: Collection<Document>) {}
+  /**
+   * @param purgeAfterMs the TTL index's expiry (`purgeAfter`, in whole seconds as the index keeps
+   *   it): how long a released or expired record stays before the TTL monitor may delete it. Only
+   *   words an error (lossFrom); unknown (Infinity), a record gone before expiry is 'vanished'.
+   */
+  constructor(
+    private readonly locks: Collection<Document>,
+    private readonly purgeAfterMs = Number.POSITIVE_INFINITY,
+  ) {}
 
   /**
    * Notes that the caller's transaction on `session` writes the lock records of `ids` (the guard's
@@ -309,6 +338,9 @@ export class LockStore {
           },
         );
       } catch (error) {
+        // Only a duplicate `_id` (an insert race the server did not retry) is worth another attempt.
+        const foreign = foreignUniqueIndex(error, this.locks.collectionName);
+        if (foreign) throw foreign;
         if (!isDuplicateKey(error) || attempt >= ACQUIRE_ATTEMPTS) throw error;
         continue;
       }
@@ -534,7 +566,7 @@ export class LockStore {
     } catch (error) {
       // Inside a transaction mongod does not retry an upsert that lost an insert race (another
       // writer created the same record at the same instant): the transaction must be retried.
-      if (isDuplicateKey(error)) throw new ClaimRaceError(error);
+      if (isDuplicateKey(error)) throw foreignUniqueIndex(error, this.locks.collectionName) ?? new ClaimRaceError(error);
       throw error;
     }
   }
@@ -582,23 +614,35 @@ export class LockStore {
   }
 
   /**
-   * The error for a lost acquisition, given its record as just read (or null if it is gone). A
-   * record the TTL index purged expired at least `purgeAfter` ago, so a record that is gone before
-   * the lock's own expiry was not purged: the lock collection was dropped or the record deleted
-   * ('vanished'). Releasing keeps the record (token null) and its fence, so 'released' needs the
-   * record, and its fence says whose acquisition was released: each acquisition sets a fence greater
-   * than every earlier one's (NEXT_FENCE), so a released record with a greater fence than ours was
-   * taken over after our lock ended (expired, or released) and then released by its new holder:
-   * 'taken_over', never 'released', which says that this acquisition itself was released.
+   * The error for a lost acquisition, given its record as just read (or null if it is gone).
+   * Releasing keeps the record (token null) and its fence, so its fence says whose acquisition was
+   * released: each acquisition sets a fence greater than every earlier one's (NEXT_FENCE), so a
+   * released record with a greater fence than ours was taken over after our lock ended (expired, or
+   * released) and then released by its new holder: 'taken_over', never 'released', which says that
+   * this acquisition itself was released. A release moves `expiresAt` to the release, so the TTL
+   * index may delete a released record `purgeAfter` after the release, long before the lock's own
+   * expiry when `purgeAfter` is shorter than the ttl. A record gone before the lock's expiry was
+   * therefore released and purged, or deleted (the collection dropped, the record removed by
+   * hand): 'released' once a release right after the acquisition could have been purged
+   * (`acquiredAt + purgeAfter` has passed by the server's clock, estimated late), else
+   * 'vanished', which then is certain.
    */
   private lossFrom(state: HeldLockState, record: Document | null): LockNotHeldError {
-    const { documentId, token, expiresAt, fence } = state.lock;
+    const { documentId, token, expiresAt, acquiredAt, fence } = state.lock;
+    const serverNow = estimatedServerNow(state);
     let error: LockNotHeldError;
     if (record && record.token === token) error = new LockExpiredError(documentId, expiresAt);
     else if (record && record.token !== null) error = new LockNotHeldError(documentId, 'taken_over');
     else if (record && record.fence !== undefined && Number(record.fence) !== fence) error = new LockNotHeldError(documentId, 'taken_over');
-    else if (!record && estimatedServerNow(state) >= expiresAt.getTime()) error = new LockExpiredError(documentId, expiresAt);
-    else if (!record) error = new LockNotHeldError(documentId, 'vanished');
+    else if (!record && serverNow >= expiresAt.getTime()) error = new LockExpiredError(documentId, expiresAt);
+    else if (!record && serverNow >= acquiredAt.getTime() + this.purgeAfterMs) {
+      error = new LockNotHeldError(
+        documentId,
+        'released',
+        `The lock on document ${describeId(documentId)} was released before it expired, and its record has since been purged by the TTL index (purgeAfter), ` +
+          'unless it was deleted by hand. Nothing was written; lock it again to continue.',
+      );
+    } else if (!record) error = new LockNotHeldError(documentId, 'vanished');
     else error = new LockNotHeldError(documentId, 'released');
     state.lost = error.reason;
     return error;
@@ -686,13 +730,13 @@ export class LockStore {
       },
       ...PRIMARY,
     });
-    // Gone: purged by the TTL index at least purgeAfter after it expired, or the lock collection
-    // was dropped or the record deleted. A ticket does not carry its expiry, so say both.
+    // Gone: purged by the TTL index at least purgeAfter after it expired or was released, or the
+    // lock collection was dropped or the record deleted. A ticket does not carry its expiry, so say all.
     if (!record) {
       return new LockNotHeldError(
         documentId,
         'vanished',
-        `The lock record of document ${describeId(documentId)} is gone: purged after this lock expired, or the lock collection was dropped or the record deleted. Nothing was written; lock the document again.`,
+        `The lock record of document ${describeId(documentId)} is gone: purged by the TTL index after this lock expired or was released, or the lock collection was dropped or the record deleted. Nothing was written; lock the document again.`,
       );
     }
     if (record.sameToken === true) {
@@ -725,31 +769,52 @@ export class LockStore {
   }
 
   /**
-   * The unexpired locks among `ids`, in one `find` through the `_id` index (`$in`), returned in
-   * one batch (`singleBatch`, `batchSize` = number of ids: mongod closes the cursor after the
-   * first batch, so no getMore follows; src/mongo/db/query/find.cpp shouldSaveCursor). With
-   * `ownerKey`, the server also says whether each lock is that owner's (`$eq` against a
+   * The unexpired locks among `ids`, in one `find` through the `_id` index (`$in`). `batchSize` is
+   * one more than the number of ids, so mongod reaches the end of the matches while filling the
+   * first batch and closes the cursor (no cursor is kept at EOF: src/mongo/db/query/find.cpp
+   * shouldSaveCursor), and no getMore follows, unless the records pass one 16 MiB batch
+   * (FindCommon::haveSpaceForNext, src/mongo/db/query/find_common.cpp): then the driver reads the
+   * rest with getMore, so no record is ever left out (a record left out would read as no lock).
+   * With `ownerKey`, the server also says whether each lock is that owner's (`$eq` against a
    * `$literal`), without returning any owner.
    */
   async statusOf(ids: unknown[], ownerKey: string | undefined): Promise<Document[]> {
     if (ids.length === 0) return [];
     const projection: Document = { acquiredAt: 1, expiresAt: 1, label: 1, now: '$$NOW' };
     if (ownerKey !== undefined) projection.mine = { $eq: ['$owner', lit(ownerKey)] };
-    return this.locks.find({ _id: { $in: ids }, ...UNEXPIRED } as Document, { projection, batchSize: ids.length, singleBatch: true, ...PRIMARY }).toArray();
+    return this.locks.find({ _id: { $in: ids }, ...UNEXPIRED } as Document, { projection, batchSize: ids.length + 1, ...PRIMARY }).toArray();
   }
 
   /**
-   * One page of unexpired locks in `_id` order, optionally only `ownerKey`'s: one `find` sorted
-   * on `_id`, starting after `after`, `limit + 1` documents in one batch (the extra one says
-   * whether there is a next page). With an owner it runs through the `{ owner: 1, _id: 1 }`
-   * index (equality on owner, then the range and the sort on `_id`); without, through `_id`.
+   * One page of unexpired locks in `_id` order, optionally only `ownerKey`'s: one `find` sorted on
+   * `_id`, starting after `after`, `limit + 1` documents (the extra one says whether there is a
+   * next page). `limit` makes mongod close the cursor once it is reached; should the records pass
+   * one 16 MiB batch (ids of many kilobytes), the driver reads the rest of the page with getMore
+   * (see statusOf), so a page is never cut short. With an owner it runs through the
+   * `{ owner: 1, _id: 1 }` index (equality on owner, then the range and the sort on `_id`);
+   * without, through `_id`.
+   *
+   * After `after`: `_id` greater than it, or of a BSON type that sorts after its type. A query's
+   * `$gt` only matches values of the operand's own type bracket (manual, "Comparison/Sort Order":
+   * "for most data types, comparison operators only perform comparisons on fields where the BSON
+   * type matches the query value's type"), while the sort orders every type (numbers, strings,
+   * binary data, ObjectIds, dates, in that order): on `_id`s of several types (a Mixed `_id`, or
+   * a lock collection shared by models of different `_id` types) `$gt` alone would end the
+   * listing at the first type boundary. Each branch of the `$or` is a range of the `_id` index
+   * (`$type` has index bounds), merged in `_id` order.
+   *
+   * Read with `useBigInt64`: an int64 `_id` comes back as a bigint, as a lock call's id is
+   * (id-value.ts), and not as a number (within 2^53) or a Long (beyond).
    */
-  async list(ownerKey: string | undefined, limit: number, after: { id: unknown } | undefined): Promise<{ records: Document[]; more: boolean }> {
+  async list(ownerKey: string | undefined, limit: number, after: { id: unknown; type: number } | undefined): Promise<{ records: Document[]; more: boolean }> {
     const filter: Document = { ...UNEXPIRED };
     if (ownerKey !== undefined) filter.owner = ownerKey;
-    if (after !== undefined) filter._id = { $gt: after.id };
+    if (after !== undefined) {
+      const later = typesSortingAfter(after.type);
+      filter.$or = later.length === 0 ? [{ _id: { $gt: after.id } }] : [{ _id: { $gt: after.id } }, { _id: { $type: later } }];
+    }
     const records = await this.locks
-      .find(filter, { projection: { acquiredAt: 1, expiresAt: 1, label: 1, now: '$$NOW' }, sort: { _id: 1 }, limit: limit + 1, batchSize: limit + 1, singleBatch: true, ...PRIMARY })
+      .find(filter, { projection: { acquiredAt: 1, expiresAt: 1, label: 1, now: '$$NOW' }, sort: { _id: 1 }, limit: limit + 1, batchSize: limit + 1, useBigInt64: true, ...PRIMARY })
       .toArray();
     return { records: records.slice(0, limit), more: records.length > limit };
   }
@@ -834,6 +899,9 @@ export class LockStore {
           },
         );
       } catch (error) {
+        // Only a duplicate `_id` (an insert race the server did not retry) is worth another attempt.
+        const foreign = foreignUniqueIndex(error, this.locks.collectionName);
+        if (foreign) throw foreign;
         if (!isDuplicateKey(error) || attempt >= ACQUIRE_ATTEMPTS) throw error;
         continue;
       }
@@ -1063,3 +1131,41 @@ export interface GroupBlocker extends Blocker {
   label: string | null;
 }
 
+
+/**
+ * The BSON types (as `$type` aliases) in mongod's sort order, by type bracket (manual,
+ * "Comparison/Sort Order": MinKey, Null, Numbers, Symbol and String, Object, Array, BinData,
+ * ObjectId, Boolean, Date, Timestamp, Regular Expression, MaxKey), from Numbers on: an `_id` is
+ * never null, MinKey, an array or undefined (mongod refuses them), and a lock's `_id` is one of
+ * the scalar types id-value.ts accepts.
+ */
+const SORT_BRACKETS: readonly (readonly string[])[] = [
+  ['double', 'int', 'long', 'decimal'],
+  ['symbol', 'string'],
+  ['object'],
+  ['binData'],
+  ['objectId'],
+  ['bool'],
+  ['date'],
+  ['timestamp'],
+  ['regex'],
+  ['maxKey'],
+];
+
+/** The bracket of each BSON type byte a lock's `_id` may have (id-value.ts, BSON_TYPE). */
+const BRACKET_OF_TYPE: ReadonlyMap<number, number> = new Map([
+  [0x01, 0],
+  [0x10, 0],
+  [0x12, 0],
+  [0x13, 0],
+  [0x02, 1],
+  [0x05, 3],
+  [0x07, 4],
+  [0x09, 6],
+]);
+
+/** The `$type` aliases of every type that sorts after the bracket of BSON type `type`. */
+function typesSortingAfter(type: number): string[] {
+  const bracket = BRACKET_OF_TYPE.get(type);
+  return bracket === undefined ? [] : SORT_BRACKETS.slice(bracket + 1).flat();
+}
