@@ -7,7 +7,7 @@
  * is SENT, and counts a renewal that matched fewer of them as a lost group; its explanation
  * (LockStore.explainGroupLoss with afterOwnRelease false) reads a released record as "released by
  * someone". So a holder that releases one document of the group with `saveAndUnlock()` while a
- * renewal is on its way (a renewal every ttl*2/3: with many groups this is routine, not a rare
+ * renewal is on its way (one is sent when a third of the ttl is left: with many groups this is routine, not a rare
  * interleaving) gets its whole group declared lost: the signal aborts with
  * LockNotHeldError('released') and renewals stop, although every other document is still held
  * (and was just renewed) and nobody else released anything.
@@ -48,13 +48,14 @@ test('saveAndUnlock of one document while the group renewal is in flight does no
   const ids = (await Admin.insertMany([{ title: 'a' }, { title: 'b' }, { title: 'c' }])).map((d) => d._id);
   const locks = Admin.lockModel().collection.collectionName;
 
-  // A ttl of 6 s: the first renewal is sent about 2 s after the grant.
-  const handle = await Worker.acquireLocks(ids, 'holder', { ttl: 6_000 });
+  // A ttl of 12 s: the first renewal is sent when a third is left, about 8 s after the grant; held
+  // back 2 s, it still lands 2 s before the expiry.
+  const handle = await Worker.acquireLocks(ids, 'holder', { ttl: 12_000 });
   const [first] = handle.documents;
   await admin.connection.getClient().db('admin').command({
     configureFailPoint: 'failCommand',
     mode: { times: 1 },
-    data: { failCommands: ['update'], appName: APP, namespace: `${db.name}.${locks}`, blockConnection: true, blockTimeMS: 1_500 },
+    data: { failCommands: ['update'], appName: APP, namespace: `${db.name}.${locks}`, blockConnection: true, blockTimeMS: 2_000 },
   });
   const renewalSent = new Promise<void>((resolve) => {
     const client = worker.connection.getClient();
@@ -70,13 +71,13 @@ test('saveAndUnlock of one document while the group renewal is in flight does no
   // The renewal of all three is held back on the server. The holder finishes the first document.
   first.title = 'a: done';
   await first.saveAndUnlock();
-  // Let the renewal come back (1.5 s stall) and be processed.
+  // Let the renewal come back (2 s stall) and be processed.
   await sleep(3_000);
 
   expect(handle.signal.aborted ? String(handle.signal.reason) : 'not aborted').toBe('not aborted');
   expect(handle.msLeft()).toBeGreaterThan(0);
   // The other two are still held by the holder, and keep being renewed past the original ttl.
-  await sleep(4_000);
+  await sleep(6_000);
   expect((await Admin.lockStatus(ids, { owner: 'holder' })).map((s) => s?.mine === true)).toEqual([false, true, true]);
   expect(handle.signal.aborted).toBe(false);
   await handle.release();
