@@ -160,7 +160,9 @@ async function loadMembers(members: readonly GroupMember[]): Promise<Loaded> {
         .find({ _id: { $in: list.map((m) => m.rawId) } })
         .read('primary')
         .batchSize(list.length + 1)) as AnyDoc[];
-      loaded.set(model, new Map(docs.map((doc) => [idKey(doc._id), doc])));
+      // Keyed by the stored `_id`, without the schema's getters (a getter may turn it into another
+      // value, e.g. a string for an ObjectId): the members are keyed by the cast id.
+      loaded.set(model, new Map(docs.map((doc) => [idKey(doc.get('_id', null, { getters: false })), doc])));
     }),
   );
   return loaded;
