@@ -140,7 +140,7 @@ async function releaseAfterFault(parts: readonly Part[], token: string): Promise
 }
 
 /**
- * Loads the documents, one `find` per model, from the primary, hydrated. `batchSize` one more than
+ * Loads the documents, one `find` per model, from the primary, hydrated, outside any transaction. `batchSize` one more than
  * the number of ids: mongod then reaches the end of the results while filling the first batch and
  * closes the cursor (find.cpp shouldSaveCursor: no cursor is kept at EOF), so no getMore follows
  * unless the documents exceed one 16 MiB batch. Not `singleBatch`: a truncated batch would read as
@@ -159,6 +159,9 @@ async function loadMembers(members: readonly GroupMember[]): Promise<Loaded> {
       const docs = (await model
         .find({ _id: { $in: list.map((m) => m.rawId) } })
         .read('primary')
+        // Never in the caller's transaction (Mongoose's transactionAsyncLocalStorage would join it):
+        // it reads its own older snapshot, and the locks were taken on the latest data.
+        .session(null)
         .batchSize(list.length + 1)) as AnyDoc[];
       // Keyed by the stored `_id`, without the schema's getters (a getter may turn it into another
       // value, e.g. a string for an ObjectId): the members are keyed by the cast id.

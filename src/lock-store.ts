@@ -734,7 +734,7 @@ export class LockStore {
    * make the write wait for that transaction, R17).
    */
   async claimFree(documentId: unknown, ownerKey: string, ttl: number, label: string | null): Promise<Grant | null> {
-    if (callerTransactions.writing(this.locks.namespace, documentId)) return null;
+    if (this.writtenByCallerTransaction(documentId)) return null;
     for (let attempt = 1; ; attempt++) {
       const token = newLockToken();
       const sentAt = monotonicNow();
@@ -775,6 +775,16 @@ export class LockStore {
         label: typeof record.label === 'string' ? record.label : null,
       };
     }
+  }
+
+  /**
+   * Whether an open caller transaction of this process writes `documentId`'s lock record (see
+   * refuseIfInOpenTransaction): nothing is sent. lockNext passes such a candidate over while the
+   * transaction is open instead of reading it again and again (it stays free to the candidate
+   * read, which runs outside that transaction).
+   */
+  writtenByCallerTransaction(documentId: unknown): boolean {
+    return callerTransactions.writing(this.locks.namespace, documentId);
   }
 
   // ---- Several documents under one acquisition (Model.lockMany, lockAll, the group handle). Each
