@@ -402,29 +402,50 @@ function liveStates(part: GroupPart): HeldLockState[] {
 }
 
 /**
+ * Locks a renewal found released while this process still counted them as held: released either by
+ * this process's own `saveAndUnlock()` / `unlock()` whose reply had not arrived yet, or by someone
+ * else (forceUnlock). The next renewal decides: by then an own release has ended (the lock left the
+ * group); one still counted as held is a loss.
+ */
+const releasedOnce = new WeakSet<HeldLockState>();
+
+/**
  * Renews every lock of the group still held to `ttl` from the server's now: one `update` per lock
  * collection. If any of them is no longer this acquisition's, the group is lost: throws the
  * LockNotHeldError (or LockExpiredError) of one lost document, after one read that says why.
+ * A lock released on its own (saveAndUnlock, unlock) while the renewal was on its way left the group
+ * and is no loss. Resolves to `false` when a renewal could not tell yet (a lock found released that
+ * this process may be releasing itself, see releasedOnce): then no lock of that collection was
+ * counted on for longer, and the caller renews again soon.
  * The new expiry each lock believes is the server's clock estimated at the moment the renewal was
  * sent plus `ttl`: never later than the server's (the command ran after it was sent).
  */
-export async function extendGroup(group: HeldGroup, ttl: number): Promise<void> {
+export async function extendGroup(group: HeldGroup, ttl: number): Promise<boolean> {
   const sentAt = monotonicNow();
-  await Promise.all(
+  const decided = await Promise.all(
     group.parts.map(async (part) => {
-      const live = liveStates(part);
-      if (live.length === 0) return;
+      let live = liveStates(part);
+      if (live.length === 0) return true;
       // Until the reply is known, count on each lock only as long as both its lease and the
       // extension guarantee (lease.ts); a failed or unknown renewal never lengthens it.
       for (const state of live) beginExtension(state, sentAt, ttl);
       await part.runtime.ready;
       const matched = await part.runtime.store.extendGroup(live.map((s) => s.lock.documentId), group.token, ttl);
       if (matched < live.length) {
-        const error = await part.runtime.store.explainGroupLoss(live, false);
-        // That document is lost; the others were renewed and stay held until released.
-        const lost = live.find((state) => idKey(state.lock.documentId) === idKey(error.documentId));
-        if (lost) lost.lost ??= error.reason;
-        throw error;
+        // Documents released on their own since the renewal was sent are out of the group.
+        live = liveStates(part);
+        const error = live.length === 0 ? undefined : await part.runtime.store.explainGroupLoss(live, false);
+        if (error) {
+          const lost = live.find((state) => idKey(state.lock.documentId) === idKey(error.documentId));
+          if (lost && error.reason === 'released' && !releasedOnce.has(lost)) {
+            releasedOnce.add(lost);
+            return false;
+          }
+          // That document is lost; the others were renewed and stay held until released.
+          if (lost) lost.lost ??= error.reason;
+          throw error;
+        }
+        // Every lock still counted on is held (explainGroupLoss read it so): the renewal matched it.
       }
       // The command's `$$NOW` was read after `sentAt`: each lock now expires no earlier than `ttl`
       // after it (leaseFloor). The displayed expiry is the server's clock estimated at the send.
@@ -433,8 +454,10 @@ export async function extendGroup(group: HeldGroup, ttl: number): Promise<void> 
         state.lock.expiresAt = new Date(estimatedServerNow(state) - elapsed + ttl);
         state.validUntil = leaseFloor(sentAt, ttl);
       }
+      return true;
     }),
   );
+  return decided.every(Boolean);
 }
 
 /**

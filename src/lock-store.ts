@@ -935,9 +935,11 @@ export class LockStore {
    * order of `states`) that is known lost: expired with our token, taken over by another
    * acquisition, or purged; `afterOwnRelease` says the caller has just released the group itself,
    * so a released record says nothing about who released it and is named only when nothing else
-   * explains the shortfall. Marks no state; the caller does.
+   * explains the shortfall. Without `afterOwnRelease`, resolves to undefined when every lock is
+   * still held by this acquisition (the shortfall was a lock the caller released meanwhile). Marks
+   * no state; the caller does.
    */
-  async explainGroupLoss(states: readonly HeldLockState[], afterOwnRelease: boolean): Promise<LockNotHeldError> {
+  async explainGroupLoss(states: readonly HeldLockState[], afterOwnRelease: boolean): Promise<LockNotHeldError | undefined> {
     const first = states[0];
     if (!first) throw new Error('mongoose-pessimistic-lock: explainGroupLoss needs at least one lock');
     const token = first.lock.token;
@@ -966,6 +968,7 @@ export class LockStore {
       if (!afterOwnRelease) return new LockNotHeldError(documentId, 'released');
       released ??= state;
     }
+    if (!afterOwnRelease) return undefined; // every lock is still this acquisition's
     return new LockNotHeldError((released ?? first).lock.documentId, 'released');
   }
 }

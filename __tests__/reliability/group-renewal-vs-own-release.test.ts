@@ -18,6 +18,7 @@
  * releases one document on another pooled connection.
  */
 import type { mongo } from 'mongoose';
+import { LockNotHeldError } from '../../src';
 import { usesFailPoints } from '../support/fail-point-lock';
 import { connect, sleep, testDatabase, type MonitoredConnection } from '../support/db';
 import { workItemModel } from '../support/work-item';
@@ -81,4 +82,26 @@ test('saveAndUnlock of one document while the group renewal is in flight does no
   expect((await Admin.lockStatus(ids, { owner: 'holder' })).map((s) => s?.mine === true)).toEqual([false, true, true]);
   expect(handle.signal.aborted).toBe(false);
   await handle.release();
+});
+
+test('a lock of the group released by someone else (forceUnlock) is still a loss: decided by the next renewal, never counted on meanwhile', async () => {
+  const Admin = await workItemModel(admin.connection, { ttl: 30_000 }, 'RenewForced');
+  const Worker = await workItemModel(worker.connection, { ttl: 30_000 }, 'RenewForced');
+  const ids = (await Admin.insertMany([{ title: 'a' }, { title: 'b' }])).map((d) => d._id);
+  const handle = await Worker.acquireLocks(ids, 'holder', { ttl: 30_000, autoExtend: false });
+  await Admin.forceUnlock(ids[1]);
+  const before = handle.documents[1].heldLock()!.msLeft();
+  // First renewal: the released lock may be this process's own release in flight; undecided, and
+  // no lock of the group is counted on for longer than before.
+  await handle.extend();
+  expect(handle.signal.aborted).toBe(false);
+  expect(handle.documents[1].heldLock()!.msLeft()).toBeLessThanOrEqual(before);
+  // Second renewal: still counted as held here, released on the server: lost.
+  const error = await handle.extend().catch((e: unknown) => e);
+  expect(error).toBeInstanceOf(LockNotHeldError);
+  expect((error as LockNotHeldError).reason).toBe('released');
+  expect(handle.signal.aborted).toBe(true);
+  expect(handle.msLeft()).toBe(0);
+  await handle[Symbol.asyncDispose]();
+  expect((await Admin.lockStatus(ids, { owner: 'holder' })).map((s) => s?.mine === true)).toEqual([false, false]);
 });
