@@ -12,6 +12,7 @@ import { deleteStatement, insertOne, sortDocs, updateStatement, waitingForLocks,
 import { isPlainObject, keyOf } from '../values';
 import { ensureColl, getColl } from '../namespaces';
 import { parseWriteStage, runWriteStage } from '../aggregate-write';
+import { checkMatchClausesInStage } from '../match-stage-refusals';
 import { rejectSystemViews, runOnView, viewNotCollection } from '../views';
 import { collectionlessAggregate, collectionlessDocs } from '../collectionless-aggregate';
 import { numKind, toNumber } from '../numbers';
@@ -493,6 +494,8 @@ const aggregate: Handler = async (ctx) => {
     if (isPlainObject(stage) && Object.keys(stage).length !== 1) throw new MongoCommandError(40323, 'A pipeline stage specification object must contain exactly one field.');
     const op = isPlainObject(stage) ? Object.keys(stage)[0] : undefined;
     if (op && UNSUPPORTED_STAGES.has(op)) throw unsupported(`aggregation stage ${op}`);
+    // $where/$near/$nearSphere in any $match of the stage, sub-pipelines included (match-stage-refusals.ts).
+    checkMatchClausesInStage(stage);
     if (op) checkStageSpec(op, stage[op]);
     // mongod refuses a $changeStream that is not first (Pipeline::validateCommon's 40602 for stages
     // whose position is kFirst, src/mongo/db/pipeline/pipeline.cpp), but which of its expanded
