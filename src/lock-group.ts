@@ -92,7 +92,8 @@ interface Part {
 
 type Round =
   | { kind: 'granted'; documents: AnyDoc[]; group: HeldGroup }
-  | { kind: 'refused'; blockers: GroupBlocker[] }
+  /** `transaction`: a statement waited for another process's transaction until the round's maxTimeMS (R26). */
+  | { kind: 'refused'; blockers: GroupBlocker[]; transaction?: boolean }
   | { kind: 'expired'; documentId: unknown; expiresAt: Date };
 
 const POLL_BASE_MS = 20;
@@ -175,7 +176,7 @@ async function loadMembers(members: readonly GroupMember[]): Promise<Loaded> {
 async function round(parts: readonly Part[], request: GroupRequest): Promise<Round> {
   const token = newLockToken();
   const sentAt = performance.now();
-  let taken: boolean[];
+  let taken: (boolean | 'timedOut')[];
   try {
     taken = await Promise.all(parts.map((part) => part.runtime.store.takeGroup(part.members, token, request.ttl, request.label)));
   } catch (error) {
@@ -183,7 +184,7 @@ async function round(parts: readonly Part[], request: GroupRequest): Promise<Rou
     await releaseAfterFault(parts, token);
     throw error;
   }
-  if (taken.every(Boolean)) {
+  if (taken.every((t) => t === true)) {
     let grants: Awaited<ReturnType<ModelRuntime['store']['readGroupGrants']>>[];
     let loaded: Loaded;
     try {
@@ -205,7 +206,7 @@ async function round(parts: readonly Part[], request: GroupRequest): Promise<Rou
     await releaseAfterFault(parts, token);
     throw error;
   }
-  return { kind: 'refused', blockers: inCallerOrder(parts, request, blockers) };
+  return { kind: 'refused', blockers: inCallerOrder(parts, request, blockers), transaction: taken.includes('timedOut') };
 }
 
 /** Attaches each lock to its document, unless a document is missing or the lease already ran out. */
@@ -360,6 +361,7 @@ export async function lockGroup(request: GroupRequest): Promise<{ documents: Any
       }
       if (outcome.kind === 'granted') return outcome;
       const blockers = outcome.kind === 'refused' ? outcome.blockers : [];
+      const transaction = outcome.kind === 'refused' && outcome.transaction === true;
       const live = subscriptions ? await subscriptions.live : false;
       // A stream that only started capturing during the round may have missed a release: again.
       if (subscriptions && live && !subscriptions.wasLive) continue;
@@ -367,16 +369,18 @@ export async function lockGroup(request: GroupRequest): Promise<{ documents: Any
       const left = request.wait - waited;
       if (left <= 0) {
         // Nothing blocks any more (released since, or granted too late to hand out): try again at once.
-        if (blockers.length === 0 && ++quick < QUICK_ROUNDS) continue;
+        if (blockers.length === 0 && !transaction && ++quick < QUICK_ROUNDS) continue;
         if (outcome.kind === 'expired') {
           throw new LockExpiredOnArrivalError(outcome.documentId, outcome.expiresAt, { operation: 'lock', ttl: request.ttl, elapsedMs: roundMs, attempts: quick });
         }
-        throw lockedError(blockers[0], request, request.wait > 0 ? ` Waited ${Math.round(waited)} ms for it.` : '');
+        const busy = transaction && blockers.length === 0 ? ' A document of the group is being written by a transaction of another process; try again when it has ended.' : '';
+        throw lockedError(blockers[0], request, `${busy}${request.wait > 0 ? ` Waited ${Math.round(waited)} ms for it.` : ''}`);
       }
       if (!subscriptions) throw lockedError(blockers[0], request, ''); // not reached: a wait always subscribes
       // All blockers must be gone for the group to succeed: by expiry, that is the latest of them.
-      const untilExpiry = blockers.length === 0 ? 0 : Math.max(...blockers.map((b) => (b.remainingMs ?? Infinity) + 1));
-      const poll = live ? SAFETY_POLL_MS : Math.random() * Math.min(POLL_CAP_MS, POLL_BASE_MS * 2 ** attempt);
+      const untilExpiry = blockers.length === 0 ? (transaction ? Infinity : 0) : Math.max(...blockers.map((b) => (b.remainingMs ?? Infinity) + 1));
+      // A transaction's end writes nothing a waiter hears of: back off and try again.
+      const poll = live && !transaction ? SAFETY_POLL_MS : Math.random() * Math.min(POLL_CAP_MS, POLL_BASE_MS * 2 ** attempt);
       await Promise.race([subscriptions.waitFor(blockers), pause(Math.min(left, untilExpiry, poll), request.signal)]);
       // Woken: stop listening (the next attempt subscribes again, before it reads anything).
       subscriptions.cancel();

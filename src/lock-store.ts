@@ -192,6 +192,16 @@ function isDuplicateKey(error: unknown): boolean {
   return typeof error === 'object' && error !== null && (error as { code?: unknown }).code === 11000;
 }
 
+/**
+ * The longest a group acquisition's `update` may run on the server (its maxTimeMS, R26): long
+ * enough for its statements on a loaded server, short enough that a statement waiting for another
+ * process's transaction (R17) does not hold the group's other documents for that transaction's
+ * length (up to 60 s).
+ */
+export function groupRoundMaxTimeMS(statements: number): number {
+  return 500 + 2 * statements;
+}
+
 export class LockStore {
   constructor(private readonly locks: Collection<Document>) {}
 
@@ -819,7 +829,7 @@ export class LockStore {
    * with a duplicate key (the retries exhausted) is a write error of that statement alone; with
    * `ordered: false` the others still run (handleError), and it counts as not taken (R25).
    */
-  async takeGroup(targets: readonly { documentId: unknown; ownerKey: string }[], token: string, ttl: number, label: string | null): Promise<boolean> {
+  async takeGroup(targets: readonly { documentId: unknown; ownerKey: string }[], token: string, ttl: number, label: string | null): Promise<boolean | 'timedOut'> {
     const pipelines = new Map<string, Document[]>();
     const grant = (ownerKey: string): Document[] => {
       let pipeline = pipelines.get(ownerKey);
@@ -839,11 +849,16 @@ export class LockStore {
     try {
       const result = await this.locks.bulkWrite(
         targets.map((t) => ({ updateOne: { filter: { _id: t.documentId } as Document, update: grant(t.ownerKey), upsert: true } })),
-        { ordered: false },
+        // A statement whose record another process's transaction wrote waits for that transaction
+        // (R17), holding the statements before it: maxTimeMS bounds that (R26).
+        { ordered: false, maxTimeMS: groupRoundMaxTimeMS(targets.length) },
       );
       return result.modifiedCount + result.upsertedCount === targets.length;
     } catch (error) {
       if (onlyDuplicateKeys(error)) return false;
+      // MaxTimeMSExpired (50) fails the whole command (write_ops_exec.cpp handleError); the
+      // statements applied before it stay, and the caller releases them by token (R26).
+      if ((error as { code?: unknown }).code === 50) return 'timedOut';
       throw unwrapBulkError(error);
     }
   }

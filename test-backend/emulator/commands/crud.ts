@@ -70,13 +70,19 @@ function rejectOnView(ctx: CommandCtx, c: Document): void {
 async function runStatements<T>(ctx: CommandCtx, items: T[], run: (item: T, index: number) => void): Promise<Document[]> {
   const ordered = ctx.cmd.ordered !== false;
   const writeErrors: Document[] = [];
+  // maxTimeMS bounds the wait for a transaction's lock (waitingForLocks); statements already applied stay.
+  const maxTimeMS = ctx.cmd.maxTimeMS;
+  const deadline = typeof maxTimeMS === 'number' && maxTimeMS > 0 ? performance.now() + maxTimeMS : undefined;
   for (let i = 0; i < items.length; i++) {
     try {
-      await waitingForLocks(() => run(items[i], i));
+      await waitingForLocks(() => run(items[i], i), deadline);
     } catch (e) {
       const err = toCommandError(e);
       // In a transaction the first error aborts it and is reported as a command error.
       if (ctx.txn) throw err;
+      // An interruption fails the whole batch (write_ops_exec.cpp handleError: "These have always
+      // failed the whole batch"), ordered or not.
+      if (err.code === Codes.MaxTimeMSExpired) throw err;
       writeErrors.push(err.toWriteError(i));
       if (ordered) break;
     }
