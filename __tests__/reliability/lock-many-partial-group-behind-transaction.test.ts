@@ -18,7 +18,7 @@
  * process's registry of open caller transactions (guard/open-transactions.ts) does not know it,
  * as it would not for another process. Replica sets only (transactions).
  */
-import type { Document, MongoClient } from 'mongodb';
+import { ObjectId, type MongoClient } from 'mongodb';
 import { openClient } from '../conformance/support/server';
 import { connect, sleep, testDatabase, type MonitoredConnection } from '../support/db';
 import { replicaSetOnly } from '../support/topology';
@@ -49,9 +49,8 @@ replicaSetOnly('transactions need a replica set')('a round stuck behind another 
   try {
     session.startTransaction();
     // Another process's guarded write inside its transaction claims D's lock record.
-    // The filter typed as a plain Document: Mongoose 8 bundles its own bson (another ObjectId type).
-    const record: Document = { _id: busy._id };
-    await locks.updateOne(record, { $set: { claim: 'other-process', lastWriteAt: new Date() }, $setOnInsert: { expiresAt: new Date(0), fence: 0 } }, { upsert: true, session });
+    // The driver's own ObjectId: under Mongoose 8 the model's ids come from Mongoose's bundled bson.
+    await locks.updateOne({ _id: new ObjectId(busy._id.toHexString()) }, { $set: { claim: 'other-process', lastWriteAt: new Date() }, $setOnInsert: { expiresAt: new Date(0), fence: 0 } }, { upsert: true, session });
 
     const started = performance.now();
     const group = Items.lockMany([free._id, busy._id], 'group').then(
