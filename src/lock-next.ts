@@ -7,8 +7,13 @@
  * with the filter AND its `_id` (Model.findOne, from the primary), after the lock was taken.
  *  - Exclusivity is the acquisition's, exactly Model.lock's: the read only proposes.
  *  - A document that stopped matching between the read and the lock (or was deleted) loads as
- *    null: its lock is released by token and the call goes on with another candidate; this call
- *    never proposes it again (the next reads exclude it with `$nin`).
+ *    null: its lock is released by token and the call goes on with another candidate. A later read
+ *    may propose it again (it may match again: a job re-queued), but a document this call found
+ *    not matching MISS_LIMIT times is one the read and the load disagree on (a `find` hook hides
+ *    it): the call's next reads exclude it with `$nin`, so the call always ends.
+ *  - A candidate whose lock record an open caller transaction of this process writes is passed
+ *    over while that transaction is open (excluded the same way): taking it would wait for the
+ *    transaction (R17), and the read, outside it, keeps proposing it.
  *  - The call resolves null only after a candidate read that started during the call found no
  *    free matching document (never because candidates were taken by others meanwhile). On
  *    replica sets that read is one snapshot (readConcern "snapshot"), so at that instant no
@@ -36,6 +41,8 @@ import { issueTicket } from './ticket';
 
 type Document = mongo.Document;
 
+/** Times one call may find a document not matching after locking it before it excludes it. */
+const MISS_LIMIT = 2;
 /** Grants that arrived too late to count on, in a row, before the call gives up. */
 const LATE_LIMIT = 3;
 /** With live change streams, read again this often anyway (a crashed holder's lock expires silently). */
@@ -73,10 +80,32 @@ export interface Claimed {
   state: HeldLockState;
 }
 
-type Outcome = { kind: 'claimed'; claimed: Claimed } | { kind: 'held' } | { kind: 'notMatching' } | { kind: 'late'; expiresAt: Date; elapsedMs: number };
+type Outcome =
+  | { kind: 'claimed'; claimed: Claimed }
+  | { kind: 'held' }
+  | { kind: 'notMatching' }
+  | { kind: 'inCallerTransaction' }
+  | { kind: 'late'; expiresAt: Date; elapsedMs: number };
+
+/**
+ * The document as it is now, if it still matches: the filter AND the `_id`, after the lock was
+ * taken, from the primary, as `Model.find(filter)` reads it (Mongoose casts the filter the same
+ * way and runs the model's `find` middleware, as lockMany's load does). Never in the caller's
+ * transaction (`session(null)` keeps Mongoose's transactionAsyncLocalStorage from joining it): a
+ * transaction reads its own older snapshot, and the lock was taken on the latest data.
+ */
+async function load(context: NextContext, documentId: unknown): Promise<object | null> {
+  const found = (await context.model
+    .find({ $and: [context.filter, { _id: documentId }] })
+    .read('primary')
+    .session(null)
+    .limit(1)) as object[];
+  return found[0] ?? null;
+}
 
 async function attempt(context: NextContext, candidate: Candidate): Promise<Outcome> {
   const { store, call } = context;
+  if (store.writtenByCallerTransaction(candidate.id)) return { kind: 'inCallerTransaction' };
   nextStats.attempts++;
   const grant = await store.claimFree(candidate.id, context.ownerKey, call.ttl, call.label);
   if (!grant) {
@@ -108,10 +137,7 @@ async function attempt(context: NextContext, candidate: Candidate): Promise<Outc
   }
   let doc: object | null;
   try {
-    // The filter AND the `_id`, after the lock was taken, from the primary: the document as it is
-    // now, and only if it still matches (Mongoose casts the filter as Model.find does, and runs
-    // the model's findOne middleware).
-    doc = (await context.model.findOne({ $and: [context.filter, { _id: documentId }] }).read('primary')) as object | null;
+    doc = await load(context, documentId);
   } catch (error) {
     await giveBack();
     throw error;
@@ -168,8 +194,14 @@ export async function claimNext(context: NextContext): Promise<Claimed | null> {
   const waiting = wait > 0;
   const started = performance.now();
   const deadline = started + wait;
-  /** Documents this call found not matching after locking them: never proposed to it again. */
+  /** How often this call found each document not matching after locking it. */
+  const misses = new Map<string, number>();
+  /**
+   * Documents never proposed to this call again: found not matching MISS_LIMIT times, or (while
+   * it is open) written by a caller transaction of this process (`inTransaction`).
+   */
   const skip = new Map<string, unknown>();
+  const inTransaction = new Set<string>();
   /** Reads that can answer "none" must start at or after this instant. */
   let notBefore = started;
   let late = 0;
@@ -178,6 +210,12 @@ export async function claimNext(context: NextContext): Promise<Claimed | null> {
   try {
     for (;;) {
       if (calledOff(signal)) throw abortedWith(undefined, signal!);
+      for (const key of inTransaction) {
+        if (!context.store.writtenByCallerTransaction(skip.get(key))) {
+          inTransaction.delete(key);
+          skip.delete(key);
+        }
+      }
       const candidate = queue.take(skip);
       if (candidate) {
         let outcome: Outcome | undefined;
@@ -190,7 +228,17 @@ export async function claimNext(context: NextContext): Promise<Claimed | null> {
           queue.settle(candidate, outcome?.kind === 'held' || outcome?.kind === 'notMatching', outcome?.kind === 'claimed', performance.now() - began);
         }
         if (outcome.kind === 'claimed') return outcome.claimed;
-        if (outcome.kind === 'notMatching') skip.set(candidate.key, candidate.id);
+        if (outcome.kind === 'notMatching') {
+          const count = (misses.get(candidate.key) ?? 0) + 1;
+          misses.set(candidate.key, count);
+          if (count >= MISS_LIMIT) skip.set(candidate.key, candidate.id);
+          // The next read starts after the load: it sees the document as it is now (it may match again).
+          notBefore = performance.now();
+        }
+        if (outcome.kind === 'inCallerTransaction') {
+          inTransaction.add(candidate.key);
+          skip.set(candidate.key, candidate.id);
+        }
         if (outcome.kind === 'late' && ++late >= LATE_LIMIT) {
           throw new LockExpiredOnArrivalError(candidate.id, outcome.expiresAt, { operation: 'lock', ttl: context.call.ttl, elapsedMs: outcome.elapsedMs, attempts: late });
         }

@@ -252,6 +252,16 @@ function foreignUniqueIndex(error: unknown, collection: string): LockConfigurati
   );
 }
 
+/**
+ * The longest a group acquisition's `update` may run on the server (its maxTimeMS, R26): long
+ * enough for its statements on a loaded server, short enough that a statement waiting for another
+ * process's transaction (R17) does not hold the group's other documents for that transaction's
+ * length (up to 60 s).
+ */
+export function groupRoundMaxTimeMS(statements: number): number {
+  return 500 + 2 * statements;
+}
+
 export class LockStore {
   /**
    * @param purgeAfterMs the TTL index's expiry (`purgeAfter`, in whole seconds as the index keeps
@@ -875,7 +885,7 @@ export class LockStore {
    * make the write wait for that transaction, R17).
    */
   async claimFree(documentId: unknown, ownerKey: string, ttl: number, label: string | null): Promise<Grant | null> {
-    if (callerTransactions.writing(this.locks.namespace, documentId)) return null;
+    if (this.writtenByCallerTransaction(documentId)) return null;
     for (let attempt = 1; ; attempt++) {
       const token = newLockToken();
       const sentAt = monotonicNow();
@@ -922,6 +932,16 @@ export class LockStore {
     }
   }
 
+  /**
+   * Whether an open caller transaction of this process writes `documentId`'s lock record (see
+   * refuseIfInOpenTransaction): nothing is sent. lockNext passes such a candidate over while the
+   * transaction is open instead of reading it again and again (it stays free to the candidate
+   * read, which runs outside that transaction).
+   */
+  writtenByCallerTransaction(documentId: unknown): boolean {
+    return callerTransactions.writing(this.locks.namespace, documentId);
+  }
+
   // ---- Several documents under one acquisition (Model.lockMany, lockAll, the group handle). Each
   // ---- command is described, with the mongod rules it relies on, in docs/mongodb-compatibility.md
   // ---- under "Several documents at once" (#cmd-take-group, #cmd-read-group, #cmd-group-blockers,
@@ -954,7 +974,7 @@ export class LockStore {
    * with a duplicate key (the retries exhausted) is a write error of that statement alone; with
    * `ordered: false` the others still run (handleError), and it counts as not taken (R25).
    */
-  async takeGroup(targets: readonly { documentId: unknown; ownerKey: string }[], token: string, ttl: number, label: string | null): Promise<boolean> {
+  async takeGroup(targets: readonly { documentId: unknown; ownerKey: string }[], token: string, ttl: number, label: string | null): Promise<boolean | 'timedOut'> {
     const pipelines = new Map<string, Document[]>();
     const grant = (ownerKey: string): Document[] => {
       let pipeline = pipelines.get(ownerKey);
@@ -975,11 +995,16 @@ export class LockStore {
     try {
       const result = await this.locks.bulkWrite(
         targets.map((t) => ({ updateOne: { filter: { _id: t.documentId } as Document, update: grant(t.ownerKey), upsert: true } })),
-        { ordered: false },
+        // A statement whose record another process's transaction wrote waits for that transaction
+        // (R17), holding the statements before it: maxTimeMS bounds that (R26).
+        { ordered: false, maxTimeMS: groupRoundMaxTimeMS(targets.length) },
       );
       return result.modifiedCount + result.upsertedCount === targets.length;
     } catch (error) {
       if (onlyDuplicateKeys(error)) return false;
+      // MaxTimeMSExpired (50) fails the whole command (write_ops_exec.cpp handleError); the
+      // statements applied before it stay, and the caller releases them by token (R26).
+      if ((error as { code?: unknown }).code === 50) return 'timedOut';
       throw unwrapBulkError(error);
     }
   }
@@ -1071,9 +1096,11 @@ export class LockStore {
    * order of `states`) that is known lost: expired with our token, taken over by another
    * acquisition, or purged; `afterOwnRelease` says the caller has just released the group itself,
    * so a released record says nothing about who released it and is named only when nothing else
-   * explains the shortfall. Marks no state; the caller does.
+   * explains the shortfall. Without `afterOwnRelease`, resolves to undefined when every lock is
+   * still held by this acquisition (the shortfall was a lock the caller released meanwhile). Marks
+   * no state; the caller does.
    */
-  async explainGroupLoss(states: readonly HeldLockState[], afterOwnRelease: boolean): Promise<LockNotHeldError> {
+  async explainGroupLoss(states: readonly HeldLockState[], afterOwnRelease: boolean): Promise<LockNotHeldError | undefined> {
     const first = states[0];
     if (!first) throw new Error('mongoose-pessimistic-lock: explainGroupLoss needs at least one lock');
     const token = first.lock.token;
@@ -1102,6 +1129,7 @@ export class LockStore {
       if (!afterOwnRelease) return new LockNotHeldError(documentId, 'released');
       released ??= state;
     }
+    if (!afterOwnRelease) return undefined; // every lock is still this acquisition's
     return new LockNotHeldError((released ?? first).lock.documentId, 'released');
   }
 }
