@@ -5,6 +5,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import type { LockNextBenchResults } from './lock-next';
 import type { BenchResults } from './run';
 
 const ms = (value: number) => value.toFixed(2);
@@ -53,10 +54,47 @@ export function readmeFigures(results: BenchResults): string[] {
   return lines;
 }
 
+/** The README's lockNext figures (benchmark 8), one table row per method and concurrency. */
+export function readmeNextFigures(results: LockNextBenchResults): string[] {
+  const name = { lockNext: '`lockNext`', findTryLock: '`findOne` + `tryLock` loop', inDocument: 'status field (`findOneAndUpdate`)' } as const;
+  return results.rows.map(
+    (r) =>
+      `| ${name[r.method]} | ${r.workers} (${r.processes} ${r.processes === 1 ? 'process' : 'processes'}) | ${r.claimsPerSec.toFixed(1)} | ${r.commandsPerClaim.toFixed(2)} | ${r.commandsPerJob.toFixed(2)} | ${r.wastedPerClaim.toFixed(3)} | ${r.minPerWorker}–${r.maxPerWorker} | ${r.claimedTwice} | ${r.falseEmpty} |`,
+  );
+}
+
+/**
+ * Benchmark 8's results: those of the last full run (bench/results/latest.json) when it has them,
+ * else those of the last `BENCH_ONLY=next` run (bench/results/latest-next.json).
+ */
+export function readLatestNextResults(): LockNextBenchResults {
+  const full = readLatestResults();
+  if (full.lockNext) return full.lockNext;
+  return (JSON.parse(readFileSync(join(__dirname, 'results', 'latest-next.json'), 'utf8')) as BenchResults).lockNext!;
+}
+
+/**
+ * The README's `lockMany` figures (benchmark 9), from bench/results/latest-many.json: written by
+ * `BENCH_ONLY=many npm run bench` and by every full run, so they can be re-measured alone.
+ */
+export function readmeManyFigures(results: BenchResults): string[] {
+  if (!results.lockMany) return [];
+  return results.lockMany.sizes.map(
+    (s) =>
+      `| ${s.ids.toLocaleString('en-US')} | ${s.lockMany.commands} | ${ms(s.lockMany.p50)} / ${ms(s.lockMany.p99)} ms | ${s.refused.commands} | ${ms(s.refused.p50)} ms | ${s.unlockMany.commands} | ${s.sequentialLock.commands.toLocaleString('en-US')} | ${ms(s.sequentialLock.p50)} / ${ms(s.sequentialLock.p99)} ms | ${s.speedupP50.toFixed(1)}× |`,
+  );
+}
+
+export function readLatestManyResults(): BenchResults {
+  return JSON.parse(readFileSync(join(__dirname, 'results', 'latest-many.json'), 'utf8')) as BenchResults;
+}
+
 export function readLatestResults(): BenchResults {
   return JSON.parse(readFileSync(join(__dirname, 'results', 'latest.json'), 'utf8')) as BenchResults;
 }
 
 if (require.main === module) {
   for (const line of readmeFigures(readLatestResults())) console.log(line);
+  for (const line of readmeNextFigures(readLatestNextResults())) console.log(line);
+  for (const line of readmeManyFigures(readLatestManyResults())) console.log(line);
 }

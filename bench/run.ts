@@ -14,10 +14,18 @@
  *     query plan of the acquire's filter;
  *  6. the write guard (issue 10, bench/guard.ts): commands per guarded updateOne, 20 concurrent
  *     writers on one unlocked document, guarded updateMany over 1,000 / 10,000 / 100,000
- *     documents against the unguarded write.
+ *     documents against the unguarded write;
+ *  7. scale (issue 16, bench/scale.ts): lockStatus, listLocks, listLocks({ owner }), releaseAllFor
+ *     and lock + unlock with 1,000 and with 100,000 locks, and the ratio of their latencies.
+ *  8. claiming the next free job (issue 17, bench/lock-next.ts): Model.lockNext against the
+ *     hand-written find + tryLock loop and the in-document status claim (agenda / mongodb-queue),
+ *     with 1, 4 and 16 workers in several processes over 1,000 queued jobs.
+ *  9. Model.lockMany (issue 17, bench/lock-many.ts): commands and latency at 1 / 10 / 100 / 1,000
+ *     ids against N sequential Model.lock calls, the refused lockMany and unlockMany.
  *
- * Sizes can be lowered with BENCH_SCALE (e.g. 0.2) for a quick look. BENCH_ONLY=guard runs only
- * benchmark 6 (results in bench/results/latest-guard.json), BENCH_ONLY=core only 1-5.
+ * Sizes can be lowered with BENCH_SCALE (e.g. 0.2) for a quick look. BENCH_ONLY=core runs only 1-5,
+ * BENCH_ONLY=guard only 6, scale only 7 (also `npm run bench:scale`), next only 8, many only 9;
+ * each writes its results to bench/results/latest-<name>.json.
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -28,6 +36,9 @@ import type { Db, Document } from 'mongodb';
 import { lockPlugin, type LockableModel, type LockMethods, type LockPluginOptions } from '../src';
 import { startBackend } from '../test-backend/backend';
 import { benchGuard, reportGuard, type GuardBenchResults } from './guard';
+import { benchScale, reportScale, type ScaleBenchResults } from './scale';
+import { benchLockNext, reportLockNext, type LockNextBenchResults } from './lock-next';
+import { benchLockMany, reportLockMany, type LockManyBenchResults } from './lock-many';
 import { renderSvg } from './svg';
 
 const SCALE = Number(process.env.BENCH_SCALE ?? 1);
@@ -80,6 +91,9 @@ export interface BenchResults {
   releaseAll: { locks: number; released: number; ms: number; locksPerSec: number };
   acquireScale: { otherLocks: number; empty: { p50: number; p99: number }; full: { p50: number; p99: number }; ratioP50: number; plan: string };
   guard?: GuardBenchResults;
+  scale?: ScaleBenchResults;
+  lockNext?: LockNextBenchResults;
+  lockMany?: LockManyBenchResults;
 }
 
 function percentile(sorted: number[], p: number): number {
@@ -218,9 +232,15 @@ async function main(): Promise<void> {
   };
 
   try {
-    if (ONLY !== 'guard') await coreBenchmarks();
+    if (ONLY === undefined || ONLY === 'core') await coreBenchmarks();
     // ---- 6. The write guard --------------------------------------------------------------------
-    if (ONLY !== 'core') results.guard = await benchGuard(connection, db, countCommands, SCALE);
+    if (ONLY === undefined || ONLY === 'guard') results.guard = await benchGuard(connection, db, countCommands, SCALE);
+    // ---- 7. The plugin's calls with 1,000 and 100,000 locks ------------------------------------
+    if (ONLY === undefined || ONLY === 'scale') results.scale = await benchScale(connection, db, SCALE);
+    // ---- 8. Claiming the next free job ---------------------------------------------------------
+    if (ONLY === undefined || ONLY === 'next') results.lockNext = await benchLockNext(backend.uri, db, SCALE);
+    // ---- 9. Several documents at once -----------------------------------------------------------
+    if (ONLY === undefined || ONLY === 'many') results.lockMany = await benchLockMany(connection, countCommands, SCALE);
   } finally {
     await connection.getClient().db(dbName).dropDatabase().catch(() => undefined);
     await connection.close();
@@ -507,12 +527,15 @@ function report(results: BenchResults): void {
   const pad = (s: string, w: number) => s.padEnd(w);
   const num = (x: number | null | undefined) => (x === null || x === undefined || Number.isNaN(x) ? '-' : String(x));
   console.log(`\nBenchmarks on ${results.backend}\n${results.machine}\n`);
-  if (ONLY === 'guard') {
+  if (ONLY !== undefined && ONLY !== 'core') {
     if (results.guard) reportGuard(results.guard);
+    if (results.scale) reportScale(results.scale);
+    if (results.lockNext) reportLockNext(results.lockNext);
+    if (results.lockMany) reportLockMany(results.lockMany);
     const dir = join(__dirname, 'results');
     mkdirSync(dir, { recursive: true });
-    writeFileSync(join(dir, 'latest-guard.json'), `${JSON.stringify(results, null, 2)}\n`);
-    console.log(`\nwrote ${join('bench', 'results', 'latest-guard.json')}`);
+    writeFileSync(join(dir, `latest-${ONLY}.json`), `${JSON.stringify(results, null, 2)}\n`);
+    console.log(`\nwrote ${join('bench', 'results', `latest-${ONLY}.json`)}`);
     return;
   }
   console.log('1. Uncontended lock + unlock cycle (sequential, one client)');
@@ -537,10 +560,15 @@ function report(results: BenchResults): void {
   console.log(`\n5. Acquire (Model.lock) latency: empty collection p50 ${a.empty.p50} / p99 ${a.empty.p99} ms; with ${a.otherLocks} other locks p50 ${a.full.p50} / p99 ${a.full.p99} ms (p50 ratio ${a.ratioP50}x)`);
   console.log(`   plan: ${a.plan}`);
   if (results.guard) reportGuard(results.guard);
+  if (results.scale) reportScale(results.scale);
+  if (results.lockNext) reportLockNext(results.lockNext);
+  if (results.lockMany) reportLockMany(results.lockMany);
 
   const dir = join(__dirname, 'results');
   mkdirSync(dir, { recursive: true });
   writeFileSync(join(dir, 'latest.json'), `${JSON.stringify(results, null, 2)}\n`);
+  // The README quotes benchmark 7 from its own file, which BENCH_ONLY=many also writes.
+  if (results.lockMany) writeFileSync(join(dir, 'latest-many.json'), `${JSON.stringify({ ...results, cycle: [], commands: [], handoff: [], guard: undefined }, null, 2)}\n`);
   writeFileSync(join(dir, 'latest.svg'), renderSvg(results));
   console.log(`\nwrote ${join('bench', 'results', 'latest.json')} and ${join('bench', 'results', 'latest.svg')}`);
 }

@@ -1,10 +1,12 @@
 /**
  * Validation of call arguments, run before anything touches the database. An owner is only
- * ever a bounded string and an id only ever a scalar cast to the schema's `_id` type, so
- * neither can be interpreted as a query operator (no NoSQL injection).
+ * ever a bounded string and an id only ever a scalar cast to the schema's `_id` type and sent as
+ * the fresh value its BSON decodes to, so neither can be interpreted as a query operator (no
+ * NoSQL injection).
  */
-import { Types, mongo, type Model, type Schema, type SchemaType } from 'mongoose';
+import { Document, Types, mongo, type Model, type Schema, type SchemaType } from 'mongoose';
 import { InvalidLockArgumentError, InvalidLockOptionError } from './errors';
+import { IdRefusal, freshId, obviouslyTooLarge } from './id-value';
 import { MAX_TTL_MS, describeValue, validateTtl } from './options';
 
 export const MAX_OWNER_LENGTH = 512;
@@ -67,14 +69,20 @@ export function validateOwner(owner: unknown): string {
   return owner;
 }
 
-/** Scalars and BSON value classes a document `_id` may legitimately be. */
+/**
+ * A first look at an `_id` argument, for a clear message before anything else runs: scalars and
+ * the BSON value classes a document `_id` may legitimately be. It is no defence on its own (an
+ * object can pass `instanceof ObjectId` and serialize to a query); freshId judges the value by
+ * its bytes after the cast.
+ */
 function isScalarId(value: unknown): boolean {
   if (typeof value === 'string') return value.length > 0;
   if (typeof value === 'number') return Number.isFinite(value);
   if (typeof value === 'bigint') return true;
+  // An invalid Date is sent as the epoch; a Date look-alike (a Proxy) throws here and is refused.
+  if (value instanceof Date) return !Number.isNaN(Date.prototype.getTime.call(value));
   return (
     value instanceof Types.ObjectId ||
-    value instanceof Date ||
     Buffer.isBuffer(value) ||
     value instanceof Types.Buffer ||
     // A Buffer `_id` is cast by a query to a BSON Binary (and comes back from the server as one).
@@ -84,17 +92,31 @@ function isScalarId(value: unknown): boolean {
   );
 }
 
+/** Why `value` is not even shaped like an `_id` (for the message), or undefined. */
+function shapeProblem(value: unknown): string | undefined {
+  const oversized = obviouslyTooLarge(value);
+  if (oversized) return `${describeValue(value)} ${oversized.problem}`;
+  if (isScalarId(value)) return undefined;
+  if (value instanceof Document || (value !== null && typeof value === 'object' && '$__' in value)) {
+    return `expected the document's _id, got a Mongoose document: pass its _id (doc._id) instead.`;
+  }
+  return `expected the document's _id (an ObjectId, string or number), got ${describeValue(value)}.`;
+}
+
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export type IdCaster = (model: Model<any>, id: unknown) => unknown;
 
 /**
- * Builds the caster for one schema's `_id`. Anything that is not a scalar (plain objects,
- * arrays, documents, null) is refused before casting. The id is then cast exactly as a query's
- * filter `{ _id: id }` is cast by the model (`Query.prototype.cast`, which applies the path's
- * setters: `lowercase`, `trim`, custom `set`), because that is how the queries that load and
- * write the document see it; a lock keyed by any other spelling would not be the document's
- * lock. The result is checked again, because a Mixed `_id` would otherwise pass
- * `{ $ne: null }` through unchanged.
+ * Builds the caster for one schema's `_id`. Anything not shaped like a scalar (plain objects,
+ * arrays, documents, null, an oversized string) is refused before casting. The id is then cast
+ * exactly as a query's filter `{ _id: id }` is cast by the model (`Query.prototype.cast`, which
+ * applies the path's setters: `lowercase`, `trim`, custom `set`), because that is how the queries
+ * that load and write the document see it; a lock keyed by any other spelling would not be the
+ * document's lock. Last, the cast value is judged by what it serializes to and replaced by the
+ * fresh value decoded from those bytes (freshId, id-value.ts): that value, and only that value,
+ * is what the plugin sends (lock records, and the document load: plugin.ts). A Mixed `_id`
+ * passes `{ $ne: null }` through the cast unchanged, and a forged ObjectId passes it too; both
+ * stop there.
  */
 export function idCaster(schema: Schema): IdCaster {
   const idPath = schema.path('_id') as SchemaType | undefined;
@@ -102,19 +124,25 @@ export function idCaster(schema: Schema): IdCaster {
     throw new InvalidLockOptionError('(schema)', 'the schema has no _id (schema option `_id: false`); documents without an _id cannot be locked.');
   }
   return (model, id) => {
-    if (!isScalarId(id)) {
-      throw new InvalidLockArgumentError('id', `expected the document's _id (an ObjectId, string or number), got ${describeValue(id)}.`);
+    let problem: string | undefined;
+    try {
+      problem = shapeProblem(id);
+    } catch (error) {
+      problem = `expected the document's _id, got a value that throws when read (${(error as Error)?.message ?? String(error)}).`;
     }
+    if (problem !== undefined) throw new InvalidLockArgumentError('id', problem);
     let cast: unknown;
     try {
       cast = (model.find({ _id: id }).cast(model) as { _id?: unknown })._id;
     } catch {
       throw new InvalidLockArgumentError('id', `${describeValue(id)} cannot be cast to this schema's _id type (${idPath.instance}).`);
     }
-    if (!isScalarId(cast)) {
-      throw new InvalidLockArgumentError('id', `${describeValue(id)} does not cast to a scalar _id (${idPath.instance}).`);
+    const fresh = freshId(cast);
+    if (fresh instanceof IdRefusal) {
+      const cameFrom = cast === id ? '' : ` (cast to the schema's ${idPath.instance})`;
+      throw new InvalidLockArgumentError('id', `${describeValue(id)}${cameFrom} ${fresh.problem}`);
     }
-    return cast;
+    return fresh.value;
   };
 }
 

@@ -82,15 +82,20 @@ export type LockLossReason =
   /** The lock expired and another acquisition (another owner, or a newer `lock()` call) took it. */
   | 'taken_over'
   /** The lock's TTL passed and nobody has taken it yet. */
-  | 'expired';
+  | 'expired'
+  /**
+   * The lock record is gone although nothing released the lock: the lock collection was dropped
+   * or the record deleted by hand (or, for a ticket, purged by the TTL index after it expired).
+   */
+  | 'vanished';
 
 /** The caller does not hold the lock it tried to use. */
 export class LockNotHeldError extends LockError {
   readonly documentId: unknown;
   readonly reason: LockLossReason;
 
-  constructor(documentId: unknown, reason: LockLossReason, message?: string, code: LockErrorCode = 'LOCK_NOT_HELD') {
-    super(code, message ?? LockNotHeldError.describe(documentId, reason), { status: 409 });
+  constructor(documentId: unknown, reason: LockLossReason, message?: string, code: LockErrorCode = 'LOCK_NOT_HELD', options?: { retryable?: boolean; status?: number }) {
+    super(code, message ?? LockNotHeldError.describe(documentId, reason), { status: 409, ...options });
     this.documentId = documentId;
     this.reason = reason;
   }
@@ -106,6 +111,8 @@ export class LockNotHeldError extends LockError {
         return `The lock on document ${id} is no longer yours: it was taken over by a newer acquisition; nothing was written. Reload the document and lock it again.`;
       case 'expired':
         return `The lock on document ${id} expired; nothing was written. Lock it again (a longer ttl may help).`;
+      case 'vanished':
+        return `The lock record of document ${id} is gone although the lock had not expired: the lock collection was dropped or the record deleted. Nothing was written; lock it again.`;
     }
   }
 }
@@ -114,16 +121,53 @@ export class LockNotHeldError extends LockError {
 export class LockExpiredError extends LockNotHeldError {
   readonly expiredAt: Date | undefined;
 
-  constructor(documentId: unknown, expiredAt: Date | undefined) {
+  constructor(documentId: unknown, expiredAt: Date | undefined, message?: string, options?: { retryable?: boolean; status?: number }) {
     const when = expiredAt ? ` at ${expiredAt.toISOString()}` : '';
     super(
       documentId,
       'expired',
-      `The lock on document ${describeId(documentId)} expired${when} (server time); nothing was written. ` +
-        'Lock it again, and use a longer ttl if the work takes longer.',
+      message ??
+        `The lock on document ${describeId(documentId)} expired${when} (server time); nothing was written. ` +
+          'Lock it again, and use a longer ttl if the work takes longer.',
       'LOCK_EXPIRED',
+      options,
     );
     this.expiredAt = expiredAt;
+  }
+}
+
+/**
+ * The database answered a lock, resume or extend later than the lock's ttl allows: the lease is
+ * timed from when the request was sent (PRODUCT.md property 13), so the lock may have expired
+ * before the answer arrived, and it was not handed out. It was released again (best effort: it
+ * may already have been free), so nothing is held. A LockExpiredError (code LOCK_EXPIRED, reason
+ * 'expired'): the lock, as far as this process can tell, expired. Unlike a lock that expired
+ * while held, trying again can succeed (`retryable`, HTTP 503): the database was slow; a longer
+ * ttl makes it unlikely.
+ */
+export class LockExpiredOnArrivalError extends LockExpiredError {
+  /** The ttl asked for, in milliseconds. */
+  readonly ttl: number;
+  /** How long the last attempt took, from sending the request to the answer (and the document) arriving, in milliseconds. */
+  readonly elapsedMs: number;
+  /** How many times the lock was granted and found expired on arrival. */
+  readonly attempts: number;
+
+  constructor(documentId: unknown, expiredAt: Date | undefined, details: { operation: 'lock' | 'resume' | 'extend'; ttl: number; elapsedMs: number; attempts: number }) {
+    const { operation, ttl, elapsedMs, attempts } = details;
+    const what = operation === 'extend' ? 'extend the lock' : operation === 'resume' ? 'resume the lock' : 'grant the lock and load the document';
+    const tries = attempts > 1 ? ` (${attempts} attempts)` : '';
+    super(
+      documentId,
+      expiredAt,
+      `The database took ${Math.round(elapsedMs)} ms to ${what} on document ${describeId(documentId)}${tries}, too long for its ttl of ${ttl} ms: ` +
+        'the lock may have expired before the answer arrived, so it was released and nothing is held. ' +
+        'Use a longer ttl, or try again when the database answers faster.',
+      { retryable: true, status: 503 },
+    );
+    this.ttl = ttl;
+    this.elapsedMs = elapsedMs;
+    this.attempts = attempts;
   }
 }
 

@@ -4,6 +4,7 @@ export {
   LockedError,
   LockNotHeldError,
   LockExpiredError,
+  LockExpiredOnArrivalError,
   LockTargetNotFoundError,
   LockDatabaseError,
   LockConfigurationError,
@@ -16,6 +17,7 @@ export type { LockPluginOptions } from './options';
 export { DEFAULT_TTL_MS, MAX_TTL_MS, DEFAULT_PURGE_AFTER_MS, TTL_WARNING_CODE } from './options';
 export type { LockCallOptions, LockOptions } from './arguments';
 export { MAX_OWNER_LENGTH, MAX_LABEL_LENGTH, isValidLockLabel } from './arguments';
+export { MAX_ID_BYTES } from './id-value';
 export type { HeldLock } from './held-lock';
 // A type only: handles come from Model.acquireLock, never from `new`.
 export type { LockHandle } from './lock-handle';
@@ -26,5 +28,10 @@ export { LockedDuringWriteError, LockedByTransactionError, type CommittedWrites 
 export type { LockInfo, LockRecord, LockStatus, LockPage } from './lock-store';
 export { MAX_STATUS_IDS, MAX_LIST_LIMIT, DEFAULT_LIST_LIMIT, type LockStatusOptions, type ListLocksOptions, type UnlockOptions } from './status-arguments';
 export { MAX_TICKET_LENGTH } from './ticket';
-export type { LockMethods, LockStatics, LockableModel, LockableDocument, LockTargetId } from './types';
+export type { LockMethods, LockStatics, LockableModel, LockableDocument, LockTargetId, LockNextFilter } from './types';
+export { MAX_SORT_FIELDS, type LockNextOptions, type AcquireNextOptions, type LockNextSort } from './next-arguments';
 export { LOCK_MODEL_PREFIX } from './lock-model';
+export { MAX_LOCK_MANY_IDS, type LockManyOptions, type LockGroupOptions } from './group-arguments';
+// A type only: group handles come from Model.acquireLocks / acquireAllLocks, never from `new`.
+export type { LockGroupHandle } from './lock-group-handle';
+export { lockAll, acquireAllLocks, withAllLocks, unlockAll, type LockAllTarget, type LockedDocuments, type LockableModelLike } from './lock-all';

@@ -1,105 +1,326 @@
 /**
- * Creating the lock collection and its indexes, so that setting them up can never take locking
- * down. Correctness does not depend on either index (every lock operation addresses records by
- * `_id`, and an upsert creates the collection implicitly): the TTL index only reclaims storage
- * and the owner index only speeds up `releaseAllFor` and `listLocks`. So:
- *  - a transient failure (a failover, a network error) is retried at the next lock call, instead
- *    of being cached for the life of the process as Mongoose caches `Model.init()`;
- *  - a changed `purgeAfter` meets the existing TTL index with other options, which mongod refuses
- *    (IndexOptionsConflict, 85: src/mongo/db/catalog/index_catalog_impl.cpp,
- *    `_doesSpecConflictWithExisting`); the TTL is then changed in place with `collMod`
- *    (manual, collMod: "Change Expiration Value for Indexes"), and if that is refused too a
- *    warning says so and locking goes on with the old expiry;
- *  - any other failure is reported once as a process warning and retried at the next call.
- * Lock calls wait for the attempt in progress, never for a failed one.
+ * Setting up the lock collection: its TTL index on `expiresAt` and its `{ owner: 1, _id: 1 }`
+ * index. Correctness never depends on either (every lock command addresses records by `_id`, and
+ * an upsert creates the collection implicitly): the TTL index reclaims the storage of released
+ * records, the owner index serves releaseAllFor and listLocks. So the setup never takes locking
+ * down, never taxes lock calls, and comes back when the collection loses its indexes:
+ *
+ *  - The first attempt is Mongoose's `lockModel.init()` (started when the model is compiled), which
+ *    honours `autoCreate` / `autoIndex`. Lock calls wait for this attempt only.
+ *  - mongod refuses an index whose key equals an existing index's under another name or with other
+ *    options (IndexOptionsConflict, 85), and one whose name another key holds
+ *    (IndexKeySpecsConflict, 86): IndexCatalogImpl::_doesSpecConflictWithExisting,
+ *    src/mongo/db/catalog/index_catalog_impl.cpp. Then the setup reads the indexes (`listIndexes`),
+ *    keeps an index with the wanted key under whatever name it has, changes the expiry of the TTL
+ *    index it found with `collMod` by that index's own name, and creates the rest.
+ *  - A failure is reported once per cause as a process warning (code MPL_LOCK_COLLECTION_SETUP)
+ *    and retried in the background after 1 s, 2 s, 4 s, ... at most every 10 minutes. Lock calls
+ *    never wait for a retry and send nothing for the setup between retries.
+ *  - Once set up, with `autoIndex` on: at most once a minute, one lock call starts one background
+ *    `listIndexes` that checks both indexes are still there, and recreates what is missing. A
+ *    lock collection dropped while the process runs is recreated by the next acquisition's upsert
+ *    without any index; this is what brings them back. On the hot path this costs one reading of
+ *    the monotonic clock per call (and nothing is awaited).
+ *  - `Model.createLockIndexes()` runs the steps at once whatever `autoIndex` says, and rejects on
+ *    failure: for deploy scripts of applications that turn `autoIndex` off.
  */
+import { performance } from 'node:perf_hooks';
 import type { Model, mongo } from 'mongoose';
+import { LockConfigurationError, LockDatabaseError } from './errors';
 import { isTransient } from './failures';
-import { TTL_INDEX_NAME } from './lock-model';
+import { TTL_INDEX_NAME, lockIndexSpecs, type LockIndexSpec } from './lock-model';
 import type { LockRecord } from './lock-store';
 
 /** Code of the process warnings this module emits (`process.on('warning')`). */
 export const LOCK_SETUP_WARNING_CODE = 'MPL_LOCK_COLLECTION_SETUP';
 
+/** When the background work runs, in milliseconds. A module object so that tests can shorten it. */
+export const setupTiming = {
+  /** The first retry after a failure; each further failure doubles it. */
+  firstRetryMs: 1_000,
+  /** The longest wait between two retries. */
+  maxRetryMs: 10 * 60_000,
+  /** How often a set-up lock collection is checked for its indexes (the TTL monitor runs every 60 s). */
+  recheckMs: 60_000,
+};
+
+const NAMESPACE_NOT_FOUND = 26;
+const NAMESPACE_EXISTS = 48;
 const INDEX_OPTIONS_CONFLICT = 85;
+const INDEX_KEY_SPECS_CONFLICT = 86;
 
 function codeOf(error: unknown): number | undefined {
   const code = (error as { code?: unknown } | null)?.code;
   return typeof code === 'number' ? code : undefined;
 }
 
-function warn(collection: string, message: string): void {
-  process.emitWarning(`mongoose-pessimistic-lock: lock collection ${collection}: ${message}`, { code: LOCK_SETUP_WARNING_CODE });
+function isConflict(error: unknown): boolean {
+  const code = codeOf(error);
+  return code === INDEX_OPTIONS_CONFLICT || code === INDEX_KEY_SPECS_CONFLICT;
+}
+
+function isTransientError(error: unknown): boolean {
+  return typeof (error as { hasErrorLabel?: unknown } | null)?.hasErrorLabel === 'function' && isTransient(error as mongo.MongoError);
+}
+
+/** An index as `listIndexes` describes it (only the fields read here). */
+export interface ExistingIndex {
+  name: string;
+  key: Record<string, unknown>;
+  expireAfterSeconds?: unknown;
+  partialFilterExpression?: unknown;
+}
+
+/** What the setup must do so that the lock collection has the wanted indexes. */
+export interface IndexPlan {
+  /** Indexes to create. */
+  create: LockIndexSpec[];
+  /** TTL indexes, by their own name, whose expiry differs from the wanted one. */
+  retime: { name: string; from: number | undefined; to: number }[];
+  /** Wanted indexes whose name another key holds: they cannot be created while that index exists. */
+  blocked: { spec: LockIndexSpec; holder: ExistingIndex }[];
+}
+
+/** Same fields in the same order, same directions (listIndexes may answer 1 as an int, a double or a long). */
+function sameKey(a: Record<string, unknown>, b: Record<string, unknown>): boolean {
+  const ea = Object.entries(a);
+  const eb = Object.entries(b);
+  return ea.length === eb.length && ea.every(([field, direction], i) => eb[i]![0] === field && Number(direction) === Number(eb[i]![1]));
+}
+
+/**
+ * Compares the wanted indexes with the existing ones. An existing index with the wanted key and no
+ * partial filter serves whatever its name: mongod would refuse a second one with that key
+ * (IndexOptionsConflict, "Index already exists with a different name" or "An equivalent index
+ * already exists with a different name and options"), and a query plan does not care about names.
+ */
+export function planIndexes(wanted: LockIndexSpec[], existing: ExistingIndex[]): IndexPlan {
+  const plan: IndexPlan = { create: [], retime: [], blocked: [] };
+  for (const spec of wanted) {
+    const serving = existing.find((index) => sameKey(index.key, spec.key) && index.partialFilterExpression === undefined);
+    if (serving) {
+      const current = serving.expireAfterSeconds === undefined ? undefined : Number(serving.expireAfterSeconds);
+      if (spec.expireAfterSeconds !== undefined && current !== spec.expireAfterSeconds) plan.retime.push({ name: serving.name, from: current, to: spec.expireAfterSeconds });
+      continue;
+    }
+    const holder = existing.find((index) => index.name === spec.name);
+    if (holder) plan.blocked.push({ spec, holder });
+    else plan.create.push(spec);
+  }
+  return plan;
+}
+
+/** A failed step, explained; `cause` is the driver's error. */
+class SetupFailure extends Error {
+  constructor(
+    message: string,
+    override readonly cause: unknown,
+  ) {
+    super(message);
+    this.name = 'SetupFailure';
+  }
 }
 
 export interface LockCollectionSetup {
-  /** Resolves when the collection and its indexes are in place, or when setting them up failed (never rejects). */
+  /**
+   * For every lock call: resolves when the first attempt has ended (it never rejects), and at once
+   * after that. Starts a due retry or index check in the background, without waiting for it.
+   */
   ready(): Promise<void>;
+  /** `Model.createLockIndexes()`: the indexes now, whatever `autoIndex` says; rejects on failure. */
+  createIndexes(): Promise<void>;
 }
 
-export function lockCollectionSetup(lockModel: Model<LockRecord>, purgeAfterSeconds: number): LockCollectionSetup {
-  const name = lockModel.collection.collectionName;
-  let attempt: Promise<boolean> | undefined;
-  let done = false;
-  let first = true;
-  const warned = new Set<string>();
+type Phase = 'first' | 'failed' | 'watching' | 'quiet';
 
-  async function setUp(): Promise<boolean> {
+export function lockCollectionSetup(lockModel: Model<LockRecord>, purgeAfterSeconds: number): LockCollectionSetup {
+  const collection = lockModel.collection as unknown as mongo.Collection<mongo.Document>;
+  const name = collection.collectionName;
+  const wanted = lockIndexSpecs(purgeAfterSeconds);
+  const warned = new Set<string>();
+  const resolved = Promise.resolve();
+  let phase: Phase = 'first';
+  let firstAttempt: Promise<void> | undefined;
+  let background: Promise<void> | undefined;
+  let failures = 0;
+  /** performance.now() of the last success, failure or check start: the next retry or check counts from it. */
+  let since = 0;
+
+  /** Whether a retry (phase 'failed') or a check ('watching') is due; read from setupTiming each time. */
+  function due(): boolean {
+    const wait = phase === 'failed' ? Math.min(setupTiming.maxRetryMs, setupTiming.firstRetryMs * 2 ** Math.min(failures - 1, 30)) : setupTiming.recheckMs;
+    return performance.now() - since >= wait;
+  }
+
+  function warn(message: string, once = true): void {
+    if (once && warned.has(message)) return;
+    warned.add(message);
+    process.emitWarning(`mongoose-pessimistic-lock: lock collection ${name}: ${message}`, { code: LOCK_SETUP_WARNING_CODE });
+  }
+
+  /** Mongoose's own resolution of `autoIndex` / `autoCreate` (Model.init in lib/model.js, utils.getOption). */
+  function mongooseOption(option: 'autoIndex' | 'autoCreate'): boolean {
+    const db = lockModel.db as unknown as { config?: Record<string, unknown>; base?: { options?: Record<string, unknown> } };
+    for (const source of [lockModel.schema.options as Record<string, unknown>, db.config, db.base?.options]) {
+      const value = source?.[option];
+      if (value !== undefined && value !== null) return Boolean(value);
+    }
+    return false;
+  }
+
+  // ---- The commands (each on the lock collection; see docs/mongodb-compatibility.md, #lock-collection-setup).
+
+  /**
+   * `createIndexes` with every spec in one command. mongod checks all of them against the existing
+   * indexes before it builds any (resolveDefaultsAndRemoveExistingIndexes in
+   * src/mongo/db/commands/create_indexes_cmd.cpp throws on the first conflict), answers success for
+   * specs identical to existing indexes ("all indexes already exist"), and creates the collection
+   * if it does not exist.
+   */
+  async function createIndexes(specs: LockIndexSpec[]): Promise<void> {
+    await collection.createIndexes(specs.map((spec) => ({ ...spec })));
+  }
+
+  /** `listIndexes` from the primary; a collection that does not exist has none (NamespaceNotFound, 26). */
+  async function listIndexes(): Promise<ExistingIndex[]> {
     try {
-      // The first time, Mongoose's own init (which it may have started when the model was
-      // compiled); after a failure, the same steps again (Mongoose would return its cached rejection).
-      if (first) {
-        first = false;
-        await lockModel.init();
-      } else {
-        await lockModel.createCollection().catch((error: unknown) => {
-          if (codeOf(error) !== 48) throw error; // NamespaceExists: created meanwhile
-        });
-        await lockModel.createIndexes();
-      }
-      return true;
+      return (await collection.listIndexes({ readPreference: 'primary' } as mongo.ListIndexesOptions).toArray()) as unknown as ExistingIndex[];
     } catch (error) {
-      if (codeOf(error) === INDEX_OPTIONS_CONFLICT && (await changeTtl())) return true;
-      const why = (error as Error).message;
-      if (!warned.has(why)) {
-        warned.add(why);
-        const retry = isTransientError(error) ? 'transient; retried at the next lock call' : 'retried at the next lock call';
-        warn(name, `setting up the collection or its indexes failed (${why}); locking works without them (${retry}).`);
-      }
-      return false;
+      if (codeOf(error) === NAMESPACE_NOT_FOUND) return [];
+      throw error;
     }
   }
 
-  /** Changes the TTL index's expireAfterSeconds in place; whether that worked. */
-  async function changeTtl(): Promise<boolean> {
+  /**
+   * `collMod` of one TTL index, by its own name (manual, collMod, "Change Expiration Value for
+   * Indexes"). It needs the collMod action, which `readWrite` does not grant (manual, "Built-In
+   * Roles": readWrite; dbAdmin grants it; SERVER-20772).
+   */
+  async function retime(change: IndexPlan['retime'][number]): Promise<void> {
     try {
-      await (lockModel.db.db as mongo.Db).command({ collMod: name, index: { name: TTL_INDEX_NAME, expireAfterSeconds: purgeAfterSeconds } });
-      await lockModel.createIndexes();
-      warn(name, `purgeAfter changed: the TTL index ${TTL_INDEX_NAME} now keeps released locks ${purgeAfterSeconds} s.`);
-      return true;
+      await (lockModel.db.db as mongo.Db).command({ collMod: name, index: { name: change.name, expireAfterSeconds: change.to } });
     } catch (error) {
-      const why = (error as Error).message;
-      if (!warned.has(why)) {
-        warned.add(why);
-        warn(name, `purgeAfter changed, but the TTL index ${TTL_INDEX_NAME} could not be changed with collMod (${why}); released locks keep the old expiry. Drop the index to apply the new one.`);
+      throw new SetupFailure(
+        `purgeAfter asks the TTL index ${change.name} to keep released lock records ${change.to} s, but it keeps them ${change.from ?? 'forever (it has no expireAfterSeconds)'} s, ` +
+          `and changing it with collMod failed (${(error as Error).message}); released locks keep the old expiry. collMod needs the collMod privilege ` +
+          '(dbAdmin; readWrite lacks it): run Model.createLockIndexes() as such a user, or drop the index',
+        error,
+      );
+    }
+    const renamed = change.name === TTL_INDEX_NAME ? '' : ` (it keeps its name ${change.name}; the plugin names it ${TTL_INDEX_NAME} when it creates it)`;
+    warn(`purgeAfter changed: the TTL index ${change.name} kept released lock records ${change.from ?? 'forever'} s and now keeps them ${change.to} s${renamed}.`);
+  }
+
+  // ---- The steps.
+
+  /** Makes the existing indexes serve the wanted ones (see planIndexes); throws what failed. */
+  async function resolveConflicts(): Promise<void> {
+    const plan = planIndexes(wanted, await listIndexes());
+    if (plan.create.length > 0) await createIndexes(plan.create);
+    for (const change of plan.retime) await retime(change);
+    if (plan.blocked.length > 0) {
+      const which = plan.blocked.map(({ spec, holder }) => `${spec.name} is the name of an index on ${JSON.stringify(holder.key)}`).join('; ');
+      throw new LockConfigurationError(`the lock collection ${name} cannot get its indexes: ${which}. Drop that index (the plugin then creates its own).`);
+    }
+  }
+
+  /** Both indexes, in one command when nothing conflicts. */
+  async function ensureIndexes(): Promise<void> {
+    try {
+      await createIndexes(wanted);
+    } catch (error) {
+      if (!isConflict(error)) throw error;
+      await resolveConflicts();
+    }
+  }
+
+  function succeeded(): void {
+    phase = mongooseOption('autoIndex') ? 'watching' : 'quiet';
+    failures = 0;
+    since = performance.now();
+  }
+
+  function failed(error: unknown): void {
+    phase = 'failed';
+    failures++;
+    since = performance.now();
+    const why = (error as Error).message;
+    warn(
+      `setting up the collection or its indexes failed (${why}); locking works without them. ` +
+        `${isTransientError(error) ? 'This looks transient: ' : ''}retried in the background with backoff, at most every ${setupTiming.maxRetryMs / 60_000} minutes.`,
+    );
+  }
+
+  async function first(): Promise<void> {
+    try {
+      await lockModel.init();
+      succeeded();
+    } catch (error) {
+      if (!isConflict(error)) return failed(error);
+      // Mongoose sent one createIndexes per index and went on after the refusal: see what is there.
+      try {
+        await resolveConflicts();
+        succeeded();
+      } catch (conflict) {
+        failed(conflict);
       }
-      return false;
+    }
+  }
+
+  /** After a failure: what Mongoose's init would do, with the conflicts resolved. */
+  async function retry(): Promise<void> {
+    try {
+      if (mongooseOption('autoIndex')) await ensureIndexes();
+      else if (mongooseOption('autoCreate')) {
+        await lockModel.createCollection().catch((error: unknown) => {
+          if (codeOf(error) !== NAMESPACE_EXISTS) throw error;
+        });
+      }
+      succeeded();
+    } catch (error) {
+      failed(error);
+    }
+  }
+
+  /** Once set up: are both indexes still there? Recreates missing ones (never retimes: that is a deploy's decision). */
+  async function check(): Promise<void> {
+    since = performance.now();
+    try {
+      const missing = planIndexes(wanted, await listIndexes()).create;
+      if (missing.length === 0) return;
+      await createIndexes(missing);
+      warn(
+        `its indexes ${missing.map((spec) => spec.name).join(' and ')} were missing (the collection was dropped or the indexes removed while this process ran) and were created again.`,
+        false,
+      );
+    } catch (error) {
+      failed(error);
     }
   }
 
   return {
     ready() {
-      if (done) return Promise.resolve();
-      attempt ??= setUp().then((ok) => {
-        if (ok) done = true;
-        else attempt = undefined; // the next call tries again
-        return ok;
-      });
-      return attempt.then(() => undefined);
+      if (phase === 'first') {
+        firstAttempt ??= first();
+        return firstAttempt;
+      }
+      if (background === undefined && phase !== 'quiet' && due()) {
+        background = (phase === 'failed' ? retry() : check()).finally(() => {
+          background = undefined;
+        });
+      }
+      return resolved;
+    },
+    async createIndexes() {
+      firstAttempt ??= first();
+      await firstAttempt;
+      try {
+        await ensureIndexes();
+      } catch (error) {
+        if (error instanceof SetupFailure) throw new LockDatabaseError('createLockIndexes', error, isTransientError(error.cause));
+        throw error; // driver errors are typed at the plugin's boundary (failures.ts)
+      }
+      succeeded();
     },
   };
-}
-
-function isTransientError(error: unknown): boolean {
-  return typeof (error as { hasErrorLabel?: unknown } | null)?.hasErrorLabel === 'function' && isTransient(error as mongo.MongoError);
 }

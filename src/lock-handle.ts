@@ -5,7 +5,7 @@
  */
 import { LockExpiredError, LockNotHeldError } from './errors';
 import { typedErrors } from './failures';
-import { estimatedServerNow, lostError, type HeldLockState } from './held-lock';
+import { leaseLeft, lostError, type HeldLockState } from './held-lock';
 import type { LockStore } from './lock-store';
 import { validateTtl } from './options';
 
@@ -15,7 +15,10 @@ import { validateTtl } from './options';
  */
 export const asyncDispose: typeof Symbol.asyncDispose = Symbol.asyncDispose ?? (Symbol.for('Symbol.asyncDispose') as typeof Symbol.asyncDispose);
 
-/** Renew when this fraction of the ttl is left, so two attempts fit before expiry. */
+/**
+ * Renew when this fraction of the ttl is left on the lease (timed conservatively, from when the
+ * last granting request was sent: lease.ts), so two attempts fit before expiry.
+ */
 const RENEW_AT_FRACTION = 1 / 3;
 
 /**
@@ -53,8 +56,13 @@ export class LockHandle<TDoc> implements AsyncDisposable {
     else this.armLossTimer();
   }
 
-  /** Aborts as soon as the lock is known to be lost (its reason is the LockNotHeldError). */
+  /**
+   * Aborts as soon as the lock is known to be lost (its reason is the LockNotHeldError), and when
+   * its lease runs out (lease.ts). A timer delivers the latter, so a blocked event loop delays it;
+   * reading `signal` (or `msLeft()`) checks the lease at that moment.
+   */
   get signal(): AbortSignal {
+    if (!this.done && leaseLeft(this.state) <= 0) this.lose(new LockExpiredError(this.state.lock.documentId, this.state.lock.expiresAt));
     return this.controller.signal;
   }
 
@@ -63,9 +71,18 @@ export class LockHandle<TDoc> implements AsyncDisposable {
     return this.state.lock.fence;
   }
 
-  /** Current expiry (server time), moved forward by every renewal. */
+  /** Current expiry (server time), moved forward by every renewal. See `msLeft()` for how long this process can count on it. */
   get expiresAt(): Date {
     return this.state.lock.expiresAt;
+  }
+
+  /**
+   * Milliseconds this process can still count on holding the lock (timed from when the last
+   * granting request was sent, less a drift allowance: never longer than the server grants it);
+   * 0 once it may have expired or was lost. `signal` aborts when it reaches 0.
+   */
+  msLeft(): number {
+    return this.state.lock.msLeft();
   }
 
   /**
@@ -77,10 +94,20 @@ export class LockHandle<TDoc> implements AsyncDisposable {
     const duration = ttl === undefined ? this.state.lock.ttl : validateTtl(ttl);
     if (this.state.lost !== undefined) throw lostError(this.state);
     try {
-      this.state.lock.expiresAt = await typedErrors('extendLock', () => this.store.extend(this.state, duration));
+      // A reply that comes too late aborts the signal at once, before the lock is given back.
+      const extension = typedErrors('extendLock', () => this.store.extend(this.state, duration, (error) => this.lose(error)));
+      // Sending may have shortened the lease (a shorter ttl): the loss timer follows it.
+      if (!this.done) this.armLossTimer();
+      await extension;
     } catch (error) {
       if (error instanceof LockNotHeldError) this.lose(error);
       throw error;
+    }
+    if (this.state.lost !== undefined) {
+      // The lease ran out (and the signal aborted) while the extension was on its way: the holder
+      // was told to stop, so the lock it extended is given back rather than revived.
+      await this.store.release(this.state).catch(() => undefined);
+      throw lostError(this.state);
     }
   }
 
@@ -99,8 +126,9 @@ export class LockHandle<TDoc> implements AsyncDisposable {
     });
   }
 
+  /** Time left on the conservative lease (lease.ts), not on the server's expiry. */
   private msUntilExpiry(): number {
-    return this.state.lock.expiresAt.getTime() - estimatedServerNow(this.state);
+    return leaseLeft(this.state);
   }
 
   private schedule(): void {
@@ -125,7 +153,7 @@ export class LockHandle<TDoc> implements AsyncDisposable {
     this.schedule();
   }
 
-  /** Fires at the expiry we know of, unless a renewal moved it. */
+  /** Fires when the lease runs out, unless a renewal moved it. */
   private armLossTimer(): void {
     clearTimeout(this.lossTimer);
     this.lossTimer = backgroundTimer(Math.max(0, this.msUntilExpiry()) + 1, () => {

@@ -26,12 +26,14 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { mongo } from 'mongoose';
-import { LockExpiredError, LockNotHeldError, LockedError, describeId } from './errors';
+import { LockExpiredError, LockExpiredOnArrivalError, LockNotHeldError, LockedError, describeId } from './errors';
 import { LockedByTransactionError } from './guard/errors';
 import { callerTransactions } from './guard/open-transactions';
 import { distinctIds, idKey } from './id-key';
-import { estimatedServerNow, type HeldLockState } from './held-lock';
+import { applyExtension, beginExtension, estimatedServerNow, leaseLeft, type HeldLockState } from './held-lock';
+import { MIN_LEASE_MS, monotonicNow, type GrantTiming } from './lease';
 import type { TicketParts } from './ticket';
+import { onlyDuplicateKeys, unwrapBulkError } from './bulk-errors';
 
 type ClientSession = mongo.ClientSession;
 type Collection<T extends mongo.Document> = mongo.Collection<T>;
@@ -55,13 +57,11 @@ export interface LockRecord {
   claim?: string;
 }
 
-export interface Grant {
+/** A lock granted (or resumed) by one command, with that command's timing (lease.ts). */
+export interface Grant extends GrantTiming {
   token: string;
   fence: number;
   acquiredAt: Date;
-  expiresAt: Date;
-  /** The server's clock at the command that granted it. */
-  serverNow: Date;
   label: string | null;
 }
 
@@ -247,6 +247,8 @@ export class LockStore {
     for (let attempt = 1; ; attempt++) {
       const token = newLockToken();
       let record: Document | null;
+      // Read immediately before sending: the lease is timed from here (lease.ts).
+      const sentAt = monotonicNow();
       try {
         record = await this.locks.findOneAndUpdate(
           { _id: documentId } as Document,
@@ -277,12 +279,14 @@ export class LockStore {
       // in src/mongo/db/query/write_ops/write_ops_retryability.cpp; SERVER-31242): the full
       // record, no `acquired`, no `now`. Only a grant writes (a refusal is a no-op), so only a
       // grant can be replayed: the token itself says whether it is ours, and the grant's
-      // `acquiredAt` is the `$$NOW` of the command that made it.
+      // `acquiredAt` is the `$$NOW` of the command that made it. That command was sent after
+      // `sentAt` (the driver retries the very command this call sent), so the lease is still
+      // timed conservatively: `expiresAt - acquiredAt` is the ttl, granted after `sentAt`.
       const projected = 'acquired' in record;
       const serverNow = (projected ? record.now : record.acquiredAt) as Date;
       const holderLabel = typeof record.label === 'string' ? record.label : null;
       if (projected ? record.acquired === true : record.token === token) {
-        return { token, fence: Number(record.fence), acquiredAt: record.acquiredAt as Date, expiresAt, serverNow, label: holderLabel };
+        return { token, fence: Number(record.fence), acquiredAt: record.acquiredAt as Date, expiresAt, serverNow, sentAt, label: holderLabel };
       }
       const remaining = projected ? expiresAt.getTime() - serverNow.getTime() : undefined;
       throw new LockedError(documentId, expiresAt, '', remaining, holderLabel);
@@ -303,19 +307,40 @@ export class LockStore {
   }
 
   /**
-   * Extends this acquisition to `ttl` from now (server time), only while it is still current.
-   * Returns the new expiry.
+   * Extends this acquisition to `ttl` from now (server time), only while it is still current, and
+   * moves `state` to the new expiry and lease. Returns the extension's timing.
+   * The lease is timed from when the request was sent (lease.ts): until the reply arrives, this
+   * process counts on the lock no longer than both the current lease and the extension guarantee
+   * (beginExtension), so an extension that fails, or whose outcome stays unknown, never lengthens
+   * it. The reply carries the command's `$$NOW`; a retried findAndModify's reply is unprojected
+   * (SERVER-31242, see acquire) and then `$$NOW` is the new expiry minus the ttl it added.
    */
-  async extend(state: HeldLockState, ttl: number): Promise<Date> {
+  async extend(state: HeldLockState, ttl: number, onLapse?: (error: LockNotHeldError) => void): Promise<GrantTiming> {
     const { documentId, token } = state.lock;
     this.refuseIfInOpenTransaction(documentId);
+    const sentAt = monotonicNow();
+    beginExtension(state, sentAt, ttl);
     const record = await this.locks.findOneAndUpdate(
       { _id: documentId, token, ...UNEXPIRED } as Document,
       [{ $set: { expiresAt: { $add: ['$$NOW', lit(ttl)] } } }],
-      { returnDocument: 'after', projection: { expiresAt: 1 } },
+      { returnDocument: 'after', projection: { _id: 0, expiresAt: 1, now: '$$NOW' } },
     );
-    if (record) return record.expiresAt as Date;
-    throw await this.explainLoss(state);
+    if (!record) throw await this.explainLoss(state);
+    const expiresAt = record.expiresAt as Date;
+    const timing: GrantTiming = { sentAt, expiresAt, serverNow: record.now instanceof Date ? record.now : new Date(expiresAt.getTime() - ttl) };
+    applyExtension(state, timing);
+    if (leaseLeft(state) < MIN_LEASE_MS) {
+      // The answer came too late to count on: the lease is over, so the lock is given up rather
+      // than revived. `onLapse` hears it first (a handle aborts its signal), then the lock is
+      // released by its token, best effort: it may already be free.
+      const error = new LockExpiredOnArrivalError(documentId, expiresAt, { operation: 'extend', ttl, elapsedMs: monotonicNow() - sentAt, attempts: 1 });
+      state.lost = 'expired';
+      onLapse?.(error);
+      await this.release(state).catch(() => undefined);
+      state.lost = 'expired'; // a release that matched nothing recorded its own reason
+      throw error;
+    }
+    return timing;
   }
 
   /**
@@ -508,13 +533,19 @@ export class LockStore {
     return this.lossFrom(state, record);
   }
 
-  /** The error for a lost acquisition, given its record as just read (or null if purged). */
+  /**
+   * The error for a lost acquisition, given its record as just read (or null if it is gone). A
+   * record the TTL index purged expired at least `purgeAfter` ago, so a record that is gone before
+   * the lock's own expiry was not purged: the lock collection was dropped or the record deleted
+   * ('vanished'). Releasing keeps the record (token null), so 'released' needs the record.
+   */
   private lossFrom(state: HeldLockState, record: Document | null): LockNotHeldError {
     const { documentId, token, expiresAt } = state.lock;
     let error: LockNotHeldError;
     if (record && record.token === token) error = new LockExpiredError(documentId, expiresAt);
     else if (record && record.token !== null) error = new LockNotHeldError(documentId, 'taken_over');
     else if (!record && estimatedServerNow(state) >= expiresAt.getTime()) error = new LockExpiredError(documentId, expiresAt);
+    else if (!record) error = new LockNotHeldError(documentId, 'vanished');
     else error = new LockNotHeldError(documentId, 'released');
     state.lost = error.reason;
     return error;
@@ -542,6 +573,8 @@ export class LockStore {
    */
   async resume(documentId: unknown, ownerKey: string, ticket: TicketParts, ttl: number): Promise<Grant> {
     this.refuseIfInOpenTransaction(documentId);
+    // Read immediately before sending: the lease is timed from here (lease.ts).
+    const sentAt = monotonicNow();
     const record = await this.locks.findOneAndUpdate(
       { _id: documentId, owner: ownerKey, token: ticket.token, ...UNEXPIRED } as Document,
       [{ $set: { expiresAt: { $add: ['$$NOW', lit(ttl)] } } }],
@@ -554,8 +587,10 @@ export class LockStore {
       acquiredAt: record.acquiredAt as Date,
       expiresAt: record.expiresAt as Date,
       // A retried findAndModify comes back without the projection (SERVER-31242, see acquire):
-      // then the command's `$$NOW` is the new expiry minus the ttl it added.
+      // then the command's `$$NOW` is the new expiry minus the ttl it added (a command sent
+      // after `sentAt`, so the lease stays conservative).
       serverNow: record.now instanceof Date ? record.now : new Date((record.expiresAt as Date).getTime() - ttl),
+      sentAt,
       label: typeof record.label === 'string' ? record.label : null,
     };
   }
@@ -577,8 +612,15 @@ export class LockStore {
       },
       ...PRIMARY,
     });
-    // Purged by the TTL index: it expired (or was released) at least purgeAfter ago.
-    if (!record) return new LockExpiredError(documentId, undefined);
+    // Gone: purged by the TTL index at least purgeAfter after it expired, or the lock collection
+    // was dropped or the record deleted. A ticket does not carry its expiry, so say both.
+    if (!record) {
+      return new LockNotHeldError(
+        documentId,
+        'vanished',
+        `The lock record of document ${describeId(documentId)} is gone: purged after this lock expired, or the lock collection was dropped or the record deleted. Nothing was written; lock the document again.`,
+      );
+    }
     if (record.sameToken === true) {
       if (record.mine !== true) {
         return new LockNotHeldError(
@@ -635,6 +677,287 @@ export class LockStore {
       .toArray();
     return { records: records.slice(0, limit), more: records.length > limit };
   }
+
+  // ---- Claiming the next free document (Model.lockNext, src/lock-next.ts). Each command is
+  // ---- described, with the mongod rules it relies on (R30-R35), in docs/mongodb-compatibility.md
+  // ---- (#cmd-next-candidates, #cmd-claim-free).
+
+  /**
+   * The `_id`s of up to `limit` documents of `documents` that match `match` and have no unexpired
+   * lock, in `sort` order: one `aggregate` on the user's collection.
+   *  - `$match` (the caller's filter, cast by Mongoose as Model.find casts it) and `$sort` come
+   *    first, so the query planner serves them with the user's index (R32);
+   *  - `$lookup` of this lock collection, joined on `_id` (localField/foreignField, so each
+   *    document's record is found through the lock collection's `_id` index), keeping only the
+   *    record if it is unexpired by the command's `$$NOW` (the 5.0 concise syntax, R30): a
+   *    document whose joined array is empty is free, whatever the TTL monitor has or has not
+   *    deleted (an expired record is free);
+   *  - `$limit` then `$project: { _id: 1 }`: only ids travel. `batchSize` is one more than the
+   *    limit, so the first batch reaches the end of the pipeline and mongod closes the cursor (no
+   *    `getMore`).
+   * With `snapshot`, the read carries readConcern "snapshot" (replica sets, R31): the documents and
+   * their lock records are read at one point in time, so an empty answer means that at that
+   * instant no matching document was free. Without it (standalone servers, sharded clusters) the
+   * read yields between documents and each record is read at its own moment (R34).
+   * Nothing here decides who gets a document: the acquisition (`claimFree`) does.
+   */
+  async freeCandidates(documents: Collection<Document>, match: Document, sort: Document | undefined, limit: number, snapshot: boolean): Promise<unknown[]> {
+    const pipeline: Document[] = [{ $match: match }];
+    if (sort) pipeline.push({ $sort: sort });
+    pipeline.push(
+      {
+        $lookup: {
+          from: this.locks.collectionName,
+          localField: '_id',
+          foreignField: '_id',
+          pipeline: [{ $match: UNEXPIRED }, { $project: { _id: 1 } }],
+          as: 'lock',
+        },
+      },
+      { $match: { lock: { $size: 0 } } },
+      { $limit: limit },
+      { $project: { _id: 1 } },
+    );
+    const found = await documents
+      .aggregate(pipeline, { batchSize: limit + 1, ...PRIMARY, ...(snapshot ? { readConcern: { level: 'snapshot' as const } } : {}) })
+      .toArray();
+    return found.map((doc) => doc._id);
+  }
+
+  /**
+   * Takes the lock on `documentId` for `ownerKey` only if nobody holds it, not even `ownerKey`
+   * (so two workers sharing an owner never get one document): the acquire's `findAndModify`
+   * (see `acquire`, same filter, upsert and projection) with the condition "free or expired"
+   * alone. Resolves to the grant and the monotonic time its request was sent, or to null when the
+   * record is held (the pipeline left it binary-identical: a no-op, nothing written, R5). A
+   * record written by an open caller transaction of this process counts as held (mongod would
+   * make the write wait for that transaction, R17).
+   */
+  async claimFree(documentId: unknown, ownerKey: string, ttl: number, label: string | null): Promise<Grant | null> {
+    if (callerTransactions.writing(this.locks.namespace, documentId)) return null;
+    for (let attempt = 1; ; attempt++) {
+      const token = newLockToken();
+      const sentAt = monotonicNow();
+      let record: Document | null;
+      try {
+        record = await this.locks.findOneAndUpdate(
+          { _id: documentId } as Document,
+          applyIf(freeOrHeldBy(undefined), {
+            owner: lit(ownerKey),
+            token: lit(token),
+            fence: NEXT_FENCE,
+            acquiredAt: '$$NOW',
+            expiresAt: { $add: ['$$NOW', lit(ttl)] },
+            label: lit(label),
+          }),
+          {
+            upsert: true,
+            returnDocument: 'after',
+            projection: { _id: 0, acquired: { $eq: ['$token', lit(token)] }, fence: 1, acquiredAt: 1, expiresAt: 1, label: 1, now: '$$NOW' },
+          },
+        );
+      } catch (error) {
+        if (!isDuplicateKey(error) || attempt >= ACQUIRE_ATTEMPTS) throw error;
+        continue;
+      }
+      if (!record) throw new Error('mongoose-pessimistic-lock: the server returned no lock record for an upsert');
+      // A retried findAndModify is answered unprojected (see acquire): then the token says whether
+      // it is ours, and `acquiredAt` is the granting command's `$$NOW`.
+      const projected = 'acquired' in record;
+      if (!(projected ? record.acquired === true : record.token === token)) return null;
+      return {
+        token,
+        fence: Number(record.fence),
+        acquiredAt: record.acquiredAt as Date,
+        expiresAt: record.expiresAt as Date,
+        serverNow: (projected ? record.now : record.acquiredAt) as Date,
+        sentAt,
+        label: typeof record.label === 'string' ? record.label : null,
+      };
+    }
+  }
+
+  // ---- Several documents under one acquisition (Model.lockMany, lockAll, the group handle). Each
+  // ---- command is described, with the mongod rules it relies on, in docs/mongodb-compatibility.md
+  // ---- under "Several documents at once" (#cmd-take-group, #cmd-read-group, #cmd-group-blockers,
+  // ---- #cmd-group-precheck, #cmd-release-group, #cmd-extend-group, #cmd-explain-group-loss;
+  // ---- rules R23-R25).
+
+  /**
+   * Refuses a group acquisition when an open caller transaction of this process writes the lock
+   * record of any of `ids` (see refuseIfInOpenTransaction): nothing is sent.
+   */
+  refuseGroupInOpenTransaction(ids: readonly unknown[]): void {
+    for (const id of ids) this.refuseIfInOpenTransaction(id);
+  }
+
+  /**
+   * Takes the locks of several documents for one acquisition, in ONE `update` command of one
+   * statement per document, `ordered: false`. Every statement is exactly `acquire`'s write: filter
+   * `{ _id }` alone with `upsert: true` (R1, R3), the same conditional pipeline (free, expired or
+   * held by the same owner; R4, R5, R8), and the same fresh `token` for all of them, so the group is
+   * one acquisition that one filter (`_id` among the group's, `token`) can find, renew and release.
+   * Resolves to whether every statement wrote the grant: a grant always writes (its token is new),
+   * a refusal is binary-equal, a no-op that counts in neither `nModified` nor `upserted` (R5), so
+   * `nModified + upserted === statements` exactly when all were taken.
+   * Why this is correct on mongod: performUpdates (src/mongo/db/query/write_ops/write_ops_exec.cpp)
+   * runs the statements one after the other, each a single-document update of its own
+   * (performSingleUpdateOpWithDupKeyRetry, so each `_id` upsert that loses an insert race is
+   * retried by the server as an update, R9), all with one `$$NOW` (R6, R23). The statements are not
+   * atomic together (R24): another command may run between two of them, which is why the caller
+   * never trusts a partial grant and releases it by token. A statement whose upsert still failed
+   * with a duplicate key (the retries exhausted) is a write error of that statement alone; with
+   * `ordered: false` the others still run (handleError), and it counts as not taken (R25).
+   */
+  async takeGroup(targets: readonly { documentId: unknown; ownerKey: string }[], token: string, ttl: number, label: string | null): Promise<boolean> {
+    const pipelines = new Map<string, Document[]>();
+    const grant = (ownerKey: string): Document[] => {
+      let pipeline = pipelines.get(ownerKey);
+      if (!pipeline) {
+        pipeline = applyIf(freeOrHeldBy(ownerKey), {
+          owner: lit(ownerKey),
+          token: lit(token),
+          fence: NEXT_FENCE,
+          acquiredAt: '$$NOW',
+          expiresAt: { $add: ['$$NOW', lit(ttl)] },
+          label: lit(label),
+        });
+        pipelines.set(ownerKey, pipeline);
+      }
+      return pipeline;
+    };
+    try {
+      const result = await this.locks.bulkWrite(
+        targets.map((t) => ({ updateOne: { filter: { _id: t.documentId } as Document, update: grant(t.ownerKey), upsert: true } })),
+        { ordered: false },
+      );
+      return result.modifiedCount + result.upsertedCount === targets.length;
+    } catch (error) {
+      if (onlyDuplicateKeys(error)) return false;
+      throw unwrapBulkError(error);
+    }
+  }
+
+  /**
+   * The grants of one group acquisition, with the server's clock: one `find` of the records among
+   * `ids` that carry `token`, through the `_id` index, in one batch (`batchSize` = number of ids,
+   * `singleBatch`: no getMore, see statusOf). Projected to the fence, the dates, the label and
+   * `$$NOW`; never an owner.
+   */
+  async readGroupGrants(ids: readonly unknown[], token: string): Promise<Document[]> {
+    return this.locks
+      .find({ _id: { $in: ids }, token } as Document, {
+        projection: { fence: 1, acquiredAt: 1, expiresAt: 1, label: 1, now: '$$NOW' },
+        batchSize: ids.length,
+        singleBatch: true,
+        ...PRIMARY,
+      })
+      .toArray();
+  }
+
+  /**
+   * What stopped a group acquisition: one `find` of the records among `ids` that are unexpired by
+   * the server's clock and do not carry this acquisition's `token` (they are someone else's: a
+   * release of ours sets the token to null and the expiry to its `$$NOW`, so a record of ours is
+   * never counted, whichever of the two commands runs first). Projected to expiry, label and
+   * `$$NOW` (no owner, no token).
+   */
+  async findGroupBlockers(ids: readonly unknown[], token: string): Promise<GroupBlocker[]> {
+    const records = await this.locks
+      .find({ _id: { $in: ids }, token: { $ne: token }, ...UNEXPIRED } as Document, {
+        projection: { expiresAt: 1, label: 1, now: '$$NOW' },
+        batchSize: ids.length,
+        singleBatch: true,
+        ...PRIMARY,
+      })
+      .toArray();
+    return records.map((record) => ({ ...blockerFrom(record._id, record), label: typeof record.label === 'string' ? record.label : null }));
+  }
+
+  /**
+   * Before a waiting group tries again: the records among `ids` that would refuse it now, i.e.
+   * unexpired by the server's clock and held by an owner other than `ownerKeys` (a group's own
+   * owner takes its own locks over). One `find`, nothing written: a waiter that is still blocked
+   * takes no lock even for a moment, so it neither refuses other callers nor wakes their waiters
+   * with a release. Projected as findGroupBlockers.
+   */
+  async findBlockersFor(ids: readonly unknown[], ownerKeys: readonly string[]): Promise<GroupBlocker[]> {
+    const records = await this.locks
+      .find({ _id: { $in: ids }, owner: { $nin: ownerKeys }, ...UNEXPIRED } as Document, {
+        projection: { expiresAt: 1, label: 1, now: '$$NOW' },
+        batchSize: ids.length,
+        singleBatch: true,
+        ...PRIMARY,
+      })
+      .toArray();
+    return records.map((record) => ({ ...blockerFrom(record._id, record), label: typeof record.label === 'string' ? record.label : null }));
+  }
+
+  /**
+   * Releases what one group acquisition holds among `ids`: one `update` of one multi statement,
+   * filter `_id` among them (never a filter without `_id`: it is targeted through the `_id` index,
+   * and on a sharded cluster to the shards owning those ids), this `token` and unexpired by
+   * `$$NOW`; the same release pipeline as `release` (the record keeps its fence). Only this
+   * acquisition's records match (the token is unique to it), and each is re-checked after a write
+   * conflict (R8), so nobody else's lock is ever released. Resolves to how many were released.
+   */
+  async releaseGroup(ids: readonly unknown[], token: string): Promise<number> {
+    const result = await this.locks.updateMany({ _id: { $in: ids }, token, ...UNEXPIRED } as Document, RELEASE);
+    return result.matchedCount;
+  }
+
+  /**
+   * Renews what one group acquisition holds among `ids` to `ttl` from the server's now: one
+   * `update` of one multi statement with the same filter as releaseGroup and `expiresAt: $$NOW +
+   * ttl`. Every record it renews gets the same expiry (one `$$NOW` per command, R6). Resolves to
+   * how many matched (a renewal to the same expiry within one millisecond is a no-op, so matched,
+   * not modified, is what says the lock is still held).
+   */
+  async extendGroup(ids: readonly unknown[], token: string, ttl: number): Promise<number> {
+    const result = await this.locks.updateMany({ _id: { $in: ids }, token, ...UNEXPIRED } as Document, [{ $set: { expiresAt: { $add: ['$$NOW', lit(ttl)] } } }]);
+    return result.matchedCount;
+  }
+
+  /**
+   * Why a group acquisition no longer holds all its documents: one `find` of the records, projected
+   * to comparisons made by the server (this token? still unexpired? released?) and the expiry, so no other
+   * holder's token or owner reaches this process. Returns the error for the first document (in the
+   * order of `states`) that is known lost: expired with our token, taken over by another
+   * acquisition, or purged; `afterOwnRelease` says the caller has just released the group itself,
+   * so a released record says nothing about who released it and is named only when nothing else
+   * explains the shortfall. Marks no state; the caller does.
+   */
+  async explainGroupLoss(states: readonly HeldLockState[], afterOwnRelease: boolean): Promise<LockNotHeldError> {
+    const first = states[0];
+    if (!first) throw new Error('mongoose-pessimistic-lock: explainGroupLoss needs at least one lock');
+    const token = first.lock.token;
+    const records = await this.locks
+      .find({ _id: { $in: states.map((s) => s.lock.documentId) } } as Document, {
+        projection: {
+          mine: { $eq: ['$token', lit(token)] },
+          held: { $and: [{ $eq: ['$token', lit(token)] }, { $gt: ['$expiresAt', '$$NOW'] }] },
+          released: { $eq: [{ $ifNull: ['$token', null] }, null] },
+          expiresAt: 1,
+        },
+        batchSize: states.length,
+        singleBatch: true,
+        ...PRIMARY,
+      })
+      .toArray();
+    const byId = new Map(records.map((r) => [idKey(r._id), r]));
+    let released: HeldLockState | undefined;
+    for (const state of states) {
+      const { documentId, expiresAt } = state.lock;
+      const record = byId.get(idKey(documentId));
+      if (!record) return new LockExpiredError(documentId, expiresAt); // purged: expired at least purgeAfter ago
+      if (record.held === true) continue; // still this acquisition's
+      if (record.mine === true) return new LockExpiredError(documentId, record.expiresAt instanceof Date ? record.expiresAt : expiresAt);
+      if (record.released !== true) return new LockNotHeldError(documentId, 'taken_over');
+      if (!afterOwnRelease) return new LockNotHeldError(documentId, 'released');
+      released ??= state;
+    }
+    return new LockNotHeldError((released ?? first).lock.documentId, 'released');
+  }
 }
 
 /** A public LockInfo from a lock record read with `label` and `now: '$$NOW'`. */
@@ -655,3 +978,9 @@ function blockerFrom(documentId: unknown, record: Document | null): Blocker {
   const expiresAt = record.expiresAt;
   return { documentId, expiresAt, remainingMs: expiresAt.getTime() - (record.now as Date).getTime() };
 }
+
+/** A lock that stopped a group acquisition, with its holder's display label. */
+export interface GroupBlocker extends Blocker {
+  label: string | null;
+}
+

@@ -17,9 +17,8 @@
  * through it.
  */
 import type { mongo } from 'mongoose';
-import { LockedError } from './errors';
+import { LockExpiredOnArrivalError, LockedError } from './errors';
 import { idKey } from './id-key';
-import type { Grant } from './lock-store';
 
 const POLL_BASE_MS = 20;
 const POLL_CAP_MS = 1_000;
@@ -190,14 +189,16 @@ function pause(ms: number, signal: AbortSignal): Promise<void> {
 /**
  * Acquires, waiting up to `waitMs` for the lock to become free. Rejects with LockedError
  * (saying how long it waited) when the deadline passes, or with the signal's reason on abort.
+ * An attempt whose grants all arrived too late to count on (LockExpiredOnArrivalError) is
+ * tried again at once while the wait lasts: the lock was free, the database was slow.
  */
-export async function acquireWaiting(
+export async function acquireWaiting<T>(
   documentId: unknown,
-  attempt: () => Promise<Grant>,
+  attempt: () => Promise<T>,
   watch: LockWatch,
   waitMs: number,
   signal: AbortSignal | undefined,
-): Promise<Grant> {
+): Promise<T> {
   const started = performance.now();
   for (let round = 0; ; round++) {
     signal?.throwIfAborted();
@@ -207,6 +208,7 @@ export async function acquireWaiting(
       try {
         return await attempt();
       } catch (error) {
+        if (error instanceof LockExpiredOnArrivalError && performance.now() - started < waitMs) continue;
         if (!(error instanceof LockedError)) throw error;
         const live = await subscription.live;
         // The stream only started capturing during this attempt: a release may have slipped

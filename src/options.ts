@@ -184,8 +184,13 @@ export function describeValue(value: unknown): string {
     case 'bigint':
       return String(value);
     case 'object': {
-      const ctor = (value as object).constructor?.name;
-      return ctor && ctor !== 'Object' ? `a ${ctor}` : 'an object';
+      let ctor: unknown;
+      try {
+        ctor = (value as object).constructor?.name;
+      } catch {
+        return 'an object'; // a Proxy whose traps throw
+      }
+      return typeof ctor === 'string' && ctor !== '' && ctor !== 'Object' ? `a ${ctor}` : 'an object';
     }
     default:
       return typeof value;

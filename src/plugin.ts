@@ -5,31 +5,70 @@
  */
 import type { HydratedDocument, SaveOptions, mongo } from 'mongoose';
 import { idCaster, validateLockCallOptions, validateOwner, type ResolvedCallOptions } from './arguments';
-import { InvalidLockArgumentError, InvalidLockOptionError, LockNotHeldError, LockTargetNotFoundError, LockedError } from './errors';
-import { attachHeldLock, heldLockState, lostError, newHeldLockState, type HeldLock, type HeldLockState } from './held-lock';
+import { InvalidLockArgumentError, InvalidLockOptionError, LockExpiredOnArrivalError, LockNotHeldError, LockTargetNotFoundError, LockedError } from './errors';
+import { attachHeldLock, heldLockState, leaseLeft, lostError, newHeldLockState, releaseOutcomeUnknown, type HeldLock, type HeldLockState } from './held-lock';
 import { typedErrors } from './failures';
 import { idKey } from './id-key';
+import { installGroupStatics } from './group-statics';
 import { installWriteGuard, saveWithContext } from './guard/install';
 import { refuseSaveLockOptions } from './guard/options';
 import { LockHandle, asyncDispose } from './lock-handle';
-import { lockInfoFrom, type Grant, type LockPage, type LockStatus } from './lock-store';
+import { MIN_LEASE_MS, monotonicNow } from './lease';
+import { lockInfoFrom, type Grant, type LockPage, type LockStatus, type LockStore } from './lock-store';
 import { acquireWaiting } from './lock-waiter';
+import { installNextStatics } from './next-statics';
 import { describeValue, resolveOptions, validateTtl, type LockPluginOptions } from './options';
 import { ownerKeyFunction } from './owner-key';
 import { pluginApplication } from './plugin-registration';
 import { runtimeFactory, type AnyModel, type AnySchema } from './runtime';
-import { cursorAfter, fromStoredId, validateListOptions, validateStatusIds, validateUnlockOptions } from './status-arguments';
+import { cursorAfter, fromStoredId, validateListOptions, validateStatusIds, validateStatusIdsSize, validateUnlockOptions } from './status-arguments';
 import { issueTicket, readTicket } from './ticket';
 
 type AnyDoc = HydratedDocument<unknown>;
 type ClientSession = mongo.ClientSession;
 
-/** The lock a document carries, or a LockNotHeldError saying why it has none. */
+/**
+ * How many grants one lock call may receive too late to count on (lease.ts) before it gives up
+ * with LockExpiredOnArrivalError; with `wait`, each round of the wait tries this many times.
+ */
+const LAPSED_GRANT_ATTEMPTS = 3;
+
+/**
+ * The lock a document carries, or a LockNotHeldError saying why it has none, before anything is
+ * sent. A release made in the caller's transaction whose outcome this process cannot know (the
+ * transaction ended, and the driver calls it committed even when the commit failed: held-lock.ts,
+ * settleRelease) passes here and is settled by `confirmHeld`.
+ */
 function requireHeld(doc: AnyDoc): HeldLockState {
   const state = heldLockState(doc);
   if (!state) throw new LockNotHeldError(doc._id, 'not_locked');
-  if (state.lost !== undefined) throw lostError(state);
+  if (state.lost !== undefined && !releaseOutcomeUnknown(state)) throw lostError(state);
   return state;
+}
+
+/** Settles, by asking the server, a release whose outcome only the server knows; then as requireHeld. */
+async function confirmHeld(state: HeldLockState, store: LockStore): Promise<void> {
+  if (releaseOutcomeUnknown(state)) await settleReleaseWithServer(state, store);
+  if (state.lost !== undefined) throw lostError(state);
+}
+
+/**
+ * Settles a release made in a caller's transaction that has ended, committed or not, with one
+ * read of the lock record (LockStore.verify outside a transaction: is it still this acquisition,
+ * unexpired by the server's clock?). Still ours: the transaction did not commit, so neither did
+ * the release, and the lock is held (a retried `withTransaction` callback can save and release
+ * again). Not ours: the read says why (released by the commit, expired, taken over). A read that
+ * fails leaves the question open for the next call.
+ */
+async function settleReleaseWithServer(state: HeldLockState, store: LockStore): Promise<void> {
+  try {
+    await store.verify(state);
+    state.lost = undefined;
+  } catch (error) {
+    if (!(error instanceof LockNotHeldError)) throw error;
+    // verify recorded the reason in state.lost.
+  }
+  state.pendingRelease = undefined;
 }
 
 export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): void {
@@ -59,31 +98,69 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
     const { store, watch, ready } = runtimeOf(model);
     await ready;
     const key = ownerKey(who);
-    let grant: Grant;
-    if (ticket) {
-      grant = await store.resume(documentId, key, ticket, call.ttl);
-    } else {
-      const attempt = () => store.acquire(documentId, key, call.ttl, call.label);
-      grant = call.wait > 0 || call.signal ? await acquireWaiting(documentId, attempt, watch, call.wait, call.signal) : await attempt();
+    const grantOnce = ticket ? () => store.resume(documentId, key, ticket, call.ttl) : () => store.acquire(documentId, key, call.ttl, call.label);
+    // A grant that came too late is released by its owner and token (cmd-unlock-by-owner): only that acquisition, no second read.
+    const attempt = () => takeLease(model, documentId, who, call, grantOnce, ticket !== undefined, store, (grant) => store.releaseHeld(documentId, key, grant.token));
+    return call.wait > 0 || call.signal ? acquireWaiting(documentId, attempt, watch, call.wait, call.signal) : attempt();
+  }
+
+  /**
+   * Gets a grant and loads the document, and hands the lock out only while its lease (lease.ts:
+   * timed from when the request was sent) is still running, checked when the grant arrives and
+   * again once the document is loaded (PRODUCT.md property 13). A grant that arrived too late is
+   * released by its token (best effort: it may already be free) and asked for again, up to
+   * LAPSED_GRANT_ATTEMPTS times; then LockExpiredOnArrivalError. A resume is asked for again as
+   * it is, with its ticket (releasing it would end the acquisition the ticket names), and released
+   * only when the call gives up.
+   */
+  async function takeLease(
+    model: AnyModel,
+    documentId: unknown,
+    who: string,
+    call: ResolvedCallOptions,
+    grantOnce: () => Promise<Grant>,
+    resuming: boolean,
+    store: LockStore,
+    releaseGrant: (grant: Grant) => Promise<unknown>,
+  ): Promise<{ doc: AnyDoc; state: HeldLockState }> {
+    for (let attempt = 1; ; attempt++) {
+      const grant = await grantOnce();
+      const held: Omit<HeldLock, 'msLeft'> = {
+        documentId,
+        owner: who,
+        token: grant.token,
+        fence: grant.fence,
+        acquiredAt: grant.acquiredAt,
+        expiresAt: grant.expiresAt,
+        ttl: call.ttl,
+        ticket: issueTicket(documentId, grant.token, grant.fence),
+        label: grant.label,
+      };
+      const state = newHeldLockState(held, grant);
+      if (leaseLeft(state) >= MIN_LEASE_MS) {
+        const doc = await loadLocked(model, documentId, state, store);
+        if (leaseLeft(state) >= MIN_LEASE_MS) {
+          attachHeldLock(doc, state);
+          return { doc, state };
+        }
+      }
+      const elapsedMs = monotonicNow() - grant.sentAt;
+      const last = attempt >= LAPSED_GRANT_ATTEMPTS;
+      if (!resuming || last) await releaseGrant(grant).catch(() => undefined);
+      if (last) throw new LockExpiredOnArrivalError(documentId, grant.expiresAt, { operation: resuming ? 'resume' : 'lock', ttl: call.ttl, elapsedMs, attempts: attempt });
     }
-    const held: HeldLock = {
-      documentId,
-      owner: who,
-      token: grant.token,
-      fence: grant.fence,
-      acquiredAt: grant.acquiredAt,
-      expiresAt: grant.expiresAt,
-      ttl: call.ttl,
-      ticket: issueTicket(documentId, grant.token, grant.fence),
-      label: grant.label,
-    };
-    const state = newHeldLockState(held, grant.serverNow);
+  }
+
+  /** Loads the document just locked; releases the lock again if that fails or it does not exist. */
+  async function loadLocked(model: AnyModel, documentId: unknown, state: HeldLockState, store: LockStore): Promise<AnyDoc> {
     let doc: AnyDoc | null;
     try {
-      // The id as the caller gave it: Mongoose casts it exactly as castId did (setters included).
-      // From the primary whatever the connection's read preference: the holder must edit the
-      // latest version of the document, not a secondary's possibly older copy.
-      doc = (await model.findById(id).read('primary')) as AnyDoc | null;
+      // The id as castId sent it to the lock collection (a fresh value, see id-value.ts), never the
+      // caller's object, whose serialization may differ the second time. Mongoose casts it again,
+      // setters included, as it does for a document's own queries (`doc.updateOne()` filters by
+      // `this._doc._id`): setters must be idempotent. From the primary whatever the connection's
+      // read preference: the holder must edit the latest version, not a secondary's older copy.
+      doc = (await model.findById(documentId).read('primary')) as AnyDoc | null;
     } catch (error) {
       await store.release(state).catch(() => undefined);
       throw error;
@@ -92,8 +169,7 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
       await store.release(state).catch(() => undefined);
       throw new LockTargetNotFoundError(documentId, model.modelName);
     }
-    attachHeldLock(doc, state);
-    return { doc, state };
+    return doc;
   }
 
   async function openHandle(model: AnyModel, id: unknown, owner: unknown, rawCall: unknown): Promise<LockHandle<AnyDoc>> {
@@ -107,6 +183,7 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
     const state = requireHeld(doc);
     const { store, ready } = runtimeOf(doc.constructor as AnyModel);
     await ready;
+    await confirmHeld(state, store);
     await store.release(state);
     state.lost = 'released';
   }
@@ -184,6 +261,7 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
     return typedErrors('lockStatus', async (): Promise<(LockStatus | null)[]> => {
       const { ids: list, owner } = validateStatusIds(ids, statusOptions);
       const documentIds = list.map((id) => castId(this, id));
+      validateStatusIdsSize(documentIds);
       const key = owner === undefined ? undefined : ownerKey(owner);
       const { store, ready } = runtimeOf(this);
       await ready;
@@ -230,10 +308,17 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
     });
   });
 
+  schema.static('createLockIndexes', function createLockIndexes(this: AnyModel) {
+    return typedErrors('createLockIndexes', () => runtimeOf(this).setup.createIndexes());
+  });
+
   schema.static('lockModel', function lockModel(this: AnyModel) {
     return runtimeOf(this).lockModel;
   });
 
+  // The lock this instance carries until it learns the lock is gone (a refused call, a release);
+  // whether it can still count on it is `msLeft()` (lease.ts, PRODUCT.md property 13): after a
+  // lease ran out the server may still hold the lock, and the ticket still says which one it was.
   schema.method('heldLock', function heldLock(this: AnyDoc): HeldLock | null {
     const state = heldLockState(this);
     return state && state.lost === undefined ? state.lock : null;
@@ -249,7 +334,8 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
       const duration = ttl === undefined ? state.lock.ttl : validateTtl(ttl);
       const { store, ready } = runtimeOf(this.constructor as AnyModel);
       await ready;
-      state.lock.expiresAt = await store.extend(state, duration);
+      await confirmHeld(state, store);
+      await store.extend(state, duration);
       return state.lock.expiresAt;
     });
   });
@@ -267,6 +353,7 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
     const model = doc.constructor as AnyModel;
     const { store, ready } = runtimeOf(model);
     await ready;
+    await confirmHeld(state, store);
     const callerSession = sessionOf(doc, saveOptions);
     const inCallerTransaction = callerSession?.inTransaction() === true;
 
@@ -296,6 +383,12 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
     const base = (doc.constructor as AnyModel).db.base as unknown as { transactionAsyncLocalStorage?: { getStore(): { session?: ClientSession } | undefined } };
     return base.transactionAsyncLocalStorage?.getStore()?.session ?? undefined;
   }
+
+  // Job workers: Model.lockNext, acquireNext, withNext (next-statics.ts).
+  installNextStatics(schema, { runtimeOf, ownerKey, options, unlockDocument });
+
+  // Several documents at once: Model.lockMany, acquireLocks, withLocks, unlockMany (group-statics.ts).
+  installGroupStatics(schema, { runtimeOf, castId, ownerKey, defaultTtl: options.ttl });
 
   installWriteGuard(schema, { runtimeOf, ownerKey, options });
 }

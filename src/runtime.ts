@@ -7,8 +7,8 @@
 import type { Model, Schema, mongo } from 'mongoose';
 import { supportsTransactions } from './deployment';
 import { InvalidLockOptionError } from './errors';
-import { lockCollectionSetup } from './lock-collection-setup';
-import { lockModelFor } from './lock-model';
+import { lockCollectionSetup, type LockCollectionSetup } from './lock-collection-setup';
+import { lockModelFor, type SetupOptions } from './lock-model';
 import { LockWatch } from './lock-waiter';
 import { LockStore, type LockRecord } from './lock-store';
 import type { ResolvedLockOptions } from './options';
@@ -18,8 +18,13 @@ export interface ModelRuntime {
   store: LockStore;
   /** Wakes waiters when locks of this collection change (one change stream, shared). */
   watch: LockWatch;
-  /** Resolves once the lock collection and its indexes are set up, or setting them up failed (never rejects). */
+  /**
+   * For every lock call: the first setup attempt of the lock collection (never rejects), resolved at
+   * once after it; a due retry or index check starts in the background (lock-collection-setup.ts).
+   */
   readonly ready: Promise<unknown>;
+  /** The lock collection's setup (for `Model.createLockIndexes()`). */
+  setup: LockCollectionSetup;
 }
 
 /** Any compiled model: the plugin works on models of every document type. */
@@ -51,7 +56,7 @@ export function runtimeFactory(options: ResolvedLockOptions): RuntimeOf {
         );
       }
       const name = options.collection ?? `${own}.locks`;
-      const lockModel = lockModelFor(model.db, name, options.purgeAfter);
+      const lockModel = lockModelFor(model.db, name, options.purgeAfter, model.schema.options as SetupOptions);
       runtime = byLockModel.get(lockModel);
       if (!runtime) {
         const setup = lockCollectionSetup(lockModel, Math.ceil(options.purgeAfter / 1000));
@@ -62,8 +67,9 @@ export function runtimeFactory(options: ResolvedLockOptions): RuntimeOf {
           lockModel,
           store: new LockStore(collection),
           watch,
-          // A getter: each lock call waits for the setup attempt in progress, or starts a new one
-          // after a failed attempt (see lock-collection-setup.ts); it never rejects.
+          setup,
+          // A getter: each lock call waits for the first setup attempt, and may start a due retry
+          // or index check in the background (see lock-collection-setup.ts); it never rejects.
           get ready() {
             return setup.ready();
           },

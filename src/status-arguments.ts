@@ -7,6 +7,7 @@
 import { mongo } from 'mongoose';
 import { validateOwner } from './arguments';
 import { InvalidLockArgumentError, InvalidLockOptionError } from './errors';
+import { MAX_DOCUMENT_BYTES, idBytes } from './id-value';
 import { describeValue } from './options';
 
 /** Most ids `lockStatus` accepts in one call (one page of a list view). */
@@ -56,6 +57,35 @@ export function validateStatusIds(ids: unknown, rawOptions: unknown): { ids: unk
   const options = plainObject(rawOptions, '(status options)', '{ owner: req.sessionID }');
   onlyKnown(options, ['owner']);
   return { ids, owner: options.owner === undefined ? undefined : validateOwner(options.owner) };
+}
+
+/**
+ * Room each id of a `lockStatus` call needs in its reply besides the id itself: the record read
+ * back as `{ _id, acquiredAt, expiresAt, label, now, mine }` is at most about 400 bytes more.
+ */
+const STATUS_RECORD_RESERVE_BYTES = 512;
+/** Room for the reply's envelope (cursor id, namespace, `ok`). */
+const STATUS_REPLY_RESERVE_BYTES = 16 * 1024;
+
+/**
+ * Refuses `lockStatus` ids (cast, see idCaster) whose records may not come back in one reply.
+ * The query is answered in one batch (`singleBatch`, lock-store.ts `statusOf`), and mongod stops
+ * filling a batch at 16 MiB of documents (FindCommon::haveSpaceForNext with
+ * kMaxBytesToReturnToClientAtOnce = BSONObjMaxUserSize, src/mongo/db/query/find_common.cpp): a
+ * record left out would be reported as no lock. Within this bound the `find` command, which
+ * carries every id once, also stays under mongod's 16 MiB + 16 KiB command limit.
+ */
+export function validateStatusIdsSize(ids: unknown[]): void {
+  let total = STATUS_REPLY_RESERVE_BYTES;
+  for (const id of ids) {
+    total += idBytes(id) + STATUS_RECORD_RESERVE_BYTES;
+    if (total > MAX_DOCUMENT_BYTES) {
+      throw new InvalidLockArgumentError(
+        'ids',
+        `together too large: their locks come back in one reply, which MongoDB limits to 16 MiB, so the ids of one call may total at most about ${MAX_DOCUMENT_BYTES - STATUS_REPLY_RESERVE_BYTES - ids.length * STATUS_RECORD_RESERVE_BYTES} bytes as BSON. Ask for fewer ids at a time.`,
+      );
+    }
+  }
 }
 
 export function validateListOptions(rawOptions: unknown): { owner: string | undefined; limit: number; after: { id: unknown } | undefined } {

@@ -1,5 +1,6 @@
 /**
- * A retryable findAndModify (lsid + txnNumber) sent again after it ran.
+ * A retryable findAndModify (lsid + txnNumber) sent again after it ran; and a retryable `update`
+ * of several statements, retried statement by statement.
  *
  * Sources:
  *  - find_and_modify.cpp (src/mongo/db/commands/query_cmd/find_and_modify.cpp): for a retryable
@@ -13,6 +14,17 @@
  *    request's `fields` (projection) is never applied (SERVER-31242, SERVER-48368).
  *  - The same function always sets `n: 1`: a findAndModify that matched nothing wrote no oplog entry,
  *    has none to be rebuilt from, and runs again when retried.
+ *  - performUpdates (src/mongo/db/query/write_ops/write_ops_exec.cpp @04682736): for a retryable
+ *    `update`, each statement is looked up on its own (`checkStatementExecutedAndFetchOplogEntry`
+ *    with the statement's stmtId, its index when the command carries no stmtIds); a statement that
+ *    ran is answered by parseOplogEntryForUpdate (write_ops_retryability.cpp: an insert entry (an
+ *    upsert) as `n: 1, nModified: 0` with its `upserted` `_id`, an update entry as `n: 1,
+ *    nModified: 1`) and its stmtId goes to `retriedStmtIds`; the others run now. A statement that
+ *    changed nothing wrote no oplog entry and runs again. The reply carries `retriedStmtIds` when
+ *    any statement was answered that way (write_commands.cpp, serializeReply).
+ *  - performSingleUpdateOpWithDupKeyRetry: "Cannot use (or request) retryable writes with
+ *    multi=true" (InvalidOptions) for a `multi` statement of a retryable write, as that
+ *    statement's error.
  * Retryable writes need a replica set (a standalone answers IllegalOperation), so these run only
  * there.
  */
@@ -96,4 +108,41 @@ maybe('a findAndModify that matched nothing left nothing to replay: the retry ru
   const again = await db.command(cmd, { session });
   expect(again.value).toEqual({ _id: 6, n: 1 });
   expect(again.retriedStmtId).toBeUndefined();
+});
+
+maybe('a retried update answers the statements that wrote from their record and runs the others again', async () => {
+  const coll = db.collection<{ _id: number; n?: number; owner?: string }>('upd');
+  await coll.insertMany([{ _id: 10, owner: 'other' }, { _id: 11, n: 0 }]);
+  // Statement 0 upserts, 1 is refused (a binary-equal no-op: someone else's record), 2 updates.
+  const take = (id: number) => ({
+    q: { _id: id },
+    u: [{ $set: { owner: { $cond: [{ $eq: [{ $ifNull: ['$owner', null] }, null] }, 'me', '$owner'] } } }],
+    upsert: true,
+  });
+  const cmd = { update: 'upd', ordered: false, updates: [take(12), take(10), { q: { _id: 11 }, u: { $inc: { n: 1 } } }], txnNumber: Long.fromNumber(++txnNumber) };
+  const first = await db.command(cmd, { session });
+  expect([first.n, first.nModified, first.upserted]).toEqual([3, 1, [{ index: 0, _id: 12 }]]);
+  expect(first.retriedStmtIds).toBeUndefined();
+  // The record that refused statement 1 is released meanwhile.
+  await coll.updateOne({ _id: 10 }, { $unset: { owner: '' } });
+  const again = await db.command(cmd, { session });
+  // 0 and 2 answered from their oplog entries (the $inc not applied twice); 1 ran and now wrote.
+  expect(again.retriedStmtIds).toEqual([0, 2]);
+  expect([again.n, again.nModified, again.upserted]).toEqual([3, 2, [{ index: 0, _id: 12 }]]);
+  expect(await coll.find().sort({ _id: 1 }).toArray()).toEqual([
+    { _id: 10, owner: 'me' },
+    { _id: 11, n: 1 },
+    { _id: 12, owner: 'me' },
+  ]);
+});
+
+maybe('a multi statement in a retryable update is that statement\'s InvalidOptions error', async () => {
+  const reply = await db.command(
+    { update: 'upd', ordered: false, updates: [{ q: { _id: 13 }, u: { $set: { n: 1 } }, upsert: true }, { q: {}, u: { $set: { n: 2 } }, multi: true }], txnNumber: Long.fromNumber(++txnNumber) },
+    { session },
+  );
+  expect(reply.ok).toBe(1);
+  expect(reply.n).toBe(1);
+  expect(reply.writeErrors).toHaveLength(1);
+  expect(reply.writeErrors[0]).toMatchObject({ index: 1, code: 72, errmsg: 'Cannot use (or request) retryable writes with multi=true' });
 });

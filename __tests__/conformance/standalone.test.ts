@@ -28,7 +28,7 @@
  *    $$CLUSTER_TIME is not available in standalone mode" instead (a later server release; file not
  *    pinned down). The emulator answers as 7.0 does; a real server may answer either.
  */
-import { MongoClient, type CommandStartedEvent, type CommandSucceededEvent, type Document, type TopologyDescription } from 'mongodb';
+import { Long, MongoClient, type CommandStartedEvent, type CommandSucceededEvent, type Document, type TopologyDescription } from 'mongodb';
 import * as os from 'node:os';
 import { startPrivateBackend, testTopology } from '../../test-backend/test-env';
 import { describeIf, expectServerError, testBackendKind, uniqueDbName } from './support/server';
@@ -135,7 +135,9 @@ describeIf(canRun, 'the deployment behind MONGODB_URI is not a standalone and th
     const session = client.startSession();
     try {
       const error = await expectServerError(
-        client.db(dbName).command({ insert: 'raw_txn', documents: [{ _id: 1 }], lsid: session.id, txnNumber: 1 } as Document),
+        // txnNumber is a TxnNumber, a BSON long (logical_session_id.idl): an int32 would fail the
+        // OperationSessionInfo parse with TypeMismatch before the replica-set check.
+        client.db(dbName).command({ insert: 'raw_txn', documents: [{ _id: 1 }], lsid: session.id, txnNumber: Long.fromNumber(1) } as Document),
         20,
       );
       expect(error.message).toBe('Transaction numbers are only allowed on a replica set member or mongos');

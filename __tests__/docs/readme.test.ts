@@ -14,7 +14,7 @@ import * as os from 'node:os';
 import mongoose from 'mongoose';
 import * as ts from 'typescript';
 import * as pkg from '../../src';
-import { readLatestResults, readmeFigures } from '../../bench/readme-tables';
+import { readLatestManyResults, readLatestNextResults, readLatestResults, readmeFigures, readmeManyFigures, readmeNextFigures } from '../../bench/readme-tables';
 import { testUri } from '../../test-backend/test-env';
 import { connect, testDatabase, type MonitoredConnection } from '../support/db';
 import { ROOT, compileBlock, describeBlock, extractBlocks, readReadme, typeCheck } from './support/readme-blocks';
@@ -177,6 +177,17 @@ describe('README facts', () => {
   test('the benchmark figures are those of bench/results/latest.json, all from one run', () => {
     const missing = readmeFigures(readLatestResults()).filter((line) => !readme.includes(line));
     expect(missing).toEqual([]);
+  });
+
+  test('the lockNext figures (benchmark 8) are those of its latest run', () => {
+    const missing = readmeNextFigures(readLatestNextResults()).filter((line) => !readme.includes(line));
+    expect(missing).toEqual([]);
+  });
+
+  test('the lockMany figures are those of bench/results/latest-many.json', () => {
+    const figures = readmeManyFigures(readLatestManyResults());
+    expect(figures.length).toBeGreaterThanOrEqual(4);
+    expect(figures.filter((line) => !readme.includes(line))).toEqual([]);
   });
 
   test('the quick start is two commands, and the story it promises is there, step by step as the demo tells it', () => {

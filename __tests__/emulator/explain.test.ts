@@ -52,32 +52,50 @@ test('_id equality alone is IDHACK through the driver (default verbosity runs th
   expect(q.executionStats).toBeUndefined();
 });
 
-test('a lock acquisition filter uses the _id map and re-checks the whole filter', async () => {
+/** The IXSCAN stage mongod writes (plan_explainer_impl.cpp statsToBSON) for a non-multikey index. */
+function ixscan(indexName: string, keyPattern: Document, indexBounds: Document, extra: Document = {}): Document {
+  return {
+    stage: 'IXSCAN',
+    keyPattern,
+    indexName,
+    isMultiKey: false,
+    multiKeyPaths: Object.fromEntries(Object.keys(keyPattern).map((f) => [f, []])),
+    isUnique: indexName === '_id_',
+    isSparse: false,
+    isPartial: false,
+    indexVersion: 2,
+    direction: 'forward',
+    indexBounds,
+    ...extra,
+  };
+}
+
+test('_id equality with other predicates is FETCH over the _id index, not IDHACK (isSimpleIdQuery)', async () => {
+  // query_utils.cpp isSimpleIdQuery: IDHACK only when the filter is `_id` equality alone.
   const r = await explainCmd({ findAndModify: 'locks', query: LOCK_FILTER, update: { $set: { owner: 'me' } }, upsert: true, new: true });
   expect(r.queryPlanner.parsedQuery).toEqual(LOCK_FILTER);
-  expect(r.queryPlanner.winningPlan).toEqual({ stage: 'UPDATE', inputStage: { stage: 'IDHACK', filter: LOCK_FILTER } });
+  const fetch = { stage: 'FETCH', filter: { $or: LOCK_FILTER.$or }, inputStage: ixscan('_id_', { _id: 1 }, { _id: ['["doc-1", "doc-1"]'] }) };
+  expect(r.queryPlanner.winningPlan).toEqual({ stage: 'UPDATE', inputStage: fetch });
   const f = await locks.find(LOCK_FILTER).explain('executionStats');
-  expect(f.queryPlanner.winningPlan).toEqual({ stage: 'IDHACK', filter: LOCK_FILTER });
-  expect(f.executionStats).toMatchObject({ nReturned: 1, totalDocsExamined: 1 });
+  expect(f.queryPlanner.winningPlan).toEqual(fetch);
+  expect(f.executionStats).toMatchObject({ nReturned: 1, totalDocsExamined: 1, totalKeysExamined: 1 });
 });
 
-test('equality on a single-field indexed field is FETCH over IXSCAN with the index name', async () => {
+test('equality on a single-field indexed field is FETCH over IXSCAN, the equality answered by the bounds', async () => {
   const r = await locks.find({ owner: 'you' }).explain();
-  expect(r.queryPlanner.winningPlan).toMatchObject({
-    stage: 'FETCH',
-    filter: { owner: 'you' },
-    inputStage: { stage: 'IXSCAN', indexName: 'owner_idx', keyPattern: { owner: 1 } },
-  });
+  // The point bounds answer `owner` exactly: no FETCH filter is left (index_bounds_builder.cpp: EXACT).
+  expect(r.queryPlanner.winningPlan).toEqual({ stage: 'FETCH', inputStage: ixscan('owner_idx', { owner: 1 }, { owner: ['["you", "you"]'] }) });
   // Only the two index entries are examined, not the whole collection.
   expect(r.executionStats).toMatchObject({ nReturned: 2, totalDocsExamined: 2, totalKeysExamined: 2 });
 });
 
-test('an unindexed field (or a non-equality condition) is COLLSCAN', async () => {
+test('an unindexed field is COLLSCAN; a range on an indexed field is an IXSCAN within its type bracket', async () => {
   const r = await locks.find({ n: 2 }).explain('queryPlanner');
   expect(r.queryPlanner.winningPlan).toEqual({ stage: 'COLLSCAN', filter: { n: 2 }, direction: 'forward' });
+  // $gt on a string: from the value to the end of the strings, {} excluded (BSONObjBuilder::appendMaxForType).
   const range = await locks.find({ owner: { $gt: 'a' } }).explain('executionStats');
-  expect(range.queryPlanner.winningPlan.stage).toBe('COLLSCAN');
-  expect(range.executionStats).toMatchObject({ nReturned: 3, totalDocsExamined: 3, totalKeysExamined: 0 });
+  expect(range.queryPlanner.winningPlan).toEqual({ stage: 'FETCH', inputStage: ixscan('owner_idx', { owner: 1 }, { owner: ['("a", {})'] }) });
+  expect(range.executionStats).toMatchObject({ nReturned: 3, totalDocsExamined: 3, totalKeysExamined: 3 });
 });
 
 test('find sort/skip/limit/projection and count are wrapped like mongod', async () => {

@@ -17,6 +17,7 @@ const expectedExports = [
   'LockedError',
   'LockNotHeldError',
   'LockExpiredError',
+  'LockExpiredOnArrivalError',
   'LockTargetNotFoundError',
   'LockConfigurationError',
   'InvalidLockArgumentError',

@@ -5,8 +5,11 @@
 import { Schema, model, type HydratedDocument } from 'mongoose';
 import mongoose from 'mongoose';
 import {
+  lockAll,
   lockErrorHandler,
   lockPlugin,
+  withAllLocks,
+  type LockGroupHandle,
   type HeldLock,
   type LockHandle,
   type LockInfo,
@@ -66,6 +69,32 @@ async function usage(Ticket: LockableModel<Ticket>) {
   return [title, held, same, released, info, locked, resumed, cancelled, mine, listing, labelled, label, handler];
 }
 
+/** Several documents at once (issue 17). */
+interface Invoice {
+  total: number;
+}
+
+async function groups(Ticket: LockableModel<Ticket>, Invoice: LockableModel<Invoice>) {
+  const docs: LockableDocument<Ticket>[] = await Ticket.lockMany(['656f1f77bcf86cd799439011', '656f1f77bcf86cd799439012'], 'session', { label: 'Alice', wait: 1_000 });
+  await Ticket.unlockMany(docs);
+  const handle: LockGroupHandle<LockableDocument<Ticket>[]> = await Ticket.acquireLocks(docs.map((d) => d._id), 'session', { autoExtend: true });
+  const fences: number[] = handle.fences;
+  await handle.release();
+  const count: number = await Ticket.withLocks([docs[0]._id], 'session', (locked, signal) => (signal.aborted ? 0 : locked.length));
+  // lockAll types each document by its model, in order.
+  const [ticket, invoice] = await lockAll([[Ticket, docs[0]._id], [Invoice, 'x']], 'session');
+  const title: string = ticket.title;
+  const total: number = invoice.total;
+  // @ts-expect-error the second document is an Invoice
+  const wrong: string = invoice.title;
+  const sum: number = await withAllLocks([[Invoice, 'a'], [Invoice, 'b']], 'session', ([a, b]) => a.total + b.total);
+  // @ts-expect-error lockMany takes an array of ids
+  await Ticket.lockMany(docs[0]._id, 'session');
+  // @ts-expect-error no resume for a group
+  await Ticket.lockMany([docs[0]._id], 'session', { resume: 'ticket' });
+  return [fences, count, title, total, wrong, sum];
+}
+
 function listing0(Ticket: LockableModel<Ticket>): string | undefined {
   return Ticket.modelName === '' ? 'c1.x' : undefined;
 }
@@ -81,5 +110,6 @@ test('the typed API compiles', () => {
   expect(typeof declareModel).toBe('function');
   expect(typeof usage).toBe('function');
   expect(typeof handles).toBe('function');
+  expect(typeof groups).toBe('function');
   expect((api as Record<string, unknown>).LockHandle).toBeUndefined();
 });

@@ -152,8 +152,8 @@ describe('misuse gets a clear error or warning naming the fix', () => {
       // Per call too.
       const model = conn.connection.model<WorkItem, WorkItemModel>('PerCallTtl', workItemSchema({ ttl: 30_000 }));
       const { _id: id } = await model.create({ title: 't' });
-      await model.lock(id, 'alice', { ttl: 45 });
-      expect(warnings.map((w) => w.message).some((m) => m.includes('ttl: 45000'))).toBe(true);
+      await model.lock(id, 'alice', { ttl: 450 });
+      expect(warnings.map((w) => w.message).some((m) => m.includes('ttl: 450000'))).toBe(true);
     } finally {
       spy.mockRestore();
     }

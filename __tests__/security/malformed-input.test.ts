@@ -17,6 +17,7 @@ import {
   InvalidLockArgumentError,
   InvalidLockOptionError,
   LockError,
+  lockAll,
   lockOwnerMiddleware,
   lockPlugin,
   runWithLockOwner,
@@ -135,6 +136,41 @@ describe.each(acquirers)('%s', (_name, acquire) => {
     ['options that are null', null, '(lock options)'],
   ])('refuses %s', (_label, options, names) =>
     expectRefused({ call: () => acquire(realId, 'session', options), errorClass: InvalidLockOptionError, code: 'INVALID_OPTION', names }),
+  );
+});
+
+// Issue 17: the group calls take a list of ids (or of [Model, id] pairs); a bad element is named by its position.
+const groupCalls: [string, string, (ids: unknown[], owner: unknown, options?: unknown) => Promise<unknown>][] = [
+  ['Model.lockMany', 'ids', (ids, owner, options) => WorkItem.lockMany(ids as Types.ObjectId[], owner as string, options as never)],
+  ['Model.acquireLocks', 'ids', (ids, owner, options) => WorkItem.acquireLocks(ids as Types.ObjectId[], owner as string, options as never)],
+  ['Model.withLocks', 'ids', (ids, owner, options) => WorkItem.withLocks(ids as Types.ObjectId[], owner as string, noop, options as never)],
+  ['lockAll', 'targets', (ids, owner, options) => lockAll(ids.map((id) => [WorkItem, id]) as never, owner as string, options as never)],
+];
+
+describe.each(groupCalls)('%s', (_name, argument, call) => {
+  test.each(badOwners)('refuses the owner %s', (_label, owner) =>
+    expectRefused({ call: () => call([realId], owner), errorClass: InvalidLockArgumentError, code: 'INVALID_ARGUMENT', names: 'owner' }),
+  );
+  test.each(badIds)('refuses the id %s at its position', (_label, id) =>
+    expectRefused({ call: () => call([realId, id], 'session'), errorClass: InvalidLockArgumentError, code: 'INVALID_ARGUMENT', names: `${argument}[1]` }),
+  );
+  test.each(badTtls)('refuses the ttl %s', (_label, ttl) =>
+    expectRefused({ call: () => call([realId], 'session', { ttl }), errorClass: InvalidLockOptionError, code: 'INVALID_OPTION', names: 'ttl' }),
+  );
+  test.each<[string, unknown, string]>([
+    ['an unknown option', { tll: 1000 }, 'tll'],
+    ['an operator as option name', { $where: 'true' }, '$where'],
+    ['resume', { resume: 'ticket' }, 'resume'],
+    ['options that are an array', [1000], '(lock options)'],
+  ])('refuses %s', (_label, options, names) =>
+    expectRefused({ call: () => call([realId], 'session', options), errorClass: InvalidLockOptionError, code: 'INVALID_OPTION', names }),
+  );
+  test.each<[string, () => unknown[]]>([
+    ['an empty list', () => []],
+    ['the same document twice', () => [realId, realId.toHexString()]],
+    ['1,001 ids', () => Array.from({ length: 1_001 }, () => new Types.ObjectId())],
+  ])('refuses %s', (_label, ids) =>
+    expectRefused({ call: () => call(ids(), 'session'), errorClass: InvalidLockArgumentError, code: 'INVALID_ARGUMENT', names: argument }),
   );
 });
 

@@ -168,6 +168,32 @@ describe.each(['hash', 'plain'] as const)('ownerStorage %s: the web story\'s ent
   });
 });
 
+// Issue 17: the group calls put the owner key, the token, the ttl and the label into one pipeline per document.
+describe.each(['hash', 'plain'] as const)('ownerStorage %s: lockMany, its handle and unlockMany evaluate nothing a caller passes', (ownerStorage) => {
+  let WorkItem: WorkItemModel;
+  beforeAll(async () => {
+    WorkItem = await workItemModel(conn.connection, { ownerStorage, ttl: 5_000 });
+  });
+
+  test.each(dollarOwners)('owner and label %j: a granted group, a refused one, a renewal and a release', async (owner) => {
+    const ids = (await WorkItem.create([{ title: 'g1' }, { title: 'g2' }, { title: 'g3' }])).map((d) => d._id);
+    sent.length = 0;
+    const docs = await WorkItem.lockMany(ids.slice(0, 2), owner, { label: owner });
+    expect(docs.map((d) => d.heldLock()!.label)).toEqual([owner, owner]);
+    // Someone else is refused on the whole group, and an owner naming a field cannot take it over.
+    await expect(WorkItem.lockMany(ids, 'ordinary-owner')).rejects.toBeInstanceOf(LockedError);
+    if (owner !== '$owner') await expect(WorkItem.lockMany(ids, '$owner', { label: '$label' })).rejects.toBeInstanceOf(LockedError);
+    expect(await WorkItem.isLocked(ids[2])).toBe(false);
+    await WorkItem.unlockMany(docs);
+    const handle = await WorkItem.acquireLocks(ids, owner, { label: owner, autoExtend: false });
+    await handle.extend(7_000);
+    await handle.release();
+    expect((await WorkItem.lockStatus(ids)).every((s) => s === null)).toBe(true);
+    expect(sent.length).toBeGreaterThan(0);
+    for (const command of sent) for (const s of evaluatedStrings(command)) expect(ALLOWED_DOLLAR_STRINGS).toContain(s);
+  });
+});
+
 test('the walker notices an unwrapped caller value (the check can fail)', () => {
   expect(evaluatedStrings({ findAndModify: 'x', update: [{ $set: { owner: '$_id' } }] })).toEqual(['$_id']);
   expect(evaluatedStrings({ find: 'x', filter: { $expr: { $eq: ['$owner', '$$ROOT'] } } })).toEqual(['$owner', '$$ROOT']);
@@ -219,5 +245,38 @@ describe('extending with bad values', () => {
     expect(conn.commands).toEqual([]);
     expect((await WorkItem.getLock(id))!.expiresAt.getTime()).toBe(before);
     await item.unlock();
+  });
+});
+
+// Issue 17: lockNext's commands carry the caller's filter (its query, by design) and nothing else
+// of the caller's in an evaluated position.
+describe.each(['hash', 'plain'] as const)('ownerStorage %s: lockNext evaluates no owner, label or ttl', (ownerStorage) => {
+  let WorkItem: WorkItemModel;
+  const aggregates: Document[] = [];
+  beforeAll(async () => {
+    WorkItem = await workItemModel(conn.connection, { ownerStorage, ttl: 5_000 });
+    conn.connection.getClient().on('commandStarted', (event) => {
+      if (event.commandName === 'aggregate' && event.command.aggregate === WorkItem.collection.collectionName) aggregates.push(event.command);
+    });
+  });
+
+  test.each(dollarOwners)('owner and label %j: claims as a plain string, and appears in no candidate read', async (owner) => {
+    const { _id: id } = await WorkItem.create({ title: `queued ${owner}` });
+    sent.length = 0;
+    aggregates.length = 0;
+    const doc = await WorkItem.lockNext({ title: `queued ${owner}` }, owner, { label: owner, ttl: 4_000 });
+    expect(String(doc!._id)).toBe(String(id));
+    expect((await WorkItem.getLock(id))!.label).toBe(owner);
+    // Another owner cannot claim it, whatever the holder's name would mean as an expression.
+    expect(await WorkItem.lockNext({ title: `queued ${owner}` }, 'ordinary-owner')).toBeNull();
+    expect(await WorkItem.releaseAllFor(owner)).toBe(1);
+    expect(aggregates.length).toBeGreaterThan(0);
+    for (const read of aggregates) {
+      const pipeline = read.pipeline as Document[];
+      // The filter is the caller's query; everything after it is the plugin's own.
+      expect(pipeline[0]).toEqual({ $match: { title: `queued ${owner}` } });
+      expect(evaluatedStrings({ update: pipeline.slice(1) }).filter((s) => !['$$NOW', '$expiresAt'].includes(s))).toEqual([]);
+    }
+    for (const command of sent) for (const s of evaluatedStrings(command)) expect(ALLOWED_DOLLAR_STRINGS).toContain(s);
   });
 });

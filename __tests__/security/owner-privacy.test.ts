@@ -98,8 +98,8 @@ describe("no error reveals another owner's identity", () => {
 
     // The other way round: the holder's lock is taken over after it expired; the holder's errors must not name the new owner.
     const { _id: second } = await WorkItem.create({ title: 'taken over' });
-    const stale = await WorkItem.lock(second, HOLDER, { ttl: 30 });
-    await sleep(80);
+    const stale = await WorkItem.lock(second, HOLDER, { ttl: 300 });
+    await sleep(350);
     const taker = await WorkItem.lock(second, OTHER);
     await capture('doc.save after a takeover', () => {
       stale.title = 'stale';

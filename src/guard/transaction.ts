@@ -125,7 +125,7 @@ function followSession(session: ClientSession, source: ClientSession): void {
 }
 
 /** Sleeps the backoff for `attempt`; false (no sleep) when that would pass the deadline. */
-async function backedOff(attempt: number, deadline: number): Promise<boolean> {
+export async function backedOff(attempt: number, deadline: number): Promise<boolean> {
   const backoff = Math.random() * Math.min(BACKOFF_INITIAL_MS * BACKOFF_GROWTH ** attempt, BACKOFF_MAX_MS);
   if (Date.now() + backoff >= deadline) return false;
   await sleep(backoff);

@@ -84,3 +84,171 @@ export function upsertWithId(filter: Document, update: unknown): UpsertWithId {
   const setOnInsert = (update as Document).$setOnInsert as Document | undefined;
   return { update: { ...(update as Document), $setOnInsert: { ...setOnInsert, _id: id } }, insertedId: { value: id, generated: true } };
 }
+
+/**
+ * What an upsert may insert as its `_id`, before it is sent, so the guard can check those ids like
+ * targets (PRODUCT.md property 6: a document someone else holds, deleted by its holder who keeps the
+ * lock, must not be re-created by someone else's upsert). The inserted document's `_id` comes from
+ * (R21 and R22 of docs/mongodb-compatibility.md; `UpsertStage::_produceNewDocumentForInsert`,
+ * src/mongo/db/exec/upsert_stage.cpp):
+ *  1. the equalities of the canonicalized query (`populateDocumentWithQueryFields`,
+ *     src/mongo/db/update/update_driver.cpp; `_extractFullEqualityMatches`,
+ *     src/mongo/db/update/path_support.cpp, collects EQ nodes under ANDs). Canonicalizing may turn
+ *     other conditions into equalities (`$in` of one value, a one-child `$or` / `$and`, `$all`),
+ *     so every value the query compares `_id` with by `$eq`, `$in`, `$all`, `$ne` or `$nin`, at
+ *     any depth of `$and` / `$or` / `$nor` / `$not`, is a candidate: canonicalizing never invents
+ *     a value. Paths under `_id` (`'_id.x'`) seed an embedded-document `_id`, which cannot be
+ *     locked (src/arguments.ts takes scalar ids only);
+ *  2. then the update, run over that seed: `$set` / `$setOnInsert` of `_id` (only when the query
+ *     seeded none: "If the update operation modifies any of the immutable paths, this will
+ *     throw"), a replacement's `_id`, a `$rename` whose source the seed holds;
+ *  3. otherwise a new ObjectId (`_ensureIdFieldIsFirst`), which no lock can name.
+ * The union of 1 and 2 is returned, without values no lock can name (mayBeLocked). `undefined` when the guard cannot tell
+ * before the write: another update operator on `_id` (`$inc`, `$max`, `$currentDate`, ...), a
+ * `$rename` onto `_id` whose source the query mentions, a pipeline stage that sets, projects or
+ * replaces `_id` or the root, a top-level query operator it does not know, or an update or filter
+ * in a form it cannot read. Such an upsert is refused before anything is sent.
+ */
+export function idsUpsertMayInsert(filter: unknown, update: unknown, kind: 'update' | 'replacement'): unknown[] | undefined {
+  const fromFilter = idsFilterMaySeed(filter);
+  if (fromFilter === undefined) return undefined;
+  const fromUpdate = kind === 'replacement' ? idOfReplacement(update) : idsUpdateMayCreate(filter as Document, update);
+  if (fromUpdate === undefined) return undefined;
+  return [...fromFilter, ...fromUpdate].filter(mayBeLocked);
+}
+
+/**
+ * A value a lock can name: a plain equality value that is not an embedded document (lock ids are
+ * scalars, src/arguments.ts). `null`, arrays and regexes cannot be locked (nor stored as an `_id`).
+ */
+function mayBeLocked(value: unknown): boolean {
+  return isEqualityValue(value) && !(typeof value === 'object' && value !== null && isPlain(value));
+}
+
+/** Query operators on `_id` whose operands are candidates (they are, or may become, equalities). */
+const COMPARED_WITH = new Set(['$eq', '$ne']);
+const COMPARED_WITH_EACH = new Set(['$in', '$nin', '$all']);
+/** Query operators on `_id` that never become an equality: range and type tests (R21). */
+const NEVER_EQUAL = new Set(['$gt', '$gte', '$lt', '$lte', '$exists', '$type', '$regex', '$options', '$mod', '$size', '$bitsAllSet', '$bitsAnySet', '$bitsAllClear', '$bitsAnyClear']);
+/** Top-level query operators that hold no condition on `_id` (`$expr` is refused in an upsert, R1). */
+const NO_FIELD_CONDITION = new Set(['$comment', '$text', '$where', '$expr', '$sampleRate', '$alwaysTrue', '$alwaysFalse']);
+
+/** The values a query compares `_id` with (see idsUpsertMayInsert, 1), or undefined. */
+function idsFilterMaySeed(filter: unknown): unknown[] | undefined {
+  if (filter === undefined || filter === null) return [];
+  if (typeof filter !== 'object' || !isPlain(filter)) return undefined;
+  const out: unknown[] = [];
+  for (const [key, value] of Object.entries(filter)) {
+    if (key === '_id') {
+      if (!idCondition(value, out)) return undefined;
+    } else if (key === '$and' || key === '$or' || key === '$nor') {
+      if (!Array.isArray(value)) continue; // mongod refuses it (BadValue)
+      for (const clause of value) {
+        const inner = idsFilterMaySeed(clause);
+        if (inner === undefined) return undefined;
+        out.push(...inner);
+      }
+    } else if (key.startsWith('$') && !NO_FIELD_CONDITION.has(key)) {
+      return undefined;
+    }
+  }
+  return out;
+}
+
+/** Adds the candidates of one condition on `_id` to `out`; false when it cannot tell. */
+function idCondition(value: unknown, out: unknown[]): boolean {
+  if (value === null || typeof value !== 'object' || value instanceof RegExp || (value as { _bsontype?: unknown })._bsontype !== undefined || !isPlain(value)) {
+    out.push(value);
+    return true;
+  }
+  const keys = Object.keys(value);
+  if (keys.length === 0 || !keys.some((key) => key.startsWith('$'))) {
+    out.push(value); // an embedded document, compared as a whole
+    return true;
+  }
+  for (const [op, operand] of Object.entries(value)) {
+    if (COMPARED_WITH.has(op)) out.push(operand);
+    else if (COMPARED_WITH_EACH.has(op)) {
+      if (Array.isArray(operand)) out.push(...(operand as unknown[]));
+    } else if (op === '$not') {
+      if (operand !== null && typeof operand === 'object' && !(operand instanceof RegExp) && !idCondition(operand, out)) return false;
+    } else if (!NEVER_EQUAL.has(op)) return false;
+  }
+  return true;
+}
+
+/** A replacement's `_id` (read as the driver serializes it: through the getter of a document). */
+function idOfReplacement(replacement: unknown): unknown[] | undefined {
+  if (replacement === null || typeof replacement !== 'object') return [];
+  if (typeof (replacement as { toBSON?: unknown }).toBSON === 'function') return undefined;
+  const id = (replacement as { _id?: unknown })._id;
+  return id === undefined ? [] : [id];
+}
+
+/** The entries of an update operator's argument as the driver serializes them (a Map too), or undefined. */
+function entriesOf(spec: unknown): [string, unknown][] | undefined {
+  if (spec instanceof Map) return [...(spec as Map<unknown, unknown>).entries()].map(([k, v]) => [String(k), v]);
+  if (spec === null || typeof spec !== 'object' || !isPlain(spec)) return undefined;
+  return Object.entries(spec);
+}
+
+const onId = (path: unknown): boolean => path === '_id';
+
+/** The `_id`s a modifier or pipeline update may create on an upsert (see idsUpsertMayInsert, 2), or undefined. */
+function idsUpdateMayCreate(filter: Document | undefined, update: unknown): unknown[] | undefined {
+  if (Array.isArray(update)) return pipelineKeepsId(update) ? [] : undefined;
+  const operators = entriesOf(update);
+  if (operators === undefined) return undefined;
+  // Not a modifier update: the driver refuses it (MongoInvalidArgumentError, "Update document
+  // requires atomic operators") or mongod does (FailedToParse), before anything is inserted.
+  if (operators.length === 0 || !operators[0][0].startsWith('$')) return [];
+  const out: unknown[] = [];
+  for (const [op, spec] of operators) {
+    const fields = entriesOf(spec);
+    if (fields === undefined) return undefined;
+    for (const [path, value] of fields) {
+      if (op === '$rename') {
+        // The value moved onto `_id` is the seed's (the only document an upsert's update starts
+        // from); a source the query does not mention does not exist there: a no-op
+        // (RenameNode::apply, src/mongo/db/update/rename_node.cpp).
+        if (onId(value) && mentionsPath(filter, path)) return undefined;
+        continue;
+      }
+      if (!onId(path)) continue;
+      if (op !== '$set' && op !== '$setOnInsert') return undefined;
+      out.push(value);
+    }
+  }
+  return out;
+}
+
+/** Whether a query has a condition on `path`, a prefix of it or a path under it (at the top level or in `$and` / `$or` / `$nor`). */
+function mentionsPath(filter: unknown, path: string): boolean {
+  if (filter === null || typeof filter !== 'object' || !isPlain(filter)) return true;
+  for (const [key, value] of Object.entries(filter)) {
+    if (key === '$and' || key === '$or' || key === '$nor') {
+      if (!Array.isArray(value) || value.some((clause) => mentionsPath(clause, path))) return true;
+    } else if (key === path || path.startsWith(`${key}.`) || key.startsWith(`${path}.`)) return true;
+  }
+  return false;
+}
+
+/**
+ * Whether every stage of a pipeline update leaves the seeded (or missing) `_id` as it is: `$set` /
+ * `$addFields` of other fields, `$unset`, and `$project` that keeps or removes `_id` (a removed one
+ * is generated anew, or refused when the query seeded it). A stage that sets `_id` or replaces the
+ * root may insert any `_id`.
+ */
+function pipelineKeepsId(pipeline: unknown[]): boolean {
+  return pipeline.every((stage) => {
+    const entries = entriesOf(stage);
+    if (entries === undefined || entries.length !== 1) return false;
+    const [name, spec] = entries[0];
+    if (name === '$unset') return true;
+    const fields = entriesOf(spec);
+    if (fields === undefined) return false;
+    if (name === '$set' || name === '$addFields') return fields.every(([path]) => path !== '_id');
+    if (name === '$project') return fields.every(([path, value]) => path !== '_id' || value === 0 || value === 1 || value === true || value === false);
+    return false;
+  });
+}

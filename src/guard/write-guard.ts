@@ -19,7 +19,7 @@
  */
 import { mongo, type Connection } from 'mongoose';
 import { supportsTransactions } from '../deployment';
-import { InvalidLockArgumentError, InvalidLockOptionError, LockNotHeldError, LockedError } from '../errors';
+import { InvalidLockArgumentError, InvalidLockOptionError, LockDatabaseError, LockNotHeldError, LockedError } from '../errors';
 import { toLockError } from '../failures';
 import { lostError, settleRelease } from '../held-lock';
 import { ClaimRaceError, type Blocker, type ClaimResult, type LockStore } from '../lock-store';
@@ -29,8 +29,8 @@ import { LockedDuringWriteError, type CommittedWrites } from './errors';
 import { takeLockOptions } from './options';
 import { distinctIds, idKey } from '../id-key';
 import { containsString, findTargets, idsNamedBy, isCollated, isEqualityValue, narrowedTo, trustedIds, type SelectionOptions } from './targets';
-import { refuseUnusableSession, runInTransaction } from './transaction';
-import { upsertWithId } from './upsert-id';
+import { TRANSACTION_RETRY_BUDGET_MS, backedOff, refuseUnusableSession, runInTransaction } from './transaction';
+import { idsUpsertMayInsert, upsertWithId } from './upsert-id';
 
 type ClientSession = mongo.ClientSession;
 type Document = mongo.Document;
@@ -57,6 +57,7 @@ export type GuardedMethod = (typeof GUARDED_METHODS)[number];
 
 const SINGLE_DOCUMENT: ReadonlySet<GuardedMethod> = new Set(['updateOne', 'replaceOne', 'deleteOne', 'findOneAndUpdate', 'findOneAndReplace', 'findOneAndDelete']);
 const WITH_UPDATE: ReadonlySet<GuardedMethod> = new Set(['updateOne', 'updateMany', 'replaceOne', 'findOneAndUpdate', 'findOneAndReplace']);
+const REPLACING: ReadonlySet<GuardedMethod> = new Set(['replaceOne', 'findOneAndReplace']);
 /** What save(), doc.deleteOne(), doc.updateOne() and doc.replaceOne() send. */
 const DOCUMENT_METHODS: ReadonlySet<GuardedMethod> = new Set(['updateOne', 'replaceOne', 'deleteOne']);
 const BULK_KINDS = ['insertOne', 'updateOne', 'updateMany', 'replaceOne', 'deleteOne', 'deleteMany'] as const;
@@ -117,7 +118,7 @@ function commitWriteConcern(options: Record<string, unknown>): mongo.WriteConcer
 /** Whether a single-document write's result says it touched no document. */
 function touchedNothing(method: GuardedMethod, result: unknown): boolean {
   const r = result as { matchedCount?: number; deletedCount?: number; upsertedCount?: number; value?: unknown; lastErrorObject?: unknown } | null;
-  if (method === 'updateOne' || method === 'replaceOne') return r?.matchedCount === 0 && !r.upsertedCount;
+  if (method === 'updateOne' || method === 'replaceOne' || method === 'updateMany') return r?.matchedCount === 0 && !r.upsertedCount;
   if (method === 'deleteOne') return r?.deletedCount === 0;
   if (r === null) return true;
   return r?.lastErrorObject !== undefined && r.value === null;
@@ -157,8 +158,16 @@ export class WriteGuard {
         `a locked document's ${method}() with a string _id cannot carry a collation other than { locale: 'simple' } (it would also match other _ids the collation makes equal). Drop the collation option, or pass { locale: 'simple' }.`,
       );
     }
+    // What a non-holder's upsert may insert is checked like its targets; an upsert whose inserted
+    // `_id` cannot be known before it is sent is refused here, before anything is sent. (A holder's
+    // filter names its own `_id`, which the upsert cannot change.)
+    let insertable: unknown[] = [];
+    if (writer.kind === 'owner') {
+      if (method === 'bulkWrite') refuseUnknownBulkUpsertIds(args[0]);
+      else if (WITH_UPDATE.has(method) && options.upsert === true) insertable = insertableIds(REPLACING.has(method) ? 'replacement' : 'update', filter, args[1], REPLACING.has(method));
+    }
     const mode = await this.modeFor(options.session as ClientSession | undefined);
-    const call: Call = { method, args, optionsAt, options, invoke, invokeBulk, writer, mode };
+    const call: Call = { method, args, optionsAt, options, invoke, invokeBulk, writer, mode, insertable };
     if (method === 'bulkWrite') return this.bulk(call);
     if (SINGLE_DOCUMENT.has(method)) return this.single(call, filter!);
     return this.multi(call, filter!);
@@ -295,12 +304,13 @@ export class WriteGuard {
     if (claimed && session) await own(call.method, () => this.settings.store.releaseClaims(claimed, session));
   }
 
-  /** The write with `filter` as its filter and `session` as its session. */
-  private withFilterAndSession(call: Call, filter: Document | undefined, session: ClientSession | undefined): unknown[] {
+  /** The write with `filter` as its filter and `session` as its session (without its `upsert` option: `noUpsert`). */
+  private withFilterAndSession(call: Call, filter: Document | undefined, session: ClientSession | undefined, noUpsert = false): unknown[] {
     const args = [...call.args];
     if (filter !== undefined) args[0] = filter;
     const options = { ...call.options };
     if (session) options.session = session;
+    if (noUpsert && options.upsert === true) delete options.upsert;
     args[call.optionsAt] = options;
     return args;
   }
@@ -311,56 +321,125 @@ export class WriteGuard {
    * (limit 1); the write is then narrowed to exactly what was found (narrowedTo: that `_id`, or
    * none when nothing was found), so it can only touch what was checked, however the server
    * evaluates the filter at the write (`$$NOW`, `$rand`). Upserts are narrowed without an `_id`
-   * equality, so what they insert is what the unguarded upsert inserts (narrowedTo). Under a
-   * collation that compares strings otherwise than byte by byte, an `_id` holding a string
-   * matches other `_id`s too (`'abc'` and `'ABC'`): named ids are not trusted, EVERY document the
-   * filter matches is searched (with the collation), plus every `_id` the collation makes equal to
-   * one of them (withCollatedEquals), all checked, and the write narrowed to them.
-   * Without a transaction a write narrowed to one found `_id` that touched nothing (the document
-   * stopped matching) looks for another target, as the unguarded write would have; an upsert is
-   * never re-run.
+   * equality, so what they insert is what the unguarded upsert inserts (narrowedTo), and are also
+   * checked against every `_id` they may insert (`call.insertable`). Under a collation that
+   * compares strings otherwise than byte by byte, an `_id` holding a string matches other `_id`s
+   * too (`'abc'` and `'ABC'`): named ids are not trusted, EVERY document the filter matches is
+   * searched (with the collation), plus every `_id` the collation makes equal to one of them
+   * (withCollatedEquals), all checked, and the write narrowed to them.
+   * In a transaction (joined, atomic) the search, the check and the write see one snapshot: a
+   * target changed after it makes the write conflict instead of missing it. Without one (check
+   * mode), a searched write goes through checkThenWrite.
    */
   private single(call: Call, filter: Document): Promise<unknown> {
     const selection = call.options as SelectionOptions;
     const named = trustedIds(filter, selection.collation);
     const collated = isCollated(selection.collation);
     const upsert = call.options.upsert === true;
-    const attempt = async (session: ClientSession | undefined, atomic: boolean): Promise<{ result: unknown; pinned: boolean }> => {
+    const search = async (session: ClientSession | undefined): Promise<unknown[]> => {
+      const found = await own(call.method, () => findTargets(this.raw(), filter, selection, session, collated ? undefined : 1));
+      if (collated && found.some(containsString)) return this.withCollatedEquals(call, found, selection.collation, session);
+      return found.slice(0, 1);
+    };
+    if (call.mode.kind === 'check' && call.writer.kind === 'owner' && !named) return this.checkThenWrite(call, filter, search);
+    const attempt = async (session: ClientSession | undefined, atomic: boolean): Promise<unknown> => {
       let targets: unknown[];
       let writeFilter = filter;
-      let pinned = false;
       if (call.writer.kind === 'holder') targets = [filter._id];
-      else if (named) targets = distinctIds(named);
+      else if (named) targets = distinctIds([...named, ...call.insertable]);
       else {
-        const found = await own(call.method, () => findTargets(this.raw(), filter, selection, session, collated ? undefined : 1));
-        if (collated && found.some(containsString)) targets = await this.withCollatedEquals(call, found, selection.collation, session);
-        else {
-          targets = found.slice(0, 1);
-          pinned = targets.length > 0;
-        }
-        writeFilter = narrowedTo(filter, targets, upsert);
+        const found = await search(session);
+        writeFilter = narrowedTo(filter, found, upsert);
+        targets = distinctIds([...found, ...call.insertable]);
       }
       const claimed = await this.check(call, targets, session, atomic);
       const result = await this.write(call, claimed, session, this.withFilterAndSession(call, writeFilter, session));
       if (call.writer.kind === 'holder') await this.afterHolderWrite(call, call.writer.document, call.writer.release, result, session);
       await this.release(call, claimed, session);
-      return { result, pinned };
+      return result;
     };
     if (call.writer.kind === 'holder' && call.writer.release && call.mode.kind === 'atomic') {
       // A save that matched nothing comes back as NothingWritten, its transaction (and with it the
       // release) aborted; Mongoose gets the result and reports the failed save (VersionError,
       // DocumentNotFoundError) itself, with the lock still held.
-      return this.inMode(call, async (session, atomic) => (await attempt(session, atomic)).result).catch((error: unknown) => {
+      return this.inMode(call, attempt).catch((error: unknown) => {
         if (error instanceof NothingWritten) return error.result;
         throw error;
       });
     }
-    return this.inMode(call, async (session, atomic) => {
-      for (let round = 1; ; round++) {
-        const { result, pinned } = await attempt(session, atomic);
-        if (atomic || !pinned || upsert || round >= 3 || !touchedNothing(call.method, result)) return result;
+    return this.inMode(call, attempt);
+  }
+
+  /**
+   * Check mode (no transaction: `transactions: 'never'`, standalone servers), a non-holder's write
+   * whose filter does not name its `_id`s: single-document writes, and updateMany upserts. Each
+   * round searches (`search`), checks what it found and sends the write narrowed to it, so the
+   * write can only touch checked documents. A found document can stop matching before the write
+   * reaches it (someone changed or deleted it; no lock involved); the write must then do what the
+   * unguarded write would have done at some instant of the call, never something no serial
+   * execution of it could do:
+   *  - What was found is written WITHOUT `upsert`: a narrowed upsert whose target stopped matching
+   *    would insert (narrowedTo keeps the filter's equalities), while another document may match
+   *    and the unguarded upsert would update it. A write that matched nothing searches again, as
+   *    mongod's own update moves on when a document stops matching after a write conflict
+   *    (`write_stage_common::ensureStillMatches`, R8). A write that matched returns the server's
+   *    result, which is the upsert's when it matches: `update` reports `n` / `nModified` and an
+   *    `upserted` entry only for an insert (so `upsertedCount: 0`, `upsertedId: null`), and
+   *    findAndModify's `lastErrorObject` is `{ n: nMatched, updatedExisting: nMatched > 0 }`
+   *    either way (`appendCommandResponse` → `find_and_modify::serializeUpsert`,
+   *    src/mongo/db/commands/find_and_modify.cpp).
+   *  - Only a search that found nothing sends the upsert, narrowed with `_id: { $exists: false }`
+   *    (narrowedTo): it matches no stored document, so it can only insert, and what it inserts is
+   *    what the unguarded upsert inserts when nothing matches (R21): the right outcome at the
+   *    search. Every `_id` it may insert was checked (`call.insertable`, R22). A duplicate-key
+   *    error (a matching document inserted meanwhile, under a unique index) searches again,
+   *    once: mongod retries such an upsert as an update itself when its query is the index's
+   *    equalities (`shouldRetryDuplicateKeyException`, R9), which the narrowed query is not; if
+   *    the search right after it finds nothing either, the error is the unguarded upsert's (the
+   *    key belongs to a document the filter does not match) and reaches the caller.
+   *  - A search that found nothing for a non-upsert sends the write narrowed to nothing (its
+   *    result says it matched nothing).
+   * Rounds repeat with the backoff and the 120 s budget of the guard's transactions
+   * (transaction.ts); when the budget is spent, nothing was written and the call fails with a
+   * retryable LockDatabaseError.
+   */
+  private async checkThenWrite(call: Call, filter: Document, search: (session: ClientSession | undefined) => Promise<unknown[]>): Promise<unknown> {
+    const session = call.mode.session;
+    const upsert = call.options.upsert === true;
+    const deadline = Date.now() + TRANSACTION_RETRY_BUDGET_MS;
+    let duplicate: unknown;
+    for (let round = 0; ; round++) {
+      const targets = await search(session);
+      if (targets.length > 0 || !upsert) {
+        duplicate = undefined;
+        await this.check(call, distinctIds([...targets, ...call.insertable]), session, false);
+        const result = await this.writeNarrowed(call, filter, targets, session);
+        if (targets.length === 0 || !touchedNothing(call.method, result)) return result;
+      } else {
+        if (duplicate !== undefined) throw duplicate;
+        await this.check(call, call.insertable, session, false);
+        try {
+          return await this.write(call, undefined, session, this.withFilterAndSession(call, narrowedTo(filter, [], true), session));
+        } catch (error) {
+          if (!isDuplicateKey(error)) throw error;
+          duplicate = error;
+          continue;
+        }
       }
-    });
+      if (!(await backedOff(round, deadline))) throw stoppedMatching(call.method);
+    }
+  }
+
+  /**
+   * The write without `upsert`, narrowed to `ids` (none: it matches nothing); an updateMany /
+   * deleteMany beyond GUARD_BATCH_SIZE of them as one bulk write of one statement per
+   * GUARD_BATCH_SIZE `_id`s.
+   */
+  private async writeNarrowed(call: Call, filter: Document, ids: unknown[], session: ClientSession | undefined, claimed?: ClaimResult): Promise<unknown> {
+    if (SINGLE_DOCUMENT.has(call.method) || ids.length <= GUARD_BATCH_SIZE) {
+      return this.write(call, claimed, session, this.withFilterAndSession(call, narrowedTo(filter, ids, false), session, true));
+    }
+    return manyResult(call.method, (await this.write(call, claimed, session, this.perChunk(call, filter, ids, session), call.invokeBulk)) as CommittedWrites);
   }
 
   /**
@@ -383,7 +462,8 @@ export class WriteGuard {
    *    upsert, and the write must insert when nothing matches;
    *  - under a collation that compares strings otherwise than byte by byte, when a target `_id`
    *    holds a string: a statement narrowed to `'abc'` would also match `'ABC'` (isCollated).
-   * Such a write is one transaction however many documents it touches.
+   * Such a write is one transaction however many documents it touches. In check mode an upsert
+   * whose filter does not name its `_id`s goes through checkThenWrite (see there).
    */
   private async multi(call: Call, filter: Document): Promise<unknown> {
     const selection = call.options as SelectionOptions;
@@ -394,14 +474,17 @@ export class WriteGuard {
       this.inMode(call, async (session, atomic) => {
         let targets = named ? distinctIds(named) : await own(call.method, () => findTargets(this.raw(), filter, selection, session));
         if (!named) targets = await this.withCollatedEquals(call, targets, selection.collation, session);
-        const claimed = await this.check(call, targets, session, atomic);
+        const claimed = await this.check(call, upsert ? distinctIds([...targets, ...call.insertable]) : targets, session, atomic);
         let result: unknown;
         if (named) result = await this.write(call, claimed, session, this.withFilterAndSession(call, undefined, session));
-        else if (upsert || targets.length <= GUARD_BATCH_SIZE) result = await this.write(call, claimed, session, this.withFilterAndSession(call, narrowedTo(filter, targets, upsert), session));
-        else result = manyResult(call.method, (await this.write(call, claimed, session, this.perChunk(call, filter, targets, session), call.invokeBulk)) as CommittedWrites);
+        else if (upsert) result = await this.write(call, claimed, session, this.withFilterAndSession(call, narrowedTo(filter, targets, true), session));
+        else result = await this.writeNarrowed(call, filter, targets, session, claimed);
         await this.release(call, claimed, session);
         return result;
       });
+    if (mode.kind === 'check' && upsert && !named) {
+      return this.checkThenWrite(call, filter, async (session) => this.withCollatedEquals(call, await own(call.method, () => findTargets(this.raw(), filter, selection, session)), selection.collation, session));
+    }
     if (mode.kind !== 'atomic' || upsert) return asOneWrite();
     const targets = named ? distinctIds(named) : await own(call.method, () => findTargets(this.raw(), filter, selection, mode.session));
     // Nothing matched the search above, which ran before any transaction existed: documents may
@@ -543,9 +626,10 @@ export class WriteGuard {
         // known: named by the update or the replacement, or given by the guard (upsert-id.ts).
         // A pipeline upsert, or a replacement without an _id, still gets it from the server
         // (README, Limits).
+        // Every `_id` an upsert may insert is checked like a target (idsUpsertMayInsert; run()
+        // refused the upserts for which it cannot tell).
+        if (body?.upsert === true) targets.push(...insertableIds(`bulkWrite operation ${sent.length}`, opFilter, kind === 'replaceOne' ? body.replacement : body.update, kind === 'replaceOne'));
         if (ordered && body?.upsert === true && call.options.forceServerObjectId !== true) {
-          // An `_id` the caller named is checked like a target: should the upsert match another
-          // document instead of inserting, it may be any existing document's `_id`.
           let known: { value: unknown; generated: boolean } | undefined;
           if (kind === 'updateOne' || kind === 'updateMany') {
             const withId = upsertWithId(opFilter, body.update);
@@ -555,7 +639,6 @@ export class WriteGuard {
             known = { value: body.replacement._id, generated: false };
           }
           if (known) before.push(known.value);
-          if (known && !known.generated) targets.push(known.value);
         }
         sent.push({ [kind]: narrowed });
       }
@@ -578,6 +661,8 @@ interface Call {
   invokeBulk: Invoke;
   writer: Writer;
   mode: Mode;
+  /** A non-holder's upsert (not bulkWrite): the `_id`s it may insert (insertableIds), checked with its targets. */
+  insertable: unknown[];
 }
 
 /**
@@ -596,6 +681,45 @@ async function writingRecords<T>(store: LockStore, joined: ClientSession | undef
   }
   if (joined) store.noteCallerTransaction(written(result), joined);
   return result;
+}
+
+/**
+ * The `_id`s a non-holder's upsert may insert (idsUpsertMayInsert), to be checked like its targets.
+ * Refused (InvalidLockArgumentError, nothing sent) when the guard cannot tell before the write.
+ */
+function insertableIds(argument: string, filter: unknown, update: unknown, replacement: boolean): unknown[] {
+  const ids = idsUpsertMayInsert(filter, update, replacement ? 'replacement' : 'update');
+  if (ids !== undefined) return ids;
+  throw new InvalidLockArgumentError(
+    argument,
+    'the write guard cannot tell which _id this upsert would insert before it is sent (an update operator other than $set / $setOnInsert on _id, a $rename onto _id, ' +
+      'a pipeline stage that sets _id or replaces the document, a query operator on _id or at the top level it does not read, or an update or filter in a form it cannot read), ' +
+      'so it cannot check that nobody holds a lock on that _id. Nothing was sent. Name the _id with $setOnInsert or by equality in the filter, or pass { skipLockCheck: true } where no lock can apply.',
+  );
+}
+
+/** Refuses, before anything is sent, a bulkWrite upsert whose inserted `_id` the guard cannot tell (insertableIds). */
+function refuseUnknownBulkUpsertIds(operations: unknown): void {
+  if (!Array.isArray(operations)) return;
+  operations.forEach((operation: Record<string, { filter?: unknown; upsert?: unknown; update?: unknown; replacement?: unknown }>, index) => {
+    const kind = Object.keys(operation)[0];
+    const body = operation[kind];
+    if (body?.upsert === true) insertableIds(`bulkWrite operation ${index}`, body.filter, kind === 'replaceOne' ? body.replacement : body.update, kind === 'replaceOne');
+  });
+}
+
+/** A duplicate-key error (11000) of the write itself. */
+function isDuplicateKey(error: unknown): boolean {
+  return (error as { code?: unknown } | null)?.code === 11000;
+}
+
+/** checkThenWrite's budget is spent: every round's target stopped matching before its write. */
+function stoppedMatching(method: GuardedMethod): LockDatabaseError {
+  const cause = new Error(
+    `every document the write guard found for this ${method}() stopped matching its filter before the write reached it, on every attempt for ${TRANSACTION_RETRY_BUDGET_MS / 1000} s ` +
+      '(other writers keep changing the documents it matches); nothing was written',
+  );
+  return new LockDatabaseError(method, cause, true);
 }
 
 /** What updateMany / deleteMany return, from the counts of the bulk writes that carried it. */

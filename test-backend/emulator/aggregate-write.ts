@@ -70,6 +70,7 @@ import { duplicateKeyError } from './indexes';
 import { parseSafeBool } from './safe-bool';
 import { validateWrite } from './validation';
 import { viewNotCollection } from './views';
+import { MAX_WRITE_BATCH_SIZE } from './command-fields';
 
 export type WhenMatched = 'replace' | 'keepExisting' | 'merge' | 'fail' | 'pipeline';
 export type WhenNotMatched = 'insert' | 'discard' | 'fail';
@@ -381,9 +382,6 @@ async function runOut(ctx: CommandCtx, stage: OutStage, docs: Document[], opts: 
     });
   });
 }
-
-/** write_ops::kMaxWriteBatchSize. */
-const MAX_WRITE_BATCH_SIZE = 100000;
 
 /**
  * Per-statement bytes added to an entry's q/u/c sizes: an upper bound of the statement fields

@@ -58,6 +58,12 @@ export interface CommandCtx {
    * the stored image, unprojected). Set by the handler.
    */
   retryReply?: Document;
+  /**
+   * A retryable `update`: its statements that already wrote, by index, with their recorded
+   * results (TransactionManager.executedStatements); the handler answers those and records the
+   * ones it runs that write.
+   */
+  executedStatements?: Map<number, Document>;
   /** Resolves when the connection closes (lets long waits end early). */
   closed: Promise<void>;
 }

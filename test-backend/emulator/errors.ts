@@ -34,6 +34,11 @@ export const Codes = {
   NotSingleValueField: 54,
   CommandNotSupportedOnView: 166,
   QueryFeatureNotAllowed: 224,
+  ConflictingOperationInProgress: 117,
+  IncompleteTransactionHistory: 217,
+  PathNotViable: 28,
+  InvalidIndexSpecificationOption: 197,
+  CannotCreateIndex: 67,
 } as const;
 
 const names: Record<number, string> = {};
@@ -90,6 +95,8 @@ export function toCommandError(err: unknown): MongoCommandError {
   if (m) return new MongoCommandError(Codes.BadValue, `unknown operator: ${m[1]}`);
   m = /^accumulator '(\$\w+)' is not registered\.?$/.exec(msg);
   if (m) return new MongoCommandError(Codes.InvalidPipelineOperator, `Unrecognized expression '${m[1]}'`);
+  // DocumentSourceGroupBase::initializeFromBson (document_source_group_base.cpp): 15955.
+  if (/^\$group specification must include an '_id'/.test(msg)) return new MongoCommandError(15955, 'a group specification must include an _id');
   m = /^Use of undefined variable: (\S+)$/.exec(msg);
   if (m) return new MongoCommandError(17276, `Use of undefined variable: ${m[1]}`);
   // mingo refusals of things mongod accepts (5.0+ '$'-prefixed field names in updates, '__proto__'

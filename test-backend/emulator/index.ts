@@ -38,10 +38,15 @@
  *    collMod options other than index TTL, changeStreamPreAndPostImages,
  *    validators and view definitions; renameCollection across databases;
  *    bulkWrite (8.0 client bulk write), mapReduce; change events whose exact
- *    shape is not sourced; mixed
- *    inclusion/exclusion projections; updates that mongod answers with
- *    PathNotViable; sorting on a field holding an empty array; hinting a
- *    partial index; TTL options on _id, compound keys or out of range.
+ *    shape is not sourced; sorting on a field holding an empty array;
+ *    hinting a partial index; TTL options on _id, compound keys or out of
+ *    range; request fields mongod accepts without the emulator implementing
+ *    them (command-fields.ts).
+ *  - Refused as mongod refuses them (code, codeName, errmsg): unknown command
+ *    fields (command-fields.ts), the session envelope (session-options.ts),
+ *    filter, sort and projection parse errors (query-parse.ts, sort.ts,
+ *    projection.ts), index specs (index-spec.ts), PathNotViable updates
+ *    (update-rules.ts); see FIDELITY.md.
  *  - Partially: the errmsg of a hint naming no index
  *    carries only mongod's key phrase, not the planner's description; the
  *    failGetMoreAfterCursorCheckout errmsg is the emulator's own;

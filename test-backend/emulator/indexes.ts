@@ -1,14 +1,15 @@
 /**
- * Secondary indexes of one collection: specs as mongod lists them, unique
- * enforcement (Map entry -> owning _id key) and, for single-field indexes,
- * an equality lookup map used by the query planner. The `_id` index is the
- * collection's primary Map itself and is not stored here.
+ * Secondary indexes of one collection: specs as mongod lists them, unique enforcement (Map entry ->
+ * owning _id key) and the index's keys in order (ordered-index.ts), which the query planner scans.
+ * The `_id` index is the collection's primary Map with its own ordered keys (storage/collection.ts).
  */
 import type { Document } from 'bson';
 import type { Query } from 'mingo';
 import { makeQuery } from './mingo-context';
 import { Codes, MongoCommandError, unsupported } from './errors';
-import { clone, formatValue, getPath, isPlainObject, keyOf } from './values';
+import { clone, formatValue, getPath, isPlainObject, keyOf, typedKeyOf } from './values';
+import { OrderedIndex } from './ordered-index';
+import { validateIndexSpec } from './index-spec';
 
 export interface IndexSpec {
   v: number;
@@ -36,14 +37,9 @@ export function indexNameFor(key: Document): string {
  */
 export function normalizeSpec(raw: Document): IndexSpec {
   if (!isPlainObject(raw)) throw unsupported('an index specification that is not a document');
-  // index_key_validate::validateIndexSpec, reported through parseAndValidateIndexSpecs'
-  // "Error in specification <spec> :: caused by :: ..." (src/mongo/db/catalog/index_key_validate.cpp).
-  const inSpec = (code: number, why: string): MongoCommandError => new MongoCommandError(code, `Error in specification ${formatValue(raw)} :: caused by :: ${why}`);
-  if (raw.key === undefined) throw inSpec(Codes.FailedToParse, "The 'key' field is a required property of an index specification");
-  if (!isPlainObject(raw.key)) throw unsupported('an index key that is not a document');
-  if (Object.keys(raw.key).length === 0) throw unsupported('an empty index key pattern');
-  if (raw.name === undefined) throw inSpec(Codes.FailedToParse, "The 'name' field is a required property of an index specification");
-  if (typeof raw.name !== 'string') throw unsupported('an index name that is not a string');
+  // mongod's own refusals (index-spec.ts: index_key_validate::validateIndexSpec and
+  // parseAndValidateIndexSpecs), then what the emulator does not implement.
+  validateIndexSpec(raw);
   // Loud where unsupported: options and index types the emulator does not implement answer
   // NotImplemented naming the feature (geo '2d'/'2dsphere', 'text', 'hashed', collation...).
   for (const opt of Object.keys(raw)) {
@@ -51,6 +47,8 @@ export function normalizeSpec(raw: Document): IndexSpec {
   }
   if (raw.collation !== undefined) throw unsupported("createIndexes option 'collation'");
   for (const [field, dir] of Object.entries(raw.key as Document)) {
+    // A '$**' key is a wildcard index (IndexNames::findPluginName), valid on mongod, not implemented here.
+    if (field === '$**' || field.endsWith('.$**')) throw unsupported(`a wildcard index on '${field}'`);
     const n = numericValue(dir);
     if (n !== 1 && n !== -1) {
       const feature = dir === '2d' || dir === '2dsphere' || dir === 'geoHaystack' ? 'geo' : dir === 'text' ? 'text search' : String(dir);
@@ -134,15 +132,16 @@ export class Index {
   readonly fields: string[];
   /** unique: entry -> _id key owning it. */
   private readonly owners = new Map<string, string>();
-  /** single-field: entry -> set of _id keys (equality lookups). */
-  private readonly lookup: Map<string, Set<string>> | undefined;
   private readonly partial: Query | undefined;
+  /** The index's keys in index order, for the planner's index scans. */
+  readonly ordered: OrderedIndex;
 
-  constructor(spec: IndexSpec) {
+  /** `ridOf`: the record id of a document's `_id` key (the collection's; ties in the index order). */
+  constructor(spec: IndexSpec, ridOf: (key: string) => number = localRids()) {
     this.spec = spec;
     this.fields = Object.keys(spec.key);
-    this.lookup = this.fields.length === 1 && !this.fields[0].includes('.') ? new Map() : undefined;
     this.partial = spec.partialFilterExpression ? makeQuery(spec.partialFilterExpression) : undefined;
+    this.ordered = new OrderedIndex(spec, ridOf, this.partial);
   }
 
   get name(): string {
@@ -164,13 +163,6 @@ export class Index {
     return [...new Set(combos.map((c) => c.map(keyOf).join('|')))];
   }
 
-  /** Lookup-only entries: like entries() plus the whole array value, so {f: [..]} equality also hits. */
-  private lookupEntries(doc: Document): string[] {
-    const v = doc[this.fields[0]];
-    const keys = Array.isArray(v) ? [keyOf(v), ...v.map(keyOf)] : [keyOf(v)];
-    return keys;
-  }
-
   /** The _id key of another document already holding one of `entries`, if any. */
   conflictOwner(entries: string[], selfKey: string): string | undefined {
     if (!this.spec.unique) return undefined;
@@ -183,26 +175,12 @@ export class Index {
 
   add(doc: Document, idKey: string): void {
     if (this.spec.unique) for (const e of this.entries(doc)) this.owners.set(e, idKey);
-    if (this.lookup) {
-      for (const e of this.lookupEntries(doc)) {
-        let set = this.lookup.get(e);
-        if (!set) this.lookup.set(e, (set = new Set()));
-        set.add(idKey);
-      }
-    }
+    this.ordered.add(doc, idKey);
   }
 
   remove(doc: Document, idKey: string): void {
     if (this.spec.unique) for (const e of this.entries(doc)) if (this.owners.get(e) === idKey) this.owners.delete(e);
-    if (this.lookup) {
-      for (const e of this.lookupEntries(doc)) {
-        const set = this.lookup.get(e);
-        if (set) {
-          set.delete(idKey);
-          if (!set.size) this.lookup.delete(e);
-        }
-      }
-    }
+    this.ordered.remove(doc, idKey);
   }
 
   /** Moves the document at `idKey` from `before` to `after`; a no-op when the indexed fields did not change. */
@@ -213,7 +191,8 @@ export class Index {
       const top = f.includes('.') ? f.slice(0, f.indexOf('.')) : f;
       const a = before[top];
       const b = after[top];
-      if (a !== b && keyOf(a) !== keyOf(b)) {
+      // Typed: a change of type (1 to 1.0, missing to null) changes the keys a sparse index holds.
+      if (a !== b && typedKeyOf(a) !== typedKeyOf(b)) {
         same = false;
         break;
       }
@@ -224,19 +203,19 @@ export class Index {
     this.add(after, idKey);
   }
 
-  /** _id keys whose field equals `value` (superset; callers re-check with the matcher). */
-  lookupEqual(value: unknown): Set<string> | undefined {
-    if (!this.lookup) return undefined;
-    return this.lookup.get(keyOf(value)) ?? new Set();
-  }
-
-  canLookup(field: string): boolean {
-    return !!this.lookup && this.fields[0] === field && !this.spec.partialFilterExpression && !this.spec.sparse;
-  }
-
   duplicateKeyError(ns: string, doc: Document): MongoCommandError {
     return duplicateKeyError(ns, this.name, this.spec.key, Object.fromEntries(this.fields.map((f) => [f, firstScalar(getPath(doc, f))])));
   }
+}
+
+/** Record ids for an index built outside a collection: numbered in the order keys are first seen. */
+function localRids(): (key: string) => number {
+  const rids = new Map<string, number>();
+  return (key) => {
+    let r = rids.get(key);
+    if (r === undefined) rids.set(key, (r = rids.size + 1));
+    return r;
+  };
 }
 
 function firstScalar(v: unknown): unknown {

@@ -14,6 +14,7 @@ import type { Document } from 'bson';
 import type { Aggregator, Context as ContextType, Query } from 'mingo';
 import { compareValues } from './bson-order';
 import { unsupported } from './errors';
+import { lookupStage } from './lookup';
 import { numericAccumulatorOps, numericExpressionOps, numericPipelineOps } from './numeric-expressions';
 import { QUERY_OVERRIDES, setElementQueryFactory, setExpressionEvaluator } from './query-operators';
 
@@ -72,7 +73,17 @@ function nestedWriteStage(name: string): () => never {
 const CONTEXT = Context.init({
   accumulator: numericAccumulatorOps(OPS.accumulator as never) as never,
   expression: { ...numericExpressionOps(OPS.expression as never), ...COMPARISONS } as never,
-  pipeline: { ...numericPipelineOps(OPS.pipeline as never), $out: nestedWriteStage('$out'), $merge: nestedWriteStage('$merge') } as never,
+  pipeline: {
+    ...numericPipelineOps(OPS.pipeline as never),
+    $out: nestedWriteStage('$out'),
+    $merge: nestedWriteStage('$merge'),
+    // mongod's $lookup (lookup.ts), not mingo's.
+    $lookup: lookupStage({
+      runPipeline: (stages, docs, variables, collectionResolver) => makeAggregator(stages, { variables, collectionResolver }).run(docs) as Document[],
+      matcher: (filter) => makeQuery(filter),
+      evaluate: (doc, expr, variables) => evaluate(doc, expr, { variables }),
+    }),
+  } as never,
   projection: OPS.projection as never,
   query: { ...OPS.query, ...QUERY_OVERRIDES } as never,
   window: OPS.window as never,

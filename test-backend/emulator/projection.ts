@@ -18,7 +18,7 @@
 import type { Document } from 'bson';
 import { Codes, MongoCommandError, unsupported } from './errors';
 import { makeQuery } from './mingo-context';
-import { clone, isPlainObject } from './values';
+import { clone, formatValue, isPlainObject } from './values';
 
 type Spec =
   | { kind: 'include' }
@@ -90,8 +90,8 @@ function parse(projection: Document): { specs: Map<string, Spec>; inclusion: boo
       includes++;
     }
   }
-  // Mixed inclusion/exclusion is an error on mongod whose code and wording the emulator has not
-  // sourced, so it is refused instead.
+  // Mixed inclusion/exclusion is refused with mongod's errors by checkProjectionSpec before any
+  // projection runs; this is a guard for callers that skip it.
   if (includes && excludes) throw unsupported('a projection mixing inclusions and exclusions (other than _id)');
   // `{ _id: 1 }` alone is an inclusion projection (only _id); `{ _id: 0 }` alone an exclusion.
   const idOnlyInclusion = !includes && !excludes && specs.get('_id')?.kind === 'include' && ![...specs.values()].some((x) => x.kind === 'slice');
@@ -192,4 +192,67 @@ export function applyProjection(docs: Document[], projection: Document, filter?:
   if (inclusion && idExcluded) specs.delete('_id');
   const tree = buildTree(specs);
   return docs.map((d) => applyTree(d, tree, inclusion, { filter, root: d }, ''));
+}
+
+/* eslint-disable @typescript-eslint/no-require-imports */
+const MINGO_EXPRESSIONS = require('mingo/operators/expression') as Record<string, unknown>;
+/* eslint-enable @typescript-eslint/no-require-imports */
+
+type ProjectionPolicy = 'find' | 'aggregate';
+
+/**
+ * The inclusion/exclusion rules of projection_ast::parse (src/mongo/db/query/projection_parser.cpp,
+ * re-read), checked before any document is read: elements are taken in order and the first
+ * inclusion or exclusion other than a top-level `_id` fixes the projection's type; then
+ *  - an inclusion (a true number or bool, or a positional path) in an exclusion projection: 31253
+ *    "Cannot do inclusion on field <name> in exclusion projection";
+ *  - an exclusion in an inclusion projection: 31254 "Cannot do exclusion on field <name> in
+ *    inclusion projection";
+ *  - an expression other than $meta in an exclusion projection: 31252 "Cannot use expression other
+ *    than $meta in exclusion projection" (an expression makes the projection an inclusion);
+ *  - a literal in an exclusion projection: 31310 "Cannot use an expression <element> in an exclusion
+ *    projection" (a literal is an inclusion).
+ * `<name>` is the element's own field name (a nested sub-projection's inner name). find's $slice and
+ * $elemMatch leave the type open; in an aggregation projection $elemMatch is InvalidPipelineOperator
+ * "Cannot use $elemMatch in this context" and a positional path 31324 "Cannot use positional
+ * projection in aggregation projection". Expression names are taken from mingo's operator table
+ * (a name mongod knows and mingo does not is left to the projection itself).
+ */
+export function checkProjectionSpec(spec: Document, policy: ProjectionPolicy): void {
+  const state: { type?: 'inclusion' | 'exclusion' } = {};
+  const element = (name: string, v: unknown, isRoot: boolean): void => {
+    const positional = name.endsWith('.$') || name.includes('.$.') || name === '$';
+    if (positional && policy === 'aggregate') throw new MongoCommandError(31324, 'Cannot use positional projection in aggregation projection');
+    const topLevelId = isRoot && name === '_id';
+    if (isPlainObject(v)) {
+      const keys = Object.keys(v);
+      if (keys.length === 1 && keys[0].startsWith('$')) {
+        const op = keys[0];
+        if (op === '$elemMatch' && policy === 'aggregate') throw new MongoCommandError(Codes.InvalidPipelineOperator, 'Cannot use $elemMatch in this context');
+        if (policy === 'find' && (op === '$slice' || op === '$elemMatch')) return;
+        if (op === '$meta') return;
+        if (!(op in MINGO_EXPRESSIONS)) return;
+        if (state.type === 'exclusion') throw new MongoCommandError(31252, 'Cannot use expression other than $meta in exclusion projection');
+        state.type = 'inclusion';
+        return;
+      }
+      for (const [k, sub] of Object.entries(v)) element(k, sub, false);
+      return;
+    }
+    if (isFlag(v) || (v as { _bsontype?: string } | null)?._bsontype === 'Decimal128') {
+      const include = (v as { _bsontype?: string })?._bsontype === 'Decimal128' ? !/^[+-]?0*(\.0*)?(E[+-]?\d+)?$/i.test(String(v)) : truthy(v);
+      if (topLevelId && !positional) return;
+      if (include) {
+        if (state.type === 'exclusion') throw new MongoCommandError(31253, `Cannot do inclusion on field ${name} in exclusion projection`);
+        state.type = 'inclusion';
+      } else {
+        if (state.type === 'inclusion') throw new MongoCommandError(31254, `Cannot do exclusion on field ${name} in inclusion projection`);
+        state.type = 'exclusion';
+      }
+      return;
+    }
+    if (state.type === 'exclusion') throw new MongoCommandError(31310, `Cannot use an expression ${name}: ${formatValue(v)} in an exclusion projection`);
+    state.type = 'inclusion';
+  };
+  for (const [k, v] of Object.entries(spec)) element(k, v, true);
 }

@@ -24,7 +24,9 @@ import { adminCommands } from './commands/admin';
 import { crudCommands, WRITE_COMMANDS } from './commands/crud';
 import { explainCommands } from './commands/explain';
 import { handshakeCommands } from './commands/handshake';
+import { checkCommandFields, checkWriteBatch, parsedBeforeSession } from './command-fields';
 import { Codes, MongoCommandError, toCommandError } from './errors';
+import { checkSessionOptions, checkTransactionReadConcern } from './session-options';
 import { evaluateLet } from './let';
 import { resolveSnapshotRead, withAtClusterTime } from './snapshot-reads';
 import { checkWriteConcern, withWriteConcernOutcome } from './write-concern';
@@ -180,11 +182,14 @@ export async function dispatch(state: ServerState, msg: IncomingMessage, conn: C
   try {
     const handler = handlers[name];
     if (!handler) throw new MongoCommandError(Codes.CommandNotFound, `no such command: '${name}'`);
-    // initializeOperationSessionInfo (src/mongo/db/session/initialize_operation_session_info.cpp):
-    // a txnNumber (transaction or retryable write) needs a replica set member or mongos.
-    if (state.topology === 'standalone' && cmd.txnNumber !== undefined && cmd.lsid !== undefined) {
-      throw new MongoCommandError(Codes.IllegalOperation, 'Transaction numbers are only allowed on a replica set member or mongos');
-    }
+    // ExecCommandDatabase::_parseCommand parses the request (the IDL's unknown fields, 40415) before
+    // _initiateCommand reads its session fields (src/mongo/db/service_entry_point_common.cpp).
+    if (parsedBeforeSession(name)) checkCommandFields(name, cmd);
+    checkWriteBatch(name, cmd);
+    // initializeOperationSessionInfo / validateSessionOptions (session-options.ts): lsid, txnNumber
+    // (a replica set member only; retryable write commands only, unless in a transaction),
+    // autocommit, startTransaction.
+    checkSessionOptions(cmd, name, state.topology);
     // The logical session cache learns every session a command names ($listLocalSessions).
     if (cmd.lsid !== undefined) state.txns.touchSession(cmd.lsid as Document);
     if (inTransaction) {
@@ -196,6 +201,7 @@ export async function dispatch(state: ServerState, msg: IncomingMessage, conn: C
       }
       if (!TXN_ALLOWED.has(name)) throw new MongoCommandError(Codes.OperationNotSupportedInTransaction, `Cannot run '${name}' in a multi-document transaction.`);
       checkTransactionStatement(cmd, name);
+      checkTransactionReadConcern(cmd);
       ctx.txn = state.txns.forCommand(cmd, name);
     }
     // Snapshot reads outside transactions (readConcern snapshot, atClusterTime; 5.0+): the point
@@ -205,13 +211,20 @@ export async function dispatch(state: ServerState, msg: IncomingMessage, conn: C
     if (cmd.let !== undefined && LET_COMMANDS.has(name)) ctx.vars.let = evaluateLet(cmd.let, ctx.vars);
     ctx.exec = { storage: state.storage, txns: state.txns, txn: ctx.txn, vars: ctx.vars, db };
     const retryable = !inTransaction && WRITE_COMMANDS.has(name) && cmd.lsid !== undefined && cmd.txnNumber !== undefined;
-    if (retryable) {
+    // An update is retried statement by statement (the handler reads ctx.executedStatements);
+    // every other retryable write is answered whole.
+    if (retryable && name === 'update') ctx.executedStatements = state.txns.executedStatements(cmd);
+    else if (retryable) {
       const prior = state.txns.retryResult(cmd);
       // A fail point's writeConcernError applies to the retried command's reply too.
       if (prior) return withClusterTime(state, afterFailPoint({ ...prior }));
     }
     // onPrimaryTransactionalWrite (write-failpoints.ts): close the connection before the write, or after it.
-    const writeFp = retryable && ctx.state.topology === 'replset' ? state.failPoints?.writes?.onRetryableWrite() : undefined;
+    // A retried update whose statements all wrote already writes nothing now, and the fail point acts
+    // "after each write" (src/mongo/db/transaction/transaction_participant.cpp), so it does not fire.
+    const executed = ctx.executedStatements;
+    const replayOnly = executed !== undefined && Array.isArray(cmd.updates) && cmd.updates.length > 0 && cmd.updates.every((_: unknown, i: number) => executed.has(i));
+    const writeFp = retryable && !replayOnly && ctx.state.topology === 'replset' ? state.failPoints?.writes?.onRetryableWrite() : undefined;
     if (writeFp?.kind === 'closeWithoutWrite') {
       conn.close();
       return undefined;
@@ -225,7 +238,7 @@ export async function dispatch(state: ServerState, msg: IncomingMessage, conn: C
     // statements come from the oplog entries of the write, onWriteOpCompletedOnPrimary); a write
     // that changed nothing leaves no entry and runs again when retried. findAndModify records what
     // parseOplogEntryForFindAndModify rebuilds from the oplog (see crud.ts), not its projected reply.
-    if (retryable) state.txns.recordRetry(cmd, state.storage.seq !== seqBefore ? (ctx.retryReply ?? reply) : undefined);
+    if (retryable && name !== 'update') state.txns.recordRetry(cmd, state.storage.seq !== seqBefore ? (ctx.retryReply ?? reply) : undefined);
     if (writeFp?.kind === 'closeAfterWrite') {
       conn.close();
       return undefined;

@@ -58,8 +58,11 @@ export class Transaction implements LockHolder {
 
 interface SessionState {
   txn?: Transaction;
-  /** Highest txnNumber seen for retryable writes and its recorded reply. */
-  retry?: { txnNumber: number; reply: Document | undefined };
+  /**
+   * Highest txnNumber seen for retryable writes and its recorded reply; for an `update`, the
+   * statements that wrote, by index (see executedStatements).
+   */
+  retry?: { txnNumber: number; reply: Document | undefined; statements?: Map<number, Document> };
 }
 
 /**
@@ -111,7 +114,17 @@ export class TransactionManager {
     const n = txnNum(cmd.txnNumber);
     const s = this.session(lsid);
     const cur = s.txn;
+    // TransactionParticipant keeps one active txnNumber per session for transactions and retryable
+    // writes alike (kUninitializedTxnNumber, -1, before the first).
+    const active = Math.max(cur?.txnNumber ?? -1, s.retry?.txnNumber ?? -1);
     if (cmd.startTransaction) {
+      // _verifyCanBeginMultiDocumentTransaction (src/mongo/db/transaction/transaction_participant.cpp):
+      // only a shard server may start a transaction again at the active number; on a replica set it
+      // is ConflictingOperationInProgress, whatever that number's state (running, committed,
+      // aborted, or a retryable write's).
+      if (n === active) {
+        throw new MongoCommandError(Codes.ConflictingOperationInProgress, 'Only servers in a sharded cluster can start a new transaction at the active transaction number');
+      }
       if (cur && cur.txnNumber >= n) {
         throw new MongoCommandError(Codes.TransactionTooOld, `Cannot start transaction ${n} on session because a newer transaction ${cur.txnNumber} has already started`);
       }
@@ -121,6 +134,17 @@ export class TransactionManager {
       txn.timer.unref();
       s.txn = txn;
       return txn;
+    }
+    // _continueMultiDocumentTransaction: a number above the active one (or the active number of a
+    // retryable write) continues nothing. (A number below it is TransactionTooOld on mongod, with the
+    // session rendered in the message; that rendering is not sourced here, so it keeps the older
+    // answer below.)
+    if (n > active || (n === active && (!cur || cur.txnNumber !== n))) {
+      throw new MongoCommandError(
+        Codes.NoSuchTransaction,
+        `Given transaction number ${n} does not match any in-progress transactions. The active transaction number is ${active}`,
+        { errorLabels: ['TransientTransactionError'] },
+      );
     }
     if (!cur || cur.txnNumber !== n) throw noSuchTransaction(n);
     if (cur.state === 'aborted') throw noSuchTransaction(n);
@@ -266,11 +290,33 @@ export class TransactionManager {
     if (!lsid || cmd.txnNumber === undefined) return undefined;
     const s = this.session(lsid);
     const n = txnNum(cmd.txnNumber);
+    // _beginOrContinueRetryableWrite (transaction_participant.cpp): the active number belongs to a
+    // transaction, not to a retryable write.
+    if (s.txn && s.txn.txnNumber === n && (!s.retry || s.retry.txnNumber < n)) {
+      throw new MongoCommandError(Codes.IncompleteTransactionHistory, 'Cannot retry a retryable write that has been converted into a transaction');
+    }
     if (s.retry && s.retry.txnNumber === n) return s.retry.reply;
     if (s.retry && s.retry.txnNumber > n) {
       throw new MongoCommandError(Codes.TransactionTooOld, `Retryable write with txnNumber ${n} is prohibited on session because a newer retryable write with txnNumber ${s.retry.txnNumber} has already started on this session.`);
     }
     return undefined;
+  }
+
+  /**
+   * The statements of a retryable `update` (lsid, txnNumber) that already wrote, by index, each
+   * with the result mongod rebuilds from its oplog entry (parseOplogEntryForUpdate in
+   * src/mongo/db/query/write_ops/write_ops_retryability.cpp); performUpdates answers those and
+   * runs the others (write_ops_exec.cpp, checkStatementExecutedAndFetchOplogEntry per stmtId). The
+   * map is the session's own record: the handler adds the statements it runs that write.
+   */
+  executedStatements(cmd: Document): Map<number, Document> | undefined {
+    const lsid = cmd.lsid as Document | undefined;
+    if (!lsid || cmd.txnNumber === undefined) return undefined;
+    this.retryResult(cmd); // TransactionTooOld for an older txnNumber
+    const s = this.session(lsid);
+    const n = txnNum(cmd.txnNumber);
+    if (!s.retry || s.retry.txnNumber !== n || !s.retry.statements) s.retry = { txnNumber: n, reply: undefined, statements: new Map() };
+    return s.retry.statements;
   }
 
   /** `reply` undefined: the write changed nothing, so a retry with this txnNumber runs it again. */

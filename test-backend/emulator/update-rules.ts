@@ -15,14 +15,14 @@
  *    each element tested as a document (manual, "$pull": "If the specified <value> to remove is a
  *    document, $pull removes only the elements in the array that have the exact same fields and
  *    values"/"conditions" — query operators apply to each element).
- *  - A path that would need to create a field inside an array element by name, or inside a scalar,
- *    fails on mongod (PathNotViable); the emulator has not sourced that message, so it refuses such
- *    updates (NotImplemented) instead of silently doing nothing.
+ *  - A path that would need to create a field inside an array by name, or inside a scalar or null,
+ *    fails with PathNotViable (see pathNotViable below).
  */
 import type { Document } from 'bson';
-import { Codes, MongoCommandError, unsupported } from './errors';
+import { Codes, MongoCommandError } from './errors';
 import { makeQuery } from './mingo-context';
 import { formatValue, isPlainObject, valuesEqual } from './values';
+import { comparePaths } from './update-order';
 
 const CREATING_OPS = new Set(['$set', '$setOnInsert', '$inc', '$mul', '$min', '$max', '$push', '$addToSet', '$currentDate']);
 
@@ -67,18 +67,37 @@ function renameSourceAbsent(doc: Document, path: string): boolean {
   return false;
 }
 
-/** Refuses paths mongod answers with PathNotViable (see the module comment). */
-function checkPathViable(doc: Document, path: string): void {
+/**
+ * The PathNotViable error of a creating modifier (`$set`, `$inc`, `$push`...) whose path cannot be
+ * created in `doc`, or undefined. ModifierNode::applyToNonexistentElement creates the missing part of
+ * the path under the deepest existing element with pathsupport::createPathAt
+ * (src/mongo/db/update/path_support.cpp, modifier_node.cpp): an element that is neither a document
+ * nor an array (null included), or an array reached with a field name that is not an index, fails
+ * with PathNotViable (28) "Cannot create field '<first missing part>' in element {<element>}", the
+ * element printed by BSONElement::toString ("a: 1", "0: 1" for an array element,
+ * "eatenBy: [ { name: \"alice\" } ]").
+ */
+function pathNotViable(doc: Document, path: string): MongoCommandError | undefined {
   const parts = path.split('.');
   let cur: unknown = doc;
-  for (let i = 0; i < parts.length - 1; i++) {
+  let name = '';
+  for (let i = 0; i < parts.length; i++) {
     const p = parts[i];
-    const next = parts[i + 1];
-    cur = Array.isArray(cur) ? (/^\d+$/.test(p) ? cur[Number(p)] : undefined) : isPlainObject(cur) ? cur[p] : undefined;
-    if (cur === undefined || cur === null) return;
-    if (Array.isArray(cur) && !/^\d+$/.test(next) && !next.startsWith('$')) throw unsupported(`updating '${path}': a named field inside an array element (mongod answers PathNotViable)`);
-    if (!Array.isArray(cur) && !isPlainObject(cur)) throw unsupported(`updating '${path}': a field inside a ${bsonTypeName(cur)} value (mongod answers PathNotViable)`);
+    const fail = (): MongoCommandError => new MongoCommandError(Codes.PathNotViable, `Cannot create field '${p}' in element {${name}: ${formatValue(cur)}}`);
+    if (Array.isArray(cur)) {
+      if (!/^\d+$/.test(p)) return fail();
+      const next = cur[Number(p)];
+      if (next === undefined) return undefined; // created (the array is padded with nulls)
+      cur = next;
+    } else if (isPlainObject(cur)) {
+      if (cur[p] === undefined) return undefined; // created
+      cur = cur[p];
+    } else {
+      return fail();
+    }
+    name = p;
   }
+  return undefined;
 }
 
 /**
@@ -118,6 +137,8 @@ function positionalIndex(doc: Document, arrayPath: string, filter: Document): nu
 /** Rewrites `modifier` for `old` (see the module comment); returns a new modifier document. */
 export function prepareModifier(old: Document, modifier: Document, filter: Document | undefined, inserting: boolean): Document {
   const out: Document = {};
+  // Paths apply in field-name order (update-order.ts): the first non-viable one in that order fails.
+  const notViable: Array<[string, MongoCommandError]> = [];
   for (const [op, spec] of Object.entries(modifier)) {
     if (!isPlainObject(spec)) {
       out[op] = spec;
@@ -136,7 +157,10 @@ export function prepareModifier(old: Document, modifier: Document, filter: Docum
       // the rename a no-op, whatever its target (`_id` included); only a source path through a
       // scalar fails (PathNotViable), so that case is left to the general path below.
       if (op === '$rename' && !path.includes('$') && renameSourceAbsent(old, path)) continue;
-      if (CREATING_OPS.has(op) && !path.includes('$')) checkPathViable(old, path);
+      if (CREATING_OPS.has(op) && !path.includes('$')) {
+        const err = pathNotViable(old, path);
+        if (err) notViable.push([path, err]);
+      }
       if (op === '$push' && !path.includes('$')) {
         const at = valueAt(old, path.split('.'));
         if (at.present && !Array.isArray(at.value)) {
@@ -156,5 +180,6 @@ export function prepareModifier(old: Document, modifier: Document, filter: Docum
     }
     if (Object.keys(next).length) out[op] = { ...(out[op] as Document | undefined), ...next };
   }
+  if (notViable.length) throw notViable.sort(([a], [b]) => comparePaths(a, b))[0][1];
   return out;
 }

@@ -114,7 +114,8 @@ export function formatValue(v: unknown): string {
   if (typeof v === 'number') return formatDouble(v);
   if (typeof v === 'boolean' || typeof v === 'bigint') return String(v);
   if (v instanceof Date) return `new Date(${v.getTime()})`;
-  if (Array.isArray(v)) return `[ ${v.map(formatValue).join(', ')} ]`;
+  // BSONObj::toString prints an empty array as [] and an empty document as {}.
+  if (Array.isArray(v)) return v.length ? `[ ${v.map(formatValue).join(', ')} ]` : '[]';
   const t = (v as BsonTyped)._bsontype;
   if (t === 'ObjectId') return `ObjectId('${(v as ObjectId).toHexString()}')`;
   if (t === 'Long') return (v as Long).toString();

@@ -11,11 +11,12 @@ import { duplicateKeyError } from './indexes';
 import { checkUpsertPredicate } from './rules/upsert';
 import { ensureColl, getColl } from './namespaces';
 import { prepareModifier } from './update-rules';
-import { sortDocs } from './sort';
+import { checkSortPattern, sortDocs } from './sort';
+import { checkFilterSyntax } from './query-parse';
 export { sortDocs } from './sort';
 import { assignPath, checkIntResults, planArithmetic } from './update-arithmetic';
 import { rejectProtoKeys } from './unsupported-features';
-import { modifierPaths, orderCreatedFields } from './update-order';
+import { compareBytes, modifierPaths, orderCreatedFields } from './update-order';
 import { validateWrite } from './validation';
 import { bindExpression, bindFilter, compileFilter, equalityValue, View, withRestriction, type SystemVars } from './query';
 import { resolveHint } from './hint';
@@ -493,28 +494,29 @@ function singleInValue(values: unknown[]): { ok: true; value: unknown } | { ok: 
  *  - not extracted: `{x: /re/}`, `$gt`/`$ne`/`$exists`/`$elemMatch`/`$not`, `$in` of several
  *    distinct values or with a regex,
  *    `$or` of several, `$nor`;
- *  - errors (modifier updates): two equalities on one path (`$all: [1, 2]`, `{$and: [{x: 1},
- *    {x: 1}]}`): NotSingleValueField 54, "cannot infer query fields to set, path '<p>' is matched
- *    twice" (checkEqualityConflicts); a replacement ignores every path but `_id`.
- * Refused rather than guessed: equalities on a path and its prefix (a write error in
- * upsert_fields.js, but its message depends on the canonical order), `$in: []` and `$all: []`
- * (which turn the whole query into `$alwaysFalse`), `$all` with `$elemMatch`, and `'_id.<sub>'`
- * equalities on a replacement (NotExactValueField, message not re-read).
+ *  - the equalities are taken in the canonical query's order (CanonicalQuery sorts an $and's
+ *    children by match type, then path: for equalities, by path bytes) and land in an
+ *    EqualityMatches, a std::map keyed by path (path_support.h), so the seed's fields are created in
+ *    path order whatever the query's order;
+ *  - errors (modifier updates), checkEqualityConflicts (findParentEqualityElement looks for the path
+ *    itself, then its prefixes, longest first, among the equalities already taken):
+ *    NotSingleValueField 54, "cannot infer query fields to set, path '<p>' is matched twice" (two
+ *    equalities on one path: `$all: [1, 2]`, `{$and: [{x: 1}, {x: 1}]}`) and "cannot infer query
+ *    fields to set, both paths '<p>' and '<prefix>' are matched" (a path and its prefix: the prefix
+ *    sorts first); a replacement ignores every path but `_id`.
+ * Refused rather than guessed: `$in: []` and `$all: []` (which turn the whole query into
+ * `$alwaysFalse`), `$all` with `$elemMatch`, and `'_id.<sub>'` equalities on a replacement
+ * (NotExactValueField, message not re-read).
  */
 export function upsertSeed(filter: Document | undefined, replacement = false): Document {
   const seed: Document = {};
-  const seen = new Set<string>();
+  const equalities: Array<[string, unknown]> = [];
   const add = (path: string, value: unknown): void => {
     if (replacement && path !== '_id') {
       if (path.startsWith('_id.')) throw unsupported(`a replacement upsert whose query has an equality on '${path}' (mongod answers NotExactValueField)`);
       return;
     }
-    if (seen.has(path)) throw new MongoCommandError(Codes.NotSingleValueField, `cannot infer query fields to set, path '${path}' is matched twice`);
-    for (const other of seen) {
-      if (other.startsWith(`${path}.`) || path.startsWith(`${other}.`)) throw unsupported(`an upsert query with equality conditions on both '${other}' and '${path}' (mongod answers NotSingleValueField)`);
-    }
-    seen.add(path);
-    assignSeedPath(seed, path, value);
+    equalities.push([path, value]);
   };
   const field = (path: string, cond: unknown): void => {
     if (cond instanceof RegExp) return;
@@ -546,6 +548,19 @@ export function upsertSeed(filter: Document | undefined, replacement = false): D
     }
   };
   if (filter) walk(filter);
+  equalities.sort(([a], [b]) => compareBytes(a, b));
+  const taken = new Set<string>();
+  for (const [path, value] of equalities) {
+    const parts = path.split('.');
+    for (let i = parts.length; i >= 1; i--) {
+      const prefix = parts.slice(0, i).join('.');
+      if (!taken.has(prefix)) continue;
+      const why = i === parts.length ? `path '${path}' is matched twice` : `both paths '${path}' and '${prefix}' are matched`;
+      throw new MongoCommandError(Codes.NotSingleValueField, `cannot infer query fields to set, ${why}`);
+    }
+    taken.add(path);
+    assignSeedPath(seed, path, value);
+  }
   return seed;
 }
 
@@ -571,9 +586,10 @@ export interface UpdateOutcome {
  * document the write would examine, even if the committed version does not
  * match its filter (the transaction may change that); this is conservative.
  */
-function waitForLockedCandidates(ctx: ExecCtx, coll: Collection | undefined, filter: Document): void {
+function waitForLockedCandidates(ctx: ExecCtx, coll: Collection | undefined, filter: Document, hint?: unknown): void {
   if (ctx.txn || !coll || ctx.storage.locks.size === 0) return;
-  for (const [k] of new View(coll).candidates(filter)) ctx.storage.checkUnlocked(coll, k);
+  const view = new View(coll);
+  for (const [k] of view.candidates(filter, view.plan(filter, { hint }))) ctx.storage.checkUnlocked(coll, k);
 }
 
 /** Every `$[id]` used in the update needs an array filter, and every array filter must be used. */
@@ -608,10 +624,10 @@ export function updateStatement(
   if (st.multi && !Array.isArray(st.u) && !isModifier(st.u)) throw new MongoCommandError(Codes.FailedToParse, 'multi update is not supported for replacement-style update');
   let coll = getColl(ctx, db, collName);
   const matcher = withRestriction(compileFilter(filter, ctx.vars), resolveHint(coll, st.hint));
-  waitForLockedCandidates(ctx, coll, filter);
+  waitForLockedCandidates(ctx, coll, filter, st.hint);
   const view = new View(coll, ctx.txn);
-  let matches = view.find(filter, matcher, st.multi || st.sort ? 0 : 1);
-  if (st.sort && matches.length > 1) matches = sortEntries(matches, st.sort).slice(0, st.multi ? undefined : 1);
+  // Sorted by View.find (through the index when the plan provides the order), then the first one unless multi.
+  const matches = view.find(filter, matcher, { sort: st.sort, hint: st.hint, limit: st.multi ? 0 : 1 });
   if (matches.length && coll) {
     if (!ctx.txn) for (const [k] of matches) ctx.storage.checkUnlocked(coll, k);
     let first: { before: Document; after: Document } | undefined;
@@ -620,10 +636,19 @@ export function updateStatement(
     // The change event's updateDescription depends on the kind of update (update-description.ts).
     const source: UpdateSource | undefined = Array.isArray(st.u) ? { kind: 'pipeline' } : kind === 'update' ? { kind: 'modifier', spec: st.u as Document } : undefined;
     for (const [key, old] of matches) {
-      const next = computeUpdate(old, st.u, { filter, arrayFilters: st.arrayFilters, vars: ctx.vars, inserting: false });
+      let next: Document;
+      try {
+        next = computeUpdate(old, st.u, { filter, arrayFilters: st.arrayFilters, vars: ctx.vars, inserting: false });
+        if (next !== old && typedKeyOf(next) !== typedKeyOf(old)) checkUpdatedSize(next);
+      } catch (e) {
+        // mongod's multi-update writes document by document and keeps, outside a transaction, what
+        // it wrote before the document that fails; the emulator computes every document first and
+        // writes none, so that outcome (and the counts mongod reports for it) is not reproduced.
+        if (writes.length && !ctx.txn) throw unsupported(`a multi-update that fails on a later document (${toCommandError(e).message}) after earlier ones changed`);
+        throw e;
+      }
       first ??= { before: old, after: next };
       if (next === old || typedKeyOf(next) === typedKeyOf(old)) continue;
-      checkUpdatedSize(next);
       writes.push({ coll, key, before: old, after: next, kind, source });
     }
     // Wait before the first write, so a multi-update never half-applies and then re-runs.
@@ -659,15 +684,16 @@ export function updateStatement(
 }
 
 export function deleteStatement(ctx: ExecCtx, db: string, collName: string, st: { q?: Document; limit?: number; sort?: Document; hint?: unknown }): { n: number; deleted: Document | null } {
+  const filter = st.q ?? {};
+  // ParsedDelete::parseRequest parses the query whether or not the collection exists.
+  checkFilterSyntax(filter);
+  if (st.sort) checkSortPattern(st.sort);
   const coll = getColl(ctx, db, collName);
   if (!coll) return { n: 0, deleted: null };
-  const filter = st.q ?? {};
   const matcher = withRestriction(compileFilter(filter, ctx.vars), resolveHint(coll, st.hint));
-  waitForLockedCandidates(ctx, coll, filter);
+  waitForLockedCandidates(ctx, coll, filter, st.hint);
   const one = st.limit === 1;
-  let matches = new View(coll, ctx.txn).find(filter, matcher, one && !st.sort ? 1 : 0);
-  if (st.sort && matches.length > 1) matches = sortEntries(matches, st.sort);
-  if (one) matches = matches.slice(0, 1);
+  const matches = new View(coll, ctx.txn).find(filter, matcher, { sort: st.sort, hint: st.hint, limit: one ? 1 : 0 });
   if (!ctx.txn) for (const [k] of matches) ctx.storage.checkUnlocked(coll, k);
   for (const [key, old] of matches) applyWrite(ctx, { coll, key, before: old, after: null, kind: 'delete' });
   return { n: matches.length, deleted: matches[0]?.[1] ?? null };

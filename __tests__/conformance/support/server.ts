@@ -157,3 +157,58 @@ export interface Loose {
   _id?: string | number | ObjectId;
   [key: string]: unknown;
 }
+
+let cachedVersion: string | undefined;
+
+/**
+ * The server's version (buildInfo.version), known synchronously at test-collection time so that
+ * tests of rules that differ between releases can be skipped, with a printed reason, on releases
+ * whose answer they do not pin. The emulator answers as its reported release.
+ */
+export function serverVersion(): string {
+  if (cachedVersion) return cachedVersion;
+  if (testBackendKind() === 'emulator') {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    cachedVersion = (require('../../../test-backend/emulator/commands/handshake') as { SERVER_VERSION: string }).SERVER_VERSION;
+    return cachedVersion;
+  }
+  const driver = require.resolve('mongodb');
+  const script = `
+    const { MongoClient } = require(${JSON.stringify(driver)});
+    (async () => {
+      const client = new MongoClient(process.env.MONGODB_URI, { serverSelectionTimeoutMS: 5000 });
+      try {
+        await client.connect();
+        process.stdout.write(String((await client.db('admin').command({ buildInfo: 1 })).version));
+      } finally {
+        await client.close().catch(() => undefined);
+      }
+    })();`;
+  cachedVersion = execFileSync(process.execPath, ['-e', script], { encoding: 'utf8', timeout: 20_000, env: process.env }).trim();
+  return cachedVersion;
+}
+
+/** Whether the server's release is `major.minor` (e.g. '7.0'). */
+export function serverIsRelease(majorMinor: string): boolean {
+  return serverVersion() === majorMinor || serverVersion().startsWith(`${majorMinor}.`);
+}
+
+/** mongod's whole answer to a refused command: code, codeName and errmsg. */
+export interface Refusal {
+  code: number;
+  codeName: string;
+  errmsg: string;
+}
+
+/** Awaits `promise` and requires a command error with exactly `expected`'s code, codeName and errmsg. */
+export async function expectRefusal(promise: Promise<unknown>, expected: Refusal): Promise<MongoServerError> {
+  const error = await expectServerError(promise, expected.code);
+  expect({ code: error.code, codeName: error.codeName, errmsg: error.errmsg }).toEqual(expected);
+  return error;
+}
+
+/** A write command's reply that carries exactly one write error, at `index`, equal to `expected`. */
+export function expectWriteError(reply: Document, index: number, expected: Refusal): void {
+  const errors = (reply.writeErrors ?? []) as Document[];
+  expect(errors.map((e) => ({ index: e.index, code: e.code, codeName: e.codeName, errmsg: e.errmsg }))).toEqual([{ index, ...expected }]);
+}

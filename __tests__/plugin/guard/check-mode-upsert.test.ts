@@ -12,8 +12,10 @@
  *  - deleted: the pinned upsert re-created it; `findOneAndUpdate` returns `null` (the document
  *    before), which the guard read as "touched nothing" and ran the write AGAIN: a `$inc` applied
  *    twice.
- * Now upserts in check mode are sent unpinned, and only non-upserts (whose "touched nothing" is
- * exact) are retried. The window (one round trip) is widened by a fail point that delays A's write.
+ * Now (issue 16) what the search found is written without `upsert` and re-searched when it
+ * matched nothing, and only a search that found nothing sends the upsert, which can then only
+ * insert (write-guard.ts, checkThenWrite; check-mode-upsert-stopped-matching.test.ts). The window
+ * (one round trip) is widened by a fail point that delays A's write.
  * (Found by the attack run, `__tests__/attack/check-mode-pinned-upsert.test.ts`.)
  */
 import { deploymentFacts, describeIf } from '../../conformance/support/server';

@@ -5,6 +5,8 @@ import type { CommandCtx, Handler } from '../context';
 import { Codes, MongoCommandError, toCommandError, unsupported } from '../errors';
 import { formatValue, isPlainObject, keyOf } from '../values';
 import { ensureColl, getColl } from '../namespaces';
+import { View } from '../query';
+import { validateIndexSpec } from '../index-spec';
 import { validateNamespace } from '../storage/engine';
 import { numericValue } from '../indexes';
 import { cannotDropIndexesOnView, createView, modifyView, parseViewDefinition, viewInfos, viewNotCollection } from '../views';
@@ -131,6 +133,9 @@ const createIndexes: Handler = (ctx) => {
   const name = ctx.cmd.createIndexes as string;
   const specs = ctx.cmd.indexes as Document[] | undefined;
   if (!Array.isArray(specs) || !specs.length) throw new MongoCommandError(Codes.FailedToParse, "Must specify at least one index to create");
+  // CmdCreateIndexes validates every spec (parseAndValidateIndexSpecs) before it looks at the
+  // collection or the transaction (index-spec.ts).
+  for (const spec of specs) if (isPlainObject(spec)) validateIndexSpec(spec);
   const storage = ctx.state.storage;
   // runCreateIndexesWithCoordinator's AutoGetCollection refuses a view (views.ts).
   if (storage.getView(ctx.db, name)) throw viewNotCollection(ctx.db, name);
@@ -142,6 +147,16 @@ const createIndexes: Handler = (ctx) => {
     const allExist = specs.every((s) => storage.createIndex(committed, s, { dryRun: true }) === 'exists');
     if (!allExist) {
       throw new MongoCommandError(Codes.OperationNotSupportedInTransaction, `Cannot create new indexes on existing collection ${ctx.db}.${name} in a multi-document transaction.`);
+    }
+  }
+  if (ctx.txn && !committed && existed) {
+    // runCreateIndexesOnNewCollection (src/mongo/db/commands/create_indexes_cmd.cpp): a collection
+    // this transaction created takes new indexes only while it is empty (checked before the specs
+    // are filtered, so an index that exists already is refused too).
+    const pending = getColl(ctx.exec, ctx.db, name);
+    const nonEmpty = pending !== undefined && !new View(pending, ctx.txn).all()[Symbol.iterator]().next().done;
+    if (nonEmpty) {
+      throw new MongoCommandError(Codes.OperationNotSupportedInTransaction, `Cannot create new indexes on non-empty collection ${ctx.db}.${name} in a multi-document transaction.`);
     }
   }
   const coll = ensureColl(ctx.exec, ctx.db, name);

@@ -3,9 +3,11 @@ import type { Document, Long } from 'bson';
 import { makeAggregator, makeQuery } from '../mingo-context';
 import type { CommandCtx, Handler } from '../context';
 import { Codes, MongoCommandError, toCommandError, unsupported } from '../errors';
-import { bindExpression, bindPipeline, compileFilter, View, withRestriction } from '../query';
+import { bindExpression, bindPipeline, compileFilter, View, withRestriction, type ReadStats } from '../query';
 import { hintOrder, resolveHint } from '../hint';
-import { applyProjection, projectionIsSimple } from '../projection';
+import { applyProjection, checkProjectionSpec, projectionIsSimple } from '../projection';
+import { checkFilterSyntax } from '../query-parse';
+import { checkSortPattern } from '../sort';
 import { deleteStatement, insertOne, sortDocs, updateStatement, waitingForLocks, type UpdateSpec } from '../writes';
 import { isPlainObject, keyOf } from '../values';
 import { ensureColl, getColl } from '../namespaces';
@@ -15,6 +17,7 @@ import { collectionlessAggregate, collectionlessDocs } from '../collectionless-a
 import { numKind, toNumber } from '../numbers';
 import { snapshotView } from '../snapshot-reads';
 import { parseSafeBool } from '../safe-bool';
+import { checkCommandFields } from '../command-fields';
 
 function collName(ctx: CommandCtx): string {
   const v = ctx.cmd[ctx.name];
@@ -101,6 +104,25 @@ function withErrors(reply: Document, writeErrors: Document[]): Document {
   return reply;
 }
 
+/**
+ * UpdateDriver::parse (src/mongo/db/update/update_driver.cpp, 7.0), per statement: a pipeline
+ * update with array filters is FailedToParse "arrayFilters may not be specified for pipeline-style
+ * updates" (an empty list is no filters), constants (`c`) without a pipeline are 51198 "Constant
+ * values may only be specified for pipeline updates" (jstests/core/write/update/
+ * update_with_pipeline.js, `c: {}` included). A pipeline with constants is valid on mongod; the
+ * emulator does not bind them, so it refuses it (NotImplemented). 8.0 checks both when it parses the
+ * command (write_ops.cpp validateUpdateDoc) and fails the whole command instead.
+ */
+function checkPipelineUpdateOptions(st: Document): void {
+  const hasConstants = st.c !== undefined && st.c !== null;
+  if (Array.isArray(st.u)) {
+    if (Array.isArray(st.arrayFilters) && st.arrayFilters.length) throw new MongoCommandError(Codes.FailedToParse, 'arrayFilters may not be specified for pipeline-style updates');
+    if (hasConstants) throw unsupported("constants ('c') in a pipeline update");
+    return;
+  }
+  if (hasConstants) throw new MongoCommandError(51198, 'Constant values may only be specified for pipeline updates');
+}
+
 const update: Handler = async (ctx) => {
   const name = collName(ctx);
   takeBypass(ctx, 'update');
@@ -113,9 +135,25 @@ const update: Handler = async (ctx) => {
   // whole command ("BSON field '<path>' is an unknown field.", 40415).
   if (updates.some((st) => isPlainObject(st) && st.sort !== undefined)) throw new MongoCommandError(40415, "BSON field 'update.updates.sort' is an unknown field.");
   const onView = isView(ctx, name);
+  const executed = ctx.executedStatements;
+  const retriedStmtIds: number[] = [];
   const writeErrors = await runStatements(ctx, updates, (st, index) => {
+    // A retryable write: a statement that already wrote is answered from its record (its stmtId is
+    // its index: drivers send no stmtIds), the others run (performUpdates).
+    const prior = executed?.get(index);
+    if (prior) {
+      retriedStmtIds.push(index);
+      n += prior.n as number;
+      nModified += prior.nModified as number;
+      if (prior.upsertedId !== undefined) upserted.push({ index, _id: prior.upsertedId });
+      return;
+    }
     if (onView) throw viewNotCollection(ctx.db, name);
     rejectStatementOptions(ctx, st, ['collation']);
+    checkPipelineUpdateOptions(st);
+    // performSingleUpdateOpWithDupKeyRetry (write_ops_exec.cpp): a multi statement cannot be part
+    // of a retryable write; the statement fails, the batch goes on as for any statement error.
+    if (executed && st.multi) throw new MongoCommandError(Codes.InvalidOptions, 'Cannot use (or request) retryable writes with multi=true');
     const r = updateStatement(ctx.exec, ctx.db, name, {
       q: st.q as Document,
       u: st.u as UpdateSpec,
@@ -127,9 +165,15 @@ const update: Handler = async (ctx) => {
     n += r.n;
     nModified += r.nModified;
     if (r.upsertedId !== undefined) upserted.push({ index, _id: r.upsertedId });
+    // What parseOplogEntryForUpdate rebuilds from the statement's oplog entry, if it wrote one:
+    // an insert (the upsert) or an update. A statement that changed nothing has none.
+    if (r.upsertedId !== undefined) executed?.set(index, { n: 1, nModified: 0, upsertedId: r.upsertedId });
+    else if (r.nModified > 0) executed?.set(index, { n: 1, nModified: 1 });
   });
   const reply: Document = { n, nModified, ok: 1 };
   if (upserted.length) reply.upserted = upserted;
+  // write_commands.cpp serializeReply: retriedStmtIds only when a statement was answered from its record.
+  if (retriedStmtIds.length) reply.retriedStmtIds = retriedStmtIds;
   return withErrors(reply, writeErrors);
 };
 
@@ -152,12 +196,43 @@ const del: Handler = async (ctx) => {
 
 function project(docs: Document[], projection: Document | undefined, ctx: CommandCtx, filter?: Document): Document[] {
   if (!projection || !Object.keys(projection).length) return docs;
+  checkProjectionSpec(projection, 'find');
   if (projectionIsSimple(projection)) return applyProjection(docs, projection, filter);
   try {
     return makeQuery({}, { variables: ctx.vars.let }).find(docs, bindExpression(projection, ctx.vars)).all() as Document[];
   } catch (e) {
     throw toCommandError(e);
   }
+}
+
+/**
+ * findAndModify's option rules: `remove`, `upsert` and `new` are safeBools (write_ops.idl; a value
+ * of another type fails the parse, safe-bool.ts), then validate() (src/mongo/db/commands/
+ * find_and_modify.cpp, 7.0, re-read) in this order, all FailedToParse: "Either an update or
+ * remove=true must be specified"; with remove: "Cannot specify both an update and remove=true",
+ * "Cannot specify both upsert=true and remove=true " (sic, trailing space), "Cannot specify both
+ * new=true and remove=true; 'remove' always returns the deleted document", "Cannot specify
+ * arrayFilters and remove=true" (an empty arrayFilters array too); a pipeline update with
+ * arrayFilters: "Cannot specify arrayFilters and a pipeline update". A null option is absent (the
+ * IDL ignores null for optional fields). jstests/core/write/find_and_modify/
+ * find_and_modify_invalid_query_params.js exercises each.
+ */
+function validateFindAndModify(c: Document): { remove: boolean; upsert: boolean; returnNew: boolean } {
+  const remove = parseSafeBool('findAndModify', 'remove', c.remove);
+  const upsert = parseSafeBool('findAndModify', 'upsert', c.upsert);
+  const returnNew = parseSafeBool('findAndModify', 'new', c.new);
+  const hasUpdate = c.update !== undefined && c.update !== null;
+  const hasArrayFilters = c.arrayFilters !== undefined && c.arrayFilters !== null;
+  const fail = (msg: string): MongoCommandError => new MongoCommandError(Codes.FailedToParse, msg);
+  if (!remove && !hasUpdate) throw fail('Either an update or remove=true must be specified');
+  if (remove) {
+    if (hasUpdate) throw fail('Cannot specify both an update and remove=true');
+    if (upsert) throw fail('Cannot specify both upsert=true and remove=true ');
+    if (returnNew) throw fail("Cannot specify both new=true and remove=true; 'remove' always returns the deleted document");
+    if (hasArrayFilters) throw fail('Cannot specify arrayFilters and remove=true');
+  }
+  if (Array.isArray(c.update) && hasArrayFilters) throw fail('Cannot specify arrayFilters and a pipeline update');
+  return { remove, upsert, returnNew };
 }
 
 /**
@@ -173,15 +248,18 @@ const findAndModify: Handler = async (ctx) => {
   const name = collName(ctx);
   takeBypass(ctx, 'findAndModify');
   const c = ctx.cmd;
+  const { remove, upsert, returnNew } = validateFindAndModify(c);
   rejectOptions(ctx, ['collation']);
-  if (c.remove && c.update !== undefined) throw new MongoCommandError(Codes.FailedToParse, 'Cannot specify both an update and remove=true');
-  if (!c.remove && c.update === undefined) throw new MongoCommandError(Codes.FailedToParse, 'Either an update or remove=true must be specified');
-  if (c.remove && c.upsert) throw new MongoCommandError(Codes.FailedToParse, 'Cannot specify both upsert=true and remove=true');
+  // ParsedUpdate / ParsedDelete canonicalize the query with its sort and projection before the
+  // collection is looked at (query-parse.ts, sort.ts, projection.ts).
+  checkFilterSyntax(c.query);
+  if (isPlainObject(c.sort)) checkSortPattern(c.sort);
+  if (isPlainObject(c.fields)) checkProjectionSpec(c.fields, 'find');
   if (isView(ctx, name)) throw viewNotCollection(ctx.db, name);
   return waitingForLocks(() => {
     let value: Document | null;
     const leo: Document = {};
-    if (c.remove) {
+    if (remove) {
       const r = deleteStatement(ctx.exec, ctx.db, name, { q: c.query as Document, limit: 1, sort: c.sort as Document, hint: c.hint });
       leo.n = r.n;
       value = r.deleted;
@@ -190,7 +268,7 @@ const findAndModify: Handler = async (ctx) => {
       const r = updateStatement(ctx.exec, ctx.db, name, {
         q: c.query as Document,
         u: c.update as UpdateSpec,
-        upsert: !!c.upsert,
+        upsert,
         sort: c.sort as Document,
         arrayFilters: c.arrayFilters as Document[] | undefined,
         hint: c.hint,
@@ -198,7 +276,7 @@ const findAndModify: Handler = async (ctx) => {
       leo.n = r.n;
       leo.updatedExisting = r.n > 0 && r.upsertedId === undefined;
       if (r.upsertedId !== undefined) leo.upserted = r.upsertedId;
-      value = c.new ? (r.after ?? null) : r.upsertedId !== undefined ? null : (r.before ?? null);
+      value = returnNew ? (r.after ?? null) : r.upsertedId !== undefined ? null : (r.before ?? null);
       ctx.retryReply = {
         lastErrorObject: r.upsertedId !== undefined ? { n: 1, updatedExisting: false, upserted: r.upsertedId } : { n: 1, updatedExisting: true },
         value,
@@ -233,14 +311,18 @@ export function findWindow(c: Document): { skip: number; limit: number; singleBa
 }
 
 /** The documents a find command `c` on `name` returns (used by find and by explain's executionStats). */
-export function findDocs(ctx: CommandCtx, name: string, c: Document, stats?: { examined: number }): Document[] {
+export function findDocs(ctx: CommandCtx, name: string, c: Document, stats?: ReadStats): Document[] {
   const filter = (c.filter ?? {}) as Document;
   const { skip, limit, sort } = findWindow(c);
   const view = readView(ctx, name);
   const matcher = withRestriction(compileFilter(filter, ctx.vars), resolveHint(view.coll, c.hint));
+  // CanonicalQuery::init parses the filter, then the projection, then the sort, before any
+  // document is read (projection.ts, sort.ts; a $natural sort is a hint, not a sort pattern).
+  if (isPlainObject(c.projection)) checkProjectionSpec(c.projection, 'find');
+  if (sort && !('$natural' in sort)) checkSortPattern(sort);
+  // Sorted (and stopped after skip + limit) by View.find: through the index when the plan provides the order.
   const order = sort ?? hintOrder(view.coll, c.hint);
-  let docs = view.find(filter, matcher, !order && limit ? skip + limit : 0, stats).map(([, d]) => d);
-  if (order) docs = sortDocs(docs, order);
+  let docs = view.find(filter, matcher, { sort: order, hint: c.hint, skip, limit: limit ? skip + limit : 0, stats }).map(([, d]) => d);
   if (skip) docs = docs.slice(skip);
   if (limit) docs = docs.slice(0, limit);
   return project(docs, c.projection as Document | undefined, ctx, filter);
@@ -260,6 +342,8 @@ function findOnView(ctx: CommandCtx, name: string, c: Document): Document[] {
   }
   const filter = (c.filter ?? {}) as Document;
   compileFilter(filter, ctx.vars); // the filter's own checks and errors, as on a collection
+  if (projection) checkProjectionSpec(projection, 'find');
+  if (sort && !('$natural' in sort)) checkSortPattern(sort);
   let docs = viewDocs(ctx, name, Object.keys(filter).length ? bindPipeline([{ $match: filter }], ctx.vars) : []);
   if (sort) docs = sortDocs(docs, sort);
   if (skip) docs = docs.slice(skip);
@@ -288,10 +372,10 @@ const killCursors: Handler = (ctx) => {
 };
 
 /** The count command's answer for `c` on `name` (used by count and by explain's executionStats). */
-export function countDocs(ctx: CommandCtx, name: string, c: Document, stats?: { examined: number }): number {
+export function countDocs(ctx: CommandCtx, name: string, c: Document, stats?: ReadStats): number {
   const filter = (c.query ?? {}) as Document;
   const view = readView(ctx, name);
-  let n = view.find(filter, withRestriction(compileFilter(filter, ctx.vars), resolveHint(view.coll, c.hint)), 0, stats).length;
+  let n = view.find(filter, withRestriction(compileFilter(filter, ctx.vars), resolveHint(view.coll, c.hint)), { hint: c.hint, stats }).length;
   n = Math.max(0, n - Number(c.skip ?? 0));
   const limit = Math.abs(Number(c.limit ?? 0));
   if (limit) n = Math.min(n, limit);
@@ -312,6 +396,8 @@ function countOnView(ctx: CommandCtx, name: string, c: Document): number {
 
 const count: Handler = (ctx) => {
   const name = collName(ctx);
+  // count_cmd.cpp parses CountCommandRequest inside run (command-fields.ts).
+  checkCommandFields(ctx.name, ctx.cmd);
   rejectOptions(ctx, ['collation']);
   rejectSystemViews(name);
   if (isView(ctx, name)) return { n: countOnView(ctx, name, ctx.cmd), ok: 1 };
@@ -320,6 +406,8 @@ const count: Handler = (ctx) => {
 
 const distinct: Handler = (ctx) => {
   const name = collName(ctx);
+  // ParsedDistinct::parse runs inside the command (command-fields.ts).
+  checkCommandFields(ctx.name, ctx.cmd);
   rejectOptions(ctx, ['collation']);
   const key = ctx.cmd.key as string;
   const filter = (ctx.cmd.query ?? {}) as Document;
@@ -332,7 +420,7 @@ const distinct: Handler = (ctx) => {
     docs = viewDocs(ctx, name, Object.keys(filter).length ? bindPipeline([{ $match: filter }], ctx.vars) : []);
   } else {
     const view = readView(ctx, name);
-    docs = view.find(filter, withRestriction(compileFilter(filter, ctx.vars), resolveHint(view.coll, ctx.cmd.hint))).map(([, d]) => d);
+    docs = view.find(filter, withRestriction(compileFilter(filter, ctx.vars), resolveHint(view.coll, ctx.cmd.hint)), { hint: ctx.cmd.hint }).map(([, d]) => d);
   }
   const seen = new Map<string, unknown>();
   for (const d of docs) {
@@ -343,6 +431,32 @@ const distinct: Handler = (ctx) => {
   }
   return { values: [...seen.values()], ok: 1 };
 };
+
+/**
+ * What the stages' own parsers refuse before any document flows (the top-level pipeline; mingo runs
+ * the rest):
+ *  - $match: MatchExpressionParser (query-parse.ts);
+ *  - $project: projection_ast::parse with the aggregation policies (projection.ts);
+ *  - $sort: DocumentSourceSort::createFromBson (src/mongo/db/pipeline/document_source_sort.cpp)
+ *    15973 "the $sort key specification must be an object", 15976 "$sort stage must have at least
+ *    one sort key", then SortPattern (sort.ts);
+ *  - $group: DocumentSourceGroupBase::initializeFromBson (document_source_group_base.cpp): after
+ *    the accumulators are parsed, 15955 "a group specification must include an _id" (answered here
+ *    only when every other field has an accumulator's shape, so that no accumulator error comes
+ *    first).
+ */
+function checkStageSpec(op: string, spec: unknown): void {
+  if (op === '$match') checkFilterSyntax(spec);
+  else if (op === '$project' && isPlainObject(spec)) checkProjectionSpec(spec, 'aggregate');
+  else if (op === '$sort') {
+    if (!isPlainObject(spec)) throw new MongoCommandError(15973, 'the $sort key specification must be an object');
+    if (!Object.keys(spec).length) throw new MongoCommandError(15976, '$sort stage must have at least one sort key');
+    checkSortPattern(spec);
+  } else if (op === '$group' && isPlainObject(spec) && !('_id' in spec)) {
+    const accumulatorShaped = Object.values(spec).every((v) => isPlainObject(v) && Object.keys(v).length === 1 && Object.keys(v)[0].startsWith('$'));
+    if (accumulatorShaped) throw new MongoCommandError(15955, 'a group specification must include an _id');
+  }
+}
 
 export const UNSUPPORTED_STAGES = new Set(['$changeStreamSplitLargeEvent', '$currentOp', '$listSessions', '$collStats', '$indexStats', '$planCacheStats', '$search', '$geoNear']);
 
@@ -379,6 +493,7 @@ const aggregate: Handler = async (ctx) => {
     if (isPlainObject(stage) && Object.keys(stage).length !== 1) throw new MongoCommandError(40323, 'A pipeline stage specification object must contain exactly one field.');
     const op = isPlainObject(stage) ? Object.keys(stage)[0] : undefined;
     if (op && UNSUPPORTED_STAGES.has(op)) throw unsupported(`aggregation stage ${op}`);
+    if (op) checkStageSpec(op, stage[op]);
     // mongod refuses a $changeStream that is not first (Pipeline::validateCommon's 40602 for stages
     // whose position is kFirst, src/mongo/db/pipeline/pipeline.cpp), but which of its expanded
     // stages meets that check first, and so the errmsg, was not sourced: refused here instead.
@@ -414,7 +529,7 @@ const aggregate: Handler = async (ctx) => {
   const hinted = resolveHint(view.coll, c.hint);
   if (isPlainObject(stages[0]) && isPlainObject(stages[0].$match)) {
     const filter = pipeline[0].$match as Document;
-    docs = view.find(filter, withRestriction(compileFilter(filter, ctx.vars), hinted)).map(([, d]) => d);
+    docs = view.find(filter, withRestriction(compileFilter(filter, ctx.vars), hinted), { hint: c.hint }).map(([, d]) => d);
     stages = stages.slice(1);
   } else {
     docs = [...view.all()].map(([, d]) => d).filter((d) => !hinted || hinted(d));

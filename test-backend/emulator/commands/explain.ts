@@ -1,26 +1,28 @@
 /**
  * explain: describes the plan the emulator really runs, shaped like mongod's
- * `queryPlanner` output. The access path comes from `chooseAccessPath`, the
- * same function View.candidates executes, so the two cannot disagree:
- *  - `{_id: v}` alone            -> IDHACK (one `_id` map lookup, no re-check);
- *  - `_id` equality plus more    -> IDHACK with `filter` (the whole filter is
- *                                   re-checked on the one document found);
- *  - equality on a field with a  -> FETCH { filter } over IXSCAN (the index map
- *    usable single-field index      gives a superset; the whole filter is re-checked);
- *  - anything else               -> COLLSCAN (with `filter` when non-empty);
- *  - missing collection          -> EOF.
- * Writes are wrapped in UPDATE / DELETE, count in COUNT, and find's in-memory
- * sort / skip / limit / projection appear as SORT / SKIP / LIMIT / PROJECTION_DEFAULT.
+ * `queryPlanner` output. The access path comes from the planner (planner.ts) through the same
+ * View.plan call the command itself makes, so the two cannot disagree:
+ *  - `{_id: v}` alone             -> IDHACK (one `_id` map lookup, no re-check);
+ *  - a predicate bounding the     -> FETCH { filter: what the bounds do not answer } over IXSCAN
+ *    first field of an index,        { keyPattern, indexName, isMultiKey, multiKeyPaths, isUnique,
+ *    or a sort an index provides     isSparse, isPartial, indexVersion, direction, indexBounds };
+ *  - anything else                -> COLLSCAN (with `filter` when non-empty);
+ *  - missing collection           -> EOF.
+ * Writes are wrapped in UPDATE / DELETE, count in COUNT, and find's in-memory sort / skip / limit /
+ * projection appear as SORT / SKIP / LIMIT / PROJECTION_DEFAULT; there is no SORT stage when the
+ * index scan provides the order.
  *
  * Verbosity 'executionStats' / 'allPlansExecution' runs the read (find, count,
- * aggregate that is only a $match) and reports real counts; for writes it fails
- * with NotImplemented. explain never writes.
+ * aggregate that is only a $match) and reports real counts (keys examined by the index scan,
+ * documents fetched); for writes it fails with NotImplemented. explain never writes.
  */
 import type { Document } from 'bson';
 import type { CommandCtx, Handler } from '../context';
 import { Codes, MongoCommandError, unsupported } from '../errors';
-import { chooseAccessPath, compileFilter, isExactIdLookup, type AccessPath } from '../query';
-import { formatValue, isPlainObject } from '../values';
+import { oilText } from '../index-bounds';
+import { resolveHint } from '../hint';
+import { compileFilter, withRestriction, type AccessPath, type IndexScan, type ReadStats } from '../query';
+import { isPlainObject } from '../values';
 import { countDocs, FIND_UNSUPPORTED_OPTIONS, findDocs, findWindow, readView, UNSUPPORTED_STAGES } from './crud';
 import { GIT_VERSION, SERVER_VERSION } from './handshake';
 
@@ -32,36 +34,77 @@ interface Explained {
   plan: Document;
   path: AccessPath;
   /** Runs the read and returns how many documents it produced (count: the count); absent for writes. */
-  execute?: (stats: { examined: number }) => number;
+  execute?: (stats: ReadStats) => number;
   /** When the plan is the first stage of a longer pipeline. */
   laterStages?: Document[];
 }
 
-/** The leaf stage for the access path actually taken for `filter`. */
+/**
+ * The FETCH filter of an index scan: the filter without the fields its bounds answer exactly,
+ * as mongod serializes what is left (planner_access.cpp keeps predicates with inexact bounds, and
+ * the others, in the FETCH stage's filter): a plain equality as `{f: {$eq: v}}`, several
+ * predicates under `$and`. The emulator re-checks the whole filter on every fetched document; the
+ * predicates the bounds answer exactly are true there anyway.
+ */
+function residualFilter(filter: Document, covered: Set<string>): Document | undefined {
+  const items: Document[] = [];
+  for (const key of Object.keys(filter)) {
+    if (covered.has(key)) continue;
+    const v = filter[key];
+    const plain = !key.startsWith('$') && !(v instanceof RegExp) && !(isPlainObject(v) && Object.keys(v).some((k) => k.startsWith('$')));
+    items.push({ [key]: plain ? { $eq: v } : v });
+  }
+  if (items.length === 0) return undefined;
+  return items.length === 1 ? items[0] : { $and: items };
+}
+
+/**
+ * An IXSCAN stage as plan_explainer_impl.cpp's statsToBSON writes it: keyPattern, indexName,
+ * isMultiKey, multiKeyPaths (the multikey path components per field), isUnique, isSparse,
+ * isPartial, indexVersion, direction, indexBounds (one list of interval strings per key field,
+ * in the order the scan visits them, index-bounds.ts oilText).
+ */
+function ixscanStage(path: IndexScan): Document {
+  const index = path.index;
+  const spec = index.spec;
+  return {
+    stage: 'IXSCAN',
+    keyPattern: { ...spec.key },
+    indexName: index.name,
+    isMultiKey: index.multikeyFields.size > 0,
+    multiKeyPaths: Object.fromEntries(index.fields.map((f) => [f, index.multikeyFields.has(f) ? [f] : []])),
+    isUnique: index.isId || !!spec.unique,
+    isSparse: !!spec.sparse,
+    isPartial: !!spec.partialFilterExpression,
+    indexVersion: spec.v ?? 2,
+    direction: path.direction > 0 ? 'forward' : 'backward',
+    indexBounds: Object.fromEntries(index.fields.map((f, i) => [f, oilText(path.bounds[i], index.dirs[i], path.direction)])),
+  };
+}
+
+/** The leaf stages for the access path actually taken for `filter`. */
 function accessStage(path: AccessPath, filter: Document): Document {
-  const recheck = Object.keys(filter).length > 0 && !isExactIdLookup(filter);
-  const withFilter = (stage: Document): Document => (recheck ? { ...stage, filter } : stage);
   switch (path.kind) {
     case 'eof':
       return { stage: 'EOF' };
-    case 'id':
-      return withFilter({ stage: 'IDHACK' });
-    case 'index': {
-      const bound = formatValue(path.value);
-      return withFilter({
-        stage: 'FETCH',
-        inputStage: {
-          stage: 'IXSCAN',
-          keyPattern: { ...path.index.spec.key },
-          indexName: path.index.name,
-          direction: 'forward',
-          indexBounds: { [path.field]: [`[${bound}, ${bound}]`] },
-        },
-      });
+    case 'idhack':
+      return { stage: 'IDHACK' };
+    case 'ixscan': {
+      const fetch: Document = { stage: 'FETCH' };
+      const rest = residualFilter(filter, path.coveredFields);
+      if (rest) fetch.filter = rest;
+      fetch.inputStage = ixscanStage(path);
+      return fetch;
     }
     case 'collscan':
-      return withFilter({ stage: 'COLLSCAN', direction: 'forward' });
+      return Object.keys(filter).length ? { stage: 'COLLSCAN', filter, direction: 'forward' } : { stage: 'COLLSCAN', direction: 'forward' };
   }
+}
+
+/** Whether the plan needs a SORT stage for `sort`: not when the index scan provides the order. */
+function needsSort(path: AccessPath, sort: unknown): boolean {
+  if (!isPlainObject(sort) || Object.keys(sort).length === 0) return false;
+  return !((path.kind === 'ixscan' && path.providesSort) || path.kind === 'idhack' || path.kind === 'eof');
 }
 
 function filterArg(v: unknown, field: string): Document {
@@ -80,12 +123,15 @@ function rejectOptions(cmd: Document, name: string, options: string[]): void {
   for (const o of options) if (cmd[o] !== undefined) throw unsupported(`${name} option '${o}'`);
 }
 
-function base(ctx: CommandCtx, coll: string, filter: Document): Omit<Explained, 'plan'> {
+/** The explained read: its filter and the access path the command itself would take (the same planner call). */
+function base(ctx: CommandCtx, coll: string, filter: Document, req: { sort?: unknown; hint?: unknown; skip?: number } = {}): Omit<Explained, 'plan'> {
   // A view's explain is the aggregation's explain of its resolved pipeline (views.ts): not modelled.
   if (ctx.state.storage.getView(ctx.db, coll)) throw unsupported('explain of a command on a view');
   compileFilter(filter, ctx.vars); // the same validation (and errors) as running the command
   const view = readView(ctx, coll);
-  return { ns: `${ctx.db}.${coll}`, filter, path: chooseAccessPath(view.coll, filter, view.pointInTime) };
+  resolveHint(view.coll, req.hint); // the same hint errors as running the command
+  const sort = isPlainObject(req.sort) && Object.keys(req.sort).length ? req.sort : undefined;
+  return { ns: `${ctx.db}.${coll}`, filter, path: view.plan(filter, { sort, hint: req.hint, skip: req.skip }) };
 }
 
 function single(inner: Document, name: string, field: string): Document {
@@ -99,10 +145,10 @@ function single(inner: Document, name: string, field: string): Document {
 function explainFind(ctx: CommandCtx, inner: Document): Explained {
   const coll = collArg(inner, 'find');
   rejectOptions(inner, 'find', FIND_UNSUPPORTED_OPTIONS);
-  const b = base(ctx, coll, filterArg(inner.filter, 'find.filter'));
-  let plan = accessStage(b.path, b.filter);
   const { skip, limit, sort } = findWindow(inner);
-  if (sort) plan = { stage: 'SORT', sortPattern: { ...sort }, inputStage: plan };
+  const b = base(ctx, coll, filterArg(inner.filter, 'find.filter'), { sort, hint: inner.hint, skip });
+  let plan = accessStage(b.path, b.filter);
+  if (sort && needsSort(b.path, sort)) plan = { stage: 'SORT', sortPattern: { ...sort }, inputStage: plan };
   if (skip) plan = { stage: 'SKIP', skipAmount: skip, inputStage: plan };
   if (limit) plan = { stage: 'LIMIT', limitAmount: limit, inputStage: plan };
   const projection = inner.projection as Document | undefined;
@@ -113,15 +159,15 @@ function explainFind(ctx: CommandCtx, inner: Document): Explained {
 function explainCount(ctx: CommandCtx, inner: Document): Explained {
   const coll = collArg(inner, 'count');
   rejectOptions(inner, 'count', ['collation']);
-  const b = base(ctx, coll, filterArg(inner.query, 'count.query'));
+  const b = base(ctx, coll, filterArg(inner.query, 'count.query'), { hint: inner.hint });
   const plan: Document = { stage: 'COUNT', inputStage: accessStage(b.path, b.filter) };
   if (inner.skip !== undefined) plan.skipAmount = Number(inner.skip);
   if (inner.limit !== undefined) plan.limitAmount = Math.abs(Number(inner.limit));
   return { ...b, plan, execute: (stats) => countDocs(ctx, coll, inner, stats) };
 }
 
-function sorted(plan: Document, sort: unknown): Document {
-  return isPlainObject(sort) && Object.keys(sort).length ? { stage: 'SORT', sortPattern: { ...sort }, inputStage: plan } : plan;
+function sorted(plan: Document, path: AccessPath, sort: unknown): Document {
+  return needsSort(path, sort) ? { stage: 'SORT', sortPattern: { ...(sort as Document) }, inputStage: plan } : plan;
 }
 
 function explainUpdate(ctx: CommandCtx, inner: Document): Explained {
@@ -129,7 +175,7 @@ function explainUpdate(ctx: CommandCtx, inner: Document): Explained {
   const st = single(inner, 'update', 'updates');
   rejectOptions(st, 'update statement', ['collation', 'sort']);
   if (st.u === undefined) throw new MongoCommandError(Codes.FailedToParse, "BSON field 'update.updates.u' is missing but a required field");
-  const b = base(ctx, coll, filterArg(st.q, 'update.updates.q'));
+  const b = base(ctx, coll, filterArg(st.q, 'update.updates.q'), { hint: st.hint });
   return { ...b, plan: { stage: 'UPDATE', inputStage: accessStage(b.path, b.filter) } };
 }
 
@@ -139,7 +185,7 @@ function explainDelete(ctx: CommandCtx, inner: Document): Explained {
   rejectOptions(st, 'delete statement', ['collation']);
   const limit = Number(st.limit ?? 0);
   if (limit !== 0 && limit !== 1) throw new MongoCommandError(Codes.FailedToParse, 'The limit field in delete objects must be 0 or 1');
-  const b = base(ctx, coll, filterArg(st.q, 'delete.deletes.q'));
+  const b = base(ctx, coll, filterArg(st.q, 'delete.deletes.q'), { hint: st.hint });
   return { ...b, plan: { stage: 'DELETE', inputStage: accessStage(b.path, b.filter) } };
 }
 
@@ -149,8 +195,8 @@ function explainFindAndModify(ctx: CommandCtx, inner: Document, name: string): E
   if (inner.remove && inner.update !== undefined) throw new MongoCommandError(Codes.FailedToParse, 'Cannot specify both an update and remove=true');
   if (!inner.remove && inner.update === undefined) throw new MongoCommandError(Codes.FailedToParse, 'Either an update or remove=true must be specified');
   if (inner.remove && inner.upsert) throw new MongoCommandError(Codes.FailedToParse, 'Cannot specify both upsert=true and remove=true');
-  const b = base(ctx, coll, filterArg(inner.query, 'findAndModify.query'));
-  const input = sorted(accessStage(b.path, b.filter), inner.sort);
+  const b = base(ctx, coll, filterArg(inner.query, 'findAndModify.query'), { sort: inner.sort, hint: inner.hint });
+  const input = sorted(accessStage(b.path, b.filter), b.path, inner.sort);
   return { ...b, plan: { stage: inner.remove ? 'DELETE' : 'UPDATE', inputStage: input } };
 }
 
@@ -170,12 +216,15 @@ function explainAggregate(ctx: CommandCtx, inner: Document): Explained {
   const first = pipeline[0] as unknown;
   const hasMatch = isPlainObject(first) && isPlainObject(first.$match);
   const filter = hasMatch ? (first.$match as Document) : {};
-  const b = base(ctx, coll, filter);
+  const b = base(ctx, coll, filter, { hint: inner.hint });
   const rest = (pipeline as Document[]).slice(hasMatch ? 1 : 0);
   const explained: Explained = { ...b, plan: accessStage(b.path, b.filter) };
   if (rest.length) explained.laterStages = rest;
   else {
-    explained.execute = (stats) => readView(ctx, coll).find(filter, compileFilter(filter, ctx.vars), 0, stats).length;
+    explained.execute = (stats) => {
+      const view = readView(ctx, coll);
+      return view.find(filter, withRestriction(compileFilter(filter, ctx.vars), resolveHint(view.coll, inner.hint)), { hint: inner.hint, stats }).length;
+    };
   }
   return explained;
 }
@@ -201,10 +250,6 @@ function describe(ctx: CommandCtx, inner: Document): Explained {
   }
 }
 
-function keysExamined(path: AccessPath, examined: number): number {
-  return path.kind === 'id' || path.kind === 'index' ? examined : 0;
-}
-
 const explain: Handler = (ctx) => {
   const inner = ctx.cmd.explain;
   if (!isPlainObject(inner)) throw new MongoCommandError(Codes.TypeMismatch, "BSON field 'explain.explain' is the wrong type, expected type 'object'");
@@ -224,7 +269,7 @@ const explain: Handler = (ctx) => {
   }
   if (verbosity !== 'queryPlanner') {
     if (!x.execute) throw unsupported(`explain verbosity '${verbosity}' for '${name}' (only 'queryPlanner' is implemented for writes)`);
-    const stats = { examined: 0 };
+    const stats: ReadStats = { examined: 0, keys: 0 };
     const started = Date.now();
     const produced = x.execute(stats);
     // COUNT returns no documents; like mongod, its stage reports the number as nCounted.
@@ -234,7 +279,7 @@ const explain: Handler = (ctx) => {
       executionSuccess: true,
       nReturned,
       executionTimeMillis: Date.now() - started,
-      totalKeysExamined: keysExamined(x.path, stats.examined),
+      totalKeysExamined: stats.keys ?? 0,
       totalDocsExamined: stats.examined,
       executionStages: isCount ? { ...x.plan, nReturned, nCounted: produced } : { ...x.plan, nReturned },
     };

@@ -2,10 +2,10 @@
 import { Long, type Document } from 'bson';
 import type { CommandCtx, Handler } from '../context';
 import { Codes, MongoCommandError, unsupported } from '../errors';
+import { MAX_WRITE_BATCH_SIZE, checkCommandFields } from '../command-fields';
 
 export const MAX_BSON_OBJECT_SIZE = 16 * 1024 * 1024;
 export const MAX_MESSAGE_SIZE = 48_000_000;
-export const MAX_WRITE_BATCH_SIZE = 100_000;
 
 /**
  * The hello / isMaster reply. Shape from `src/mongo/db/repl/replication_info.cpp`:
@@ -129,11 +129,14 @@ function requireTxn(ctx: CommandCtx): NonNullable<CommandCtx['txn']> {
 }
 
 const commitTransaction: Handler = (ctx) => {
+  // txn_cmds.cpp parses the CommitTransaction request inside run (command-fields.ts).
+  checkCommandFields(ctx.name, ctx.cmd);
   ctx.state.txns.commit(requireTxn(ctx));
   return { ok: 1 };
 };
 
 const abortTransaction: Handler = (ctx) => {
+  checkCommandFields(ctx.name, ctx.cmd);
   const txn = requireTxn(ctx);
   if (txn.state === 'committed') throw new MongoCommandError(Codes.TransactionCommitted, `Transaction ${txn.txnNumber} has been committed.`);
   ctx.state.txns.abort(txn, 'abortTransaction');

@@ -1,10 +1,12 @@
 /**
  * One collection's committed state: documents keyed by the canonical
- * encoding of `_id` (O(1) lookups), secondary indexes, and the before-images
- * that running transactions need to read their snapshot.
+ * encoding of `_id` (O(1) lookups) with the `_id` index's keys in order,
+ * secondary indexes, and the before-images that running transactions need to
+ * read their snapshot.
  */
 import { UUID, type Document, type Timestamp } from 'bson';
 import { Index, type IndexSpec } from '../indexes';
+import { OrderedIndex } from '../ordered-index';
 import { keyOf } from '../values';
 
 export interface DocRecord {
@@ -19,8 +21,54 @@ export interface HistoryEntry {
   doc: Document | null;
 }
 
+/**
+ * The documents by `_id` key. Every write of the map (the storage's commit, the journal's replay,
+ * $out's temporary collection) keeps the `_id` index's ordered keys and the record ids in step:
+ * a record id is given when a key first enters (or is first indexed) and kept while it stays, as
+ * WiredTiger keeps a document's RecordId across updates, so the map's (insertion) order is the
+ * record id order.
+ */
+export class DocMap extends Map<string, DocRecord> {
+  private readonly rids = new Map<string, number>();
+  private nextRid = 1;
+  /** The `_id` index in order. */
+  readonly idIndex = new OrderedIndex(Collection.idSpec(), (k) => this.ridOf(k));
+
+  /** The record id of `key`, given now if it has none yet (secondary indexes are written before the map). */
+  ridOf(key: string): number {
+    let r = this.rids.get(key);
+    if (r === undefined) this.rids.set(key, (r = this.nextRid++));
+    return r;
+  }
+
+  /** The record id of `key` if it has one (never gives one). */
+  peekRid(key: string): number | undefined {
+    return this.rids.get(key);
+  }
+
+  override set(key: string, rec: DocRecord): this {
+    // idIndex exists once the constructor ran (Map's constructor calls set only with an iterable).
+    if (!super.has(key)) this.idIndex?.add(rec.doc, key);
+    return super.set(key, rec);
+  }
+
+  override delete(key: string): boolean {
+    const prev = super.get(key);
+    if (!prev) return false;
+    this.idIndex.remove(prev.doc, key);
+    this.rids.delete(key);
+    return super.delete(key);
+  }
+
+  override clear(): void {
+    this.idIndex.clear();
+    this.rids.clear();
+    super.clear();
+  }
+}
+
 export class Collection {
-  readonly docs = new Map<string, DocRecord>();
+  readonly docs = new DocMap();
   readonly history = new Map<string, HistoryEntry[]>();
   readonly indexes: Index[] = [];
   readonly uuid = new UUID();
@@ -69,7 +117,7 @@ export class Collection {
 
   /** Builds a new index over existing documents; throws the DuplicateKey error if they violate it. */
   addIndex(spec: IndexSpec): void {
-    const idx = new Index(spec);
+    const idx = new Index(spec, (k) => this.docs.ridOf(k));
     for (const [key, rec] of this.docs) {
       const owner = idx.conflictOwner(idx.entries(rec.doc), key);
       if (owner !== undefined) throw idx.duplicateKeyError(this.ns, rec.doc);

@@ -1,0 +1,124 @@
+/**
+ * Locking documents of several models as one acquisition, all or nothing (an order and its
+ * invoice): `lockAll([[Order, orderId], [Invoice, invoiceId]], owner)`, its handle forms
+ * `acquireAllLocks` / `withAllLocks`, and `unlockAll(docs)`. The same algorithm as
+ * `Model.lockMany` (lock-group.ts): one token for the whole group, one `update` and one `find` per
+ * distinct lock collection, one load per model.
+ */
+import { validateLockCallOptions, validateOwner, type ResolvedCallOptions } from './arguments';
+import { InvalidLockArgumentError } from './errors';
+import { typedErrors } from './failures';
+import { castIdList, validateIdList, type LockGroupOptions, type LockManyOptions } from './group-arguments';
+import { groupContextOf, openGroupHandle, runWithGroup, validateDocumentList, type GroupContext } from './group-statics';
+import type { LockGroupHandle } from './lock-group-handle';
+import { lockGroup, unlockDocuments, type GroupMember } from './lock-group';
+import { describeValue } from './options';
+import type { AnyModel } from './runtime';
+import type { LockTargetId } from './types';
+
+/** A model compiled from a schema that uses lockPlugin (it has `lockMany`). */
+export interface LockableModelLike {
+  readonly modelName: string;
+  lockMany(ids: readonly LockTargetId[], owner: string, options?: LockManyOptions): Promise<unknown[]>;
+}
+
+/** One document to lock: its model and its id. */
+export type LockAllTarget = readonly [model: LockableModelLike, id: LockTargetId];
+
+/** The document type a model's `lockMany` resolves to. */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+type DocumentOf<M> = M extends { lockMany(...args: any[]): Promise<(infer D)[]> } ? D : never;
+
+/** The documents `lockAll(targets)` resolves to: one per target, typed by its model. */
+export type LockedDocuments<T extends readonly LockAllTarget[]> = { -readonly [K in keyof T]: T[K] extends readonly [infer M, unknown] ? DocumentOf<M> : never };
+
+
+/** Validates the targets and the options, and builds the members: nothing is sent before this succeeds. */
+function resolveTargets(targets: unknown, owner: unknown, rawOptions: unknown, handle: boolean): { members: GroupMember[]; owner: string; call: ResolvedCallOptions } {
+  const list = validateIdList(targets, 'targets');
+  const resolved = list.map((target, i) => {
+    if (!Array.isArray(target) || target.length !== 2) {
+      throw new InvalidLockArgumentError(`targets[${i}]`, `expected a pair [Model, id], got ${describeValue(target)}.`);
+    }
+    const model = target[0] as AnyModel;
+    const context = groupContextOf(model);
+    if (!context) {
+      throw new InvalidLockArgumentError(`targets[${i}]`, `expected a model whose schema uses lockPlugin as the first element, got ${describeValue(target[0])}.`);
+    }
+    return { model, context, rawId: target[1] as unknown, runtime: context.runtimeOf(model) };
+  });
+  // One lock model per connection and lock collection (lock-model.ts), whichever plugin application.
+  const collections = new Map<object, number>();
+  for (const r of resolved) if (!collections.has(r.runtime.lockModel)) collections.set(r.runtime.lockModel, collections.size);
+  // Two targets that are one lock (the same `_id` in one lock collection) are one document twice.
+  const documentIds = castIdList(
+    resolved.map((r) => r.rawId),
+    (id, i) => resolved[i].context.castId(resolved[i].model, id),
+    'targets',
+    (i) => String(collections.get(resolved[i].runtime.lockModel)),
+  );
+  const who = validateOwner(owner);
+  const defaultTtl = Math.min(...resolved.map((r) => r.context.defaultTtl));
+  const call = validateLockCallOptions(rawOptions, defaultTtl, handle ? ['ttl', 'wait', 'signal', 'label', 'autoExtend'] : ['ttl', 'wait', 'signal', 'label']);
+  const keys = new Map<GroupContext, string>();
+  const members = resolved.map((r, i) => {
+    let ownerKey = keys.get(r.context);
+    if (ownerKey === undefined) keys.set(r.context, (ownerKey = r.context.ownerKey(who)));
+    return { model: r.model, rawId: r.rawId, documentId: documentIds[i], ownerKey, runtime: r.runtime };
+  });
+  return { members, owner: who, call };
+}
+
+/**
+ * Locks documents of one or several models for `owner`, all or nothing, and resolves to them in the
+ * order of `targets`, each carrying its lock (save, `saveAndUnlock`, `unlock` each on its own;
+ * `unlockAll` releases them together). Throws LockedError naming a blocking document (with its
+ * holder's label) after releasing everything it took, LockTargetNotFoundError for a missing
+ * document; waits up to `wait` ms for all of them to be free. Without `ttl`, the shortest `ttl`
+ * option of the models' plugins applies to the whole group.
+ */
+export function lockAll<const T extends readonly LockAllTarget[]>(targets: T, owner: string, options?: LockManyOptions): Promise<LockedDocuments<T>> {
+  return typedErrors('lockAll', async () => {
+    const { members, owner: who, call } = resolveTargets(targets, owner, options, false);
+    const { documents } = await lockGroup({ members, owner: who, ttl: call.ttl, label: call.label, wait: call.wait, signal: call.signal });
+    return documents as unknown as LockedDocuments<T>;
+  });
+}
+
+/** `lockAll` with a handle: the locks are renewed together while held, and released together. */
+export function acquireAllLocks<const T extends readonly LockAllTarget[]>(targets: T, owner: string, options?: LockGroupOptions): Promise<LockGroupHandle<LockedDocuments<T>>> {
+  return typedErrors('acquireAllLocks', async () => {
+    const { members, owner: who, call } = resolveTargets(targets, owner, options, true);
+    return (await openGroupHandle(members, who, call)) as unknown as LockGroupHandle<LockedDocuments<T>>;
+  });
+}
+
+/** Runs `fn(docs, signal)` while holding every lock of `targets`; renews them, always releases them at the end. */
+export function withAllLocks<const T extends readonly LockAllTarget[], R>(
+  targets: T,
+  owner: string,
+  fn: (docs: LockedDocuments<T>, signal: AbortSignal) => Promise<R> | R,
+  options?: LockGroupOptions,
+): Promise<R> {
+  return runWithGroup(
+    'withAllLocks',
+    async () => {
+      const { members, owner: who, call } = resolveTargets(targets, owner, options, true);
+      return openGroupHandle(members, who, call);
+    },
+    fn,
+  ) as Promise<R>;
+}
+
+/**
+ * Releases the locks the documents carry (from `lockAll`, `lockMany` or `lock`, of any models): one
+ * command per lock collection and acquisition. Throws LockNotHeldError before sending anything if a
+ * document carries no lock, and after releasing the others if one was already released or lost.
+ */
+export function unlockAll(docs: readonly object[]): Promise<void> {
+  return typedErrors('unlockAll', async () => {
+    const list = validateDocumentList(docs, (doc) => groupContextOf((doc as { constructor?: unknown } | null)?.constructor) !== undefined, 'a document of a model whose schema uses lockPlugin');
+    await unlockDocuments(list, (doc) => groupContextOf(doc.constructor)!.runtimeOf(doc.constructor as AnyModel));
+  });
+}
+

@@ -1,0 +1,495 @@
+/**
+ * Several documents locked as ONE acquisition, all or nothing (`Model.lockMany`, `lockAll`, the
+ * group handle): one token shared by every lock of the group, taken per lock collection by one
+ * `update` of one statement per document (LockStore.takeGroup), read back by one `find` and the
+ * documents loaded by one `find` per model. So the number of commands does not grow with the
+ * number of documents.
+ *
+ * All or nothing: a round either hands out every lock, or releases by token whatever it took
+ * (one `update` per lock collection: the token is unique to the round, so nobody else's lock is
+ * touched) before it reports the refusal or the fault. If that release itself fails (the
+ * connection is gone), the round's locks stay held, by nobody who can use them, until their ttl
+ * passes: expiry is the server's, so they free themselves; nothing is handed out half.
+ *
+ * Waiting (`wait`): rounds are retried, release-and-retry, never hold-and-wait. A round holds its
+ * locks only for its own few commands and never waits while holding them, so overlapping callers
+ * cannot deadlock whatever order they list their documents in. Two callers that keep refusing each
+ * other (each took what the other needs in the same instant) are separated by a random pause
+ * before each retry, growing with every refused round (jittered exponential backoff), so one of
+ * them soon runs its round alone and wins; a waiter wakes as soon as a lock that stopped it changes
+ * (the lock collection's change stream through LockWatch, subscribed before each attempt so that no
+ * release is missed), at the blockers' expiry, or by polling where there are no change streams,
+ * and then reads whether its whole group is free before it runs a round, so that a waiter that is
+ * still blocked never takes (and releases, waking others) anything. It is not a queue: a group
+ * can be overtaken by callers that need fewer or other documents; `wait` bounds the attempts.
+ * Canonical ordering was not chosen: it prevents deadlock only for callers that hold some locks
+ * while waiting for others (one command per document, in order), which is what a constant number
+ * of commands rules out, and it would make a large group wait behind every small one.
+ */
+import { performance } from 'node:perf_hooks';
+import type { HydratedDocument } from 'mongoose';
+import { LockExpiredOnArrivalError, LockNotHeldError, LockTargetNotFoundError, LockedError } from './errors';
+import { attachHeldLock, beginExtension, estimatedServerNow, heldLockState, leaseLeft, lostError, newHeldLockState, settleRelease, type HeldLock, type HeldLockState } from './held-lock';
+import { MIN_LEASE_MS, leaseFloor, monotonicNow } from './lease';
+import { idKey } from './id-key';
+import { newLockToken, type GroupBlocker } from './lock-store';
+import type { AnyModel, ModelRuntime } from './runtime';
+import { issueTicket } from './ticket';
+
+type AnyDoc = HydratedDocument<unknown>;
+
+/** One document of a group request. */
+export interface GroupMember {
+  model: AnyModel;
+  /** The id as the caller gave it: the load casts it exactly as `documentId` was cast (setters included). */
+  rawId: unknown;
+  /** The id cast to the schema's `_id` type. */
+  documentId: unknown;
+  /** The owner as stored for this member's model (hashed unless configured otherwise). */
+  ownerKey: string;
+  runtime: ModelRuntime;
+}
+
+export interface GroupRequest {
+  members: readonly GroupMember[];
+  owner: string;
+  ttl: number;
+  label: string | null;
+  /** Milliseconds to wait for the whole group; 0: one attempt. */
+  wait: number;
+  signal: AbortSignal | undefined;
+}
+
+/** The documents of one lock collection in a held group, with their locks. */
+export interface GroupPart {
+  runtime: ModelRuntime;
+  states: HeldLockState[];
+}
+
+/** A group acquisition that was handed out: its token, ttl and the locks per lock collection. */
+export interface HeldGroup {
+  token: string;
+  ttl: number;
+  parts: GroupPart[];
+}
+
+/** The loaded documents, per model and id key. */
+type Loaded = Map<AnyModel, Map<string, AnyDoc>>;
+
+/** A member's loaded document, if it exists. */
+const documentOf = (loaded: Loaded, member: GroupMember): AnyDoc | undefined => loaded.get(member.model)?.get(idKey(member.documentId));
+
+/**
+ * The members that share one lock collection (one lock model per connection and collection name,
+ * lock-model.ts, whichever plugin application reaches it): one `update` and one `find` each.
+ */
+interface Part {
+  /** The runtime of the first member: its store is the lock collection's. */
+  runtime: ModelRuntime;
+  members: GroupMember[];
+  ids: unknown[];
+}
+
+type Round =
+  | { kind: 'granted'; documents: AnyDoc[]; group: HeldGroup }
+  | { kind: 'refused'; blockers: GroupBlocker[] }
+  | { kind: 'expired'; documentId: unknown; expiresAt: Date };
+
+const POLL_BASE_MS = 20;
+const POLL_CAP_MS = 1_000;
+/** With live change streams, still retry this often in case an event was missed (as lock-waiter.ts). */
+const SAFETY_POLL_MS = 5_000;
+/** The random pause before a retry is drawn from [0, min(cap, twice the last round's duration)). */
+const JITTER_CAP_MS = 250;
+/**
+ * Without `wait`, a round refused by a lock that was gone by the time the blockers were read (it
+ * was released in between), or granted too late to hand out, is tried again at once, this many
+ * rounds in all, before the call gives up.
+ */
+const QUICK_ROUNDS = 3;
+
+/**
+ * The conservative lease of one lock of a group (issue 16 item 3, PRODUCT.md property 13; see
+ * lease.ts): timed from `sentAt`, the monotonic clock just before the group's `update` was sent,
+ * with `serverNow` a `$$NOW` the server read after it (the grants `find`'s).
+ */
+export function leaseState(lock: Omit<HeldLock, 'msLeft'>, serverNow: Date, sentAt: number): HeldLockState {
+  return newHeldLockState(lock, { sentAt, serverNow, expiresAt: lock.expiresAt });
+}
+
+/** Groups the members by lock collection, in the order they first appear. */
+function partsOf(members: readonly GroupMember[]): Part[] {
+  const parts = new Map<object, Part>();
+  for (const member of members) {
+    let part = parts.get(member.runtime.lockModel);
+    if (!part) parts.set(member.runtime.lockModel, (part = { runtime: member.runtime, members: [], ids: [] }));
+    part.members.push(member);
+    part.ids.push(member.documentId);
+  }
+  return [...parts.values()];
+}
+
+/** Releases a round's locks by token, one command per lock collection; resolves when all are done. */
+async function releaseRound(parts: readonly Part[], token: string): Promise<void> {
+  await Promise.all(parts.map((part) => part.runtime.store.releaseGroup(part.ids, token)));
+}
+
+/** The same, after a fault: never throws (the fault is what the caller reports; the locks expire). */
+async function releaseAfterFault(parts: readonly Part[], token: string): Promise<void> {
+  await Promise.all(parts.map((part) => part.runtime.store.releaseGroup(part.ids, token).catch(() => undefined)));
+}
+
+/**
+ * Loads the documents, one `find` per model, from the primary, hydrated. `batchSize` one more than
+ * the number of ids: mongod then reaches the end of the results while filling the first batch and
+ * closes the cursor (find.cpp shouldSaveCursor: no cursor is kept at EOF), so no getMore follows
+ * unless the documents exceed one 16 MiB batch. Not `singleBatch`: a truncated batch would read as
+ * missing documents.
+ */
+async function loadMembers(members: readonly GroupMember[]): Promise<Loaded> {
+  const byModel = new Map<AnyModel, GroupMember[]>();
+  for (const member of members) {
+    const list = byModel.get(member.model);
+    if (list) list.push(member);
+    else byModel.set(member.model, [member]);
+  }
+  const loaded: Loaded = new Map();
+  await Promise.all(
+    [...byModel].map(async ([model, list]) => {
+      const docs = (await model
+        .find({ _id: { $in: list.map((m) => m.rawId) } })
+        .read('primary')
+        .batchSize(list.length + 1)) as AnyDoc[];
+      loaded.set(model, new Map(docs.map((doc) => [idKey(doc._id), doc])));
+    }),
+  );
+  return loaded;
+}
+
+/** One round: take every lock under a fresh token, then hand them out with their documents, or release them. */
+async function round(parts: readonly Part[], request: GroupRequest): Promise<Round> {
+  const token = newLockToken();
+  const sentAt = performance.now();
+  let taken: boolean[];
+  try {
+    taken = await Promise.all(parts.map((part) => part.runtime.store.takeGroup(part.members, token, request.ttl, request.label)));
+  } catch (error) {
+    // Some statements, or another lock collection's command, may have been applied.
+    await releaseAfterFault(parts, token);
+    throw error;
+  }
+  if (taken.every(Boolean)) {
+    let grants: Awaited<ReturnType<ModelRuntime['store']['readGroupGrants']>>[];
+    let loaded: Loaded;
+    try {
+      [grants, loaded] = await Promise.all([Promise.all(parts.map((part) => part.runtime.store.readGroupGrants(part.ids, token))), loadMembers(request.members)]);
+    } catch (error) {
+      await releaseAfterFault(parts, token);
+      throw error;
+    }
+    // Every record still carries the token (only a ttl shorter than this round lets another owner
+    // take one in between; then the round is refused like any other).
+    if (grants.every((records, i) => records.length === parts[i].ids.length)) {
+      return handOut(parts, request, token, sentAt, grants, loaded);
+    }
+  }
+  let blockers: GroupBlocker[][];
+  try {
+    [, blockers] = await Promise.all([releaseRound(parts, token), Promise.all(parts.map((part) => part.runtime.store.findGroupBlockers(part.ids, token)))]);
+  } catch (error) {
+    await releaseAfterFault(parts, token);
+    throw error;
+  }
+  return { kind: 'refused', blockers: inCallerOrder(parts, request, blockers) };
+}
+
+/** Attaches each lock to its document, unless a document is missing or the lease already ran out. */
+async function handOut(parts: readonly Part[], request: GroupRequest, token: string, sentAt: number, grants: Awaited<ReturnType<ModelRuntime['store']['readGroupGrants']>>[], loaded: Loaded): Promise<Round> {
+  const missing = request.members.find((m) => !documentOf(loaded, m));
+  if (missing) {
+    await releaseAfterFault(parts, token);
+    throw new LockTargetNotFoundError(missing.documentId, missing.model.modelName);
+  }
+  // The lease of the group is its shortest one: never hand out a lock that may have expired.
+  let shortest: { remaining: number; documentId: unknown; expiresAt: Date } | undefined;
+  const statesByMember = new Map<GroupMember, HeldLockState>();
+  const groupParts: GroupPart[] = parts.map((part, i) => {
+    const records = new Map(grants[i].map((r) => [idKey(r._id), r]));
+    const states = part.members.map((member) => {
+      const record = records.get(idKey(member.documentId))!;
+      const expiresAt = record.expiresAt as Date;
+      const serverNow = record.now as Date;
+      const remaining = expiresAt.getTime() - serverNow.getTime();
+      if (!shortest || remaining < shortest.remaining) shortest = { remaining, documentId: member.documentId, expiresAt };
+      const fence = Number(record.fence);
+      const held: Omit<HeldLock, 'msLeft'> = {
+        documentId: member.documentId,
+        owner: request.owner,
+        token,
+        fence,
+        acquiredAt: record.acquiredAt as Date,
+        expiresAt,
+        ttl: request.ttl,
+        ticket: issueTicket(member.documentId, token, fence),
+        label: typeof record.label === 'string' ? record.label : null,
+      };
+      const state = leaseState(held, serverNow, sentAt);
+      statesByMember.set(member, state);
+      return state;
+    });
+    return { runtime: part.runtime, states };
+  });
+  if (shortest && [...statesByMember.values()].some((state) => leaseLeft(state) < MIN_LEASE_MS)) {
+    await releaseAfterFault(parts, token);
+    return { kind: 'expired', documentId: shortest.documentId, expiresAt: shortest.expiresAt };
+  }
+  const documents = request.members.map((member) => {
+    const doc = documentOf(loaded, member)!;
+    attachHeldLock(doc, statesByMember.get(member)!);
+    return doc;
+  });
+  return { kind: 'granted', documents, group: { token, ttl: request.ttl, parts: groupParts } };
+}
+
+/**
+ * Whether the group could be taken now, without taking anything: the locks that would refuse it,
+ * one `find` per lock collection, in the caller's order (a waiting caller checks this before each
+ * retry, so that while it is still blocked it never holds a lock for a moment).
+ */
+async function blockersNow(parts: readonly Part[], request: GroupRequest): Promise<GroupBlocker[]> {
+  const found = await Promise.all(parts.map((part) => part.runtime.store.findBlockersFor(part.ids, [...new Set(part.members.map((m) => m.ownerKey))])));
+  return inCallerOrder(parts, request, found);
+}
+
+/** The blockers found per lock collection, in the order of the request's members. */
+function inCallerOrder(parts: readonly Part[], request: GroupRequest, blockers: GroupBlocker[][]): GroupBlocker[] {
+  const found = new Map<string, GroupBlocker>();
+  blockers.forEach((list, i) => list.forEach((b) => found.set(`${i}\u0000${idKey(b.documentId)}`, b)));
+  const partIndex = new Map(parts.map((part, i) => [part.runtime.lockModel as object, i]));
+  const ordered: GroupBlocker[] = [];
+  for (const member of request.members) {
+    const blocker = found.get(`${partIndex.get(member.runtime.lockModel)}\u0000${idKey(member.documentId)}`);
+    if (blocker) ordered.push({ ...blocker, documentId: member.documentId });
+  }
+  return ordered;
+}
+
+/** Resolves after `ms`, or as soon as `signal` aborts; never rejects. */
+function pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal?.aborted) return resolve();
+    const done = () => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, Math.max(0, ms));
+    signal?.addEventListener('abort', done, { once: true });
+  });
+}
+
+/** Wake-ups for every document of the group, registered before a round (so no release is missed). */
+function subscribeAll(parts: readonly Part[]) {
+  // Through each member's own runtime: waiters of every model on this lock collection share its watch.
+  const subscriptions = parts.flatMap((part) => part.members.map((m) => ({ key: idKey(m.documentId), subscription: m.runtime.watch.subscribe(m.documentId) })));
+  return {
+    /** Whether every lock collection's change stream was already capturing events at subscription. */
+    wasLive: subscriptions.every((s) => s.subscription.wasLive),
+    /** Whether every lock collection has a live change stream (opening them if needed). */
+    live: Promise.all(subscriptions.map((s) => s.subscription.live)).then((all) => all.every(Boolean)),
+    /**
+     * Keeps only the blockers' subscriptions; resolves when any of them changed. They are never
+     * marked `waiting`: LockWatch hands a change to one waiting waiter only, on the understanding
+     * that the waiter it wakes acts on that lock (takes it, or releases it again and so passes the
+     * change on). A woken group may find another of its documents still held and not touch this
+     * one, so it stays among the waiters every change is told to.
+     */
+    waitFor(blockers: readonly GroupBlocker[]): Promise<void> {
+      const keys = new Set(blockers.map((b) => idKey(b.documentId)));
+      const kept = subscriptions.filter((s) => keys.has(s.key));
+      for (const s of subscriptions) if (!keys.has(s.key)) s.subscription.cancel();
+      return kept.length ? Promise.race(kept.map((s) => s.subscription.changed)) : new Promise<void>(() => undefined);
+    },
+    cancel(): void {
+      for (const s of subscriptions) s.subscription.cancel();
+    },
+  };
+}
+
+/** The LockedError for a refused group, naming its first blocker (with the holder's label). */
+function lockedError(blocker: GroupBlocker | undefined, request: GroupRequest, detail: string): LockedError {
+  const count = request.members.length;
+  const none = count === 1 ? '' : ` None of the ${count} documents asked for was locked.`;
+  if (!blocker) return new LockedError(request.members[0].documentId, undefined, `${none}${detail}`);
+  return new LockedError(blocker.documentId, blocker.expiresAt, `${none}${detail}`, blocker.remainingMs, blocker.label);
+}
+
+/**
+ * Takes every lock of the request or none, waiting up to `request.wait` milliseconds; resolves to
+ * the documents in the order of `request.members`, each carrying its lock. Throws LockedError
+ * naming a blocking document, LockExpiredError when the grants could not be handed out before
+ * their lease ran out, LockTargetNotFoundError for a missing document (everything released in
+ * each case), or the signal's reason on abort.
+ */
+export async function lockGroup(request: GroupRequest): Promise<{ documents: AnyDoc[]; group: HeldGroup }> {
+  const parts = partsOf(request.members);
+  await Promise.all(request.members.map((member) => member.runtime.ready));
+  for (const part of parts) part.runtime.store.refuseGroupInOpenTransaction(part.ids);
+  const waiting = request.wait > 0 || request.signal !== undefined;
+  const started = performance.now();
+  let quick = 0;
+  let roundMs = 0;
+  for (let attempt = 0; ; attempt++) {
+    request.signal?.throwIfAborted();
+    const subscriptions = waiting ? subscribeAll(parts) : undefined;
+    try {
+      // After a refusal, a waiting caller first checks, without taking anything, whether the group
+      // is free; only then does it run a round.
+      const blockedBy = attempt > 0 && subscriptions ? await blockersNow(parts, request) : [];
+      let outcome: Round;
+      if (blockedBy.length > 0) outcome = { kind: 'refused', blockers: blockedBy };
+      else {
+        const roundStarted = performance.now();
+        outcome = await round(parts, request);
+        roundMs = performance.now() - roundStarted;
+      }
+      if (outcome.kind === 'granted') return outcome;
+      const blockers = outcome.kind === 'refused' ? outcome.blockers : [];
+      const live = subscriptions ? await subscriptions.live : false;
+      // A stream that only started capturing during the round may have missed a release: again.
+      if (subscriptions && live && !subscriptions.wasLive) continue;
+      const waited = performance.now() - started;
+      const left = request.wait - waited;
+      if (left <= 0) {
+        // Nothing blocks any more (released since, or granted too late to hand out): try again at once.
+        if (blockers.length === 0 && ++quick < QUICK_ROUNDS) continue;
+        if (outcome.kind === 'expired') {
+          throw new LockExpiredOnArrivalError(outcome.documentId, outcome.expiresAt, { operation: 'lock', ttl: request.ttl, elapsedMs: roundMs, attempts: quick });
+        }
+        throw lockedError(blockers[0], request, request.wait > 0 ? ` Waited ${Math.round(waited)} ms for it.` : '');
+      }
+      if (!subscriptions) throw lockedError(blockers[0], request, ''); // not reached: a wait always subscribes
+      // All blockers must be gone for the group to succeed: by expiry, that is the latest of them.
+      const untilExpiry = blockers.length === 0 ? 0 : Math.max(...blockers.map((b) => (b.remainingMs ?? Infinity) + 1));
+      const poll = live ? SAFETY_POLL_MS : Math.random() * Math.min(POLL_CAP_MS, POLL_BASE_MS * 2 ** attempt);
+      await Promise.race([subscriptions.waitFor(blockers), pause(Math.min(left, untilExpiry, poll), request.signal)]);
+      // Woken: stop listening (the next attempt subscribes again, before it reads anything).
+      subscriptions.cancel();
+      // Callers woken by the same release would otherwise all retry in the same instant: a random
+      // pause of up to two rounds' length lets one of them run its round alone. Not growing with
+      // the number of refused rounds: that would hand every race to callers that just arrived.
+      await pause(Math.random() * Math.min(JITTER_CAP_MS, 2 * roundMs), request.signal);
+    } finally {
+      subscriptions?.cancel();
+    }
+  }
+}
+
+/** The group's locks still to be used: not released one by one. Throws if one was lost otherwise. */
+function liveStates(part: GroupPart): HeldLockState[] {
+  const live: HeldLockState[] = [];
+  for (const state of part.states) {
+    settleRelease(state);
+    if (state.lost === undefined) live.push(state);
+    else if (state.lost !== 'released') throw lostError(state);
+  }
+  return live;
+}
+
+/**
+ * Renews every lock of the group still held to `ttl` from the server's now: one `update` per lock
+ * collection. If any of them is no longer this acquisition's, the group is lost: throws the
+ * LockNotHeldError (or LockExpiredError) of one lost document, after one read that says why.
+ * The new expiry each lock believes is the server's clock estimated at the moment the renewal was
+ * sent plus `ttl`: never later than the server's (the command ran after it was sent).
+ */
+export async function extendGroup(group: HeldGroup, ttl: number): Promise<void> {
+  const sentAt = monotonicNow();
+  await Promise.all(
+    group.parts.map(async (part) => {
+      const live = liveStates(part);
+      if (live.length === 0) return;
+      // Until the reply is known, count on each lock only as long as both its lease and the
+      // extension guarantee (lease.ts); a failed or unknown renewal never lengthens it.
+      for (const state of live) beginExtension(state, sentAt, ttl);
+      await part.runtime.ready;
+      const matched = await part.runtime.store.extendGroup(live.map((s) => s.lock.documentId), group.token, ttl);
+      if (matched < live.length) {
+        const error = await part.runtime.store.explainGroupLoss(live, false);
+        // That document is lost; the others were renewed and stay held until released.
+        const lost = live.find((state) => idKey(state.lock.documentId) === idKey(error.documentId));
+        if (lost) lost.lost ??= error.reason;
+        throw error;
+      }
+      // The command's `$$NOW` was read after `sentAt`: each lock now expires no earlier than `ttl`
+      // after it (leaseFloor). The displayed expiry is the server's clock estimated at the send.
+      const elapsed = monotonicNow() - sentAt;
+      for (const state of live) {
+        state.lock.expiresAt = new Date(estimatedServerNow(state) - elapsed + ttl);
+        state.validUntil = leaseFloor(sentAt, ttl);
+      }
+    }),
+  );
+}
+
+/**
+ * Releases every lock of the group still held: one `update` per lock collection (by `_id` and the
+ * group's token). Throws LockNotHeldError for a lock that was already lost (after releasing the
+ * others); locks released one by one before (`saveAndUnlock`, `unlock`) are left out silently.
+ */
+export async function releaseGroup(group: HeldGroup): Promise<void> {
+  const errors = await Promise.all(group.parts.map((part) => releasePart(part.runtime, part.states, group.token)));
+  const error = errors.find((e) => e !== undefined);
+  if (error) throw error;
+}
+
+/** Releases one lock collection's share of an acquisition; resolves to the error to report, if any. */
+async function releasePart(runtime: ModelRuntime, states: readonly HeldLockState[], token: string): Promise<LockNotHeldError | undefined> {
+  let earlier: LockNotHeldError | undefined;
+  const live: HeldLockState[] = [];
+  for (const state of states) {
+    settleRelease(state);
+    if (state.lost === undefined) live.push(state);
+    else if (state.lost !== 'released') earlier ??= lostError(state);
+  }
+  if (live.length === 0) return earlier;
+  await runtime.ready;
+  const matched = await runtime.store.releaseGroup(
+    live.map((s) => s.lock.documentId),
+    token,
+  );
+  for (const state of live) state.lost = 'released';
+  if (matched < live.length) return runtime.store.explainGroupLoss(live, true);
+  return earlier;
+}
+
+/**
+ * Releases the locks `docs` carry, one `update` per lock collection and acquisition (so one for
+ * the documents of one `lockMany`). Throws LockNotHeldError before sending anything if a document
+ * carries no lock; after releasing the others, if one was already released or lost.
+ */
+export async function unlockDocuments(docs: readonly object[], runtimeOf: (doc: object) => ModelRuntime): Promise<void> {
+  const acquisitions = new Map<object, { runtime: ModelRuntime; byToken: Map<string, HeldLockState[]> }>();
+  let earlier: LockNotHeldError | undefined;
+  const seen = new Set<HeldLockState>();
+  for (const doc of docs) {
+    const state = heldLockState(doc);
+    if (!state) throw new LockNotHeldError((doc as { _id?: unknown })._id, 'not_locked');
+    if (seen.has(state)) continue;
+    seen.add(state);
+    if (state.lost !== undefined) {
+      earlier ??= lostError(state);
+      continue;
+    }
+    const runtime = runtimeOf(doc);
+    let collection = acquisitions.get(runtime.lockModel);
+    if (!collection) acquisitions.set(runtime.lockModel, (collection = { runtime, byToken: new Map() }));
+    const byToken = collection.byToken;
+    const list = byToken.get(state.lock.token);
+    if (list) list.push(state);
+    else byToken.set(state.lock.token, [state]);
+  }
+  const errors = await Promise.all([...acquisitions.values()].flatMap(({ runtime, byToken }) => [...byToken].map(([token, states]) => releasePart(runtime, states, token))));
+  const error = errors.find((e) => e !== undefined) ?? earlier;
+  if (error) throw error;
+}

@@ -1,0 +1,243 @@
+/**
+ * Claiming the next free document: `Model.lockNext(filter, owner, { sort, ttl, label, wait, signal })`.
+ *
+ * One claim is three commands: a candidate read (LockStore.freeCandidates: the free matching
+ * documents' `_id`s, in sort order), an acquisition (LockStore.claimFree: Model.lock's own
+ * conditional findAndModify, granted only if nobody holds the lock) and the load of the document
+ * with the filter AND its `_id` (Model.findOne, from the primary), after the lock was taken.
+ *  - Exclusivity is the acquisition's, exactly Model.lock's: the read only proposes.
+ *  - A document that stopped matching between the read and the lock (or was deleted) loads as
+ *    null: its lock is released by token and the call goes on with another candidate; this call
+ *    never proposes it again (the next reads exclude it with `$nin`).
+ *  - The call resolves null only after a candidate read that started during the call found no
+ *    free matching document (never because candidates were taken by others meanwhile). On
+ *    replica sets that read is one snapshot (readConcern "snapshot"), so at that instant no
+ *    matching document was free; elsewhere see docs/mongodb-compatibility.md R34.
+ *
+ * Concurrent calls share candidates and spread over them: see next-queue.ts. Under contention
+ * "first in sort order" means "one of the first free candidates".
+ *
+ * Leases are conservative: a grant is timed from when its acquisition was SENT, less the drift
+ * allowance (leaseLeft); one that is over when its reply arrives, or once the document is loaded,
+ * is released and another candidate tried (LATE_LIMIT times in a row, then LockExpiredError).
+ */
+import type { mongo } from 'mongoose';
+import { LockExpiredOnArrivalError } from './errors';
+import { attachHeldLock, leaseLeft, newHeldLockState, type HeldLock, type HeldLockState } from './held-lock';
+import { MIN_LEASE_MS, monotonicNow } from './lease';
+import type { LockStore } from './lock-store';
+import type { LockNextSort } from './next-arguments';
+import type { NextFeed } from './next-feed';
+import { nextStats, queueFor, type Candidate } from './next-queue';
+import type { ResolvedCallOptions } from './arguments';
+import type { AnyModel } from './runtime';
+import { issueTicket } from './ticket';
+
+type Document = mongo.Document;
+
+/** Grants that arrived too late to count on, in a row, before the call gives up. */
+const LATE_LIMIT = 3;
+/** With live change streams, read again this often anyway (a crashed holder's lock expires silently). */
+const SAFETY_POLL_MS = 1_000;
+const POLL_BASE_MS = 20;
+const POLL_CAP_MS = 1_000;
+/** Longest wait for another call's attempt to end before reading again. */
+const SETTLE_WAIT_MS = 1_000;
+/** Snapshot reads that found the catalog newer than the snapshot are retried this often. */
+const SNAPSHOT_RETRIES = 5;
+/** SnapshotUnavailable (246), SnapshotTooOld (239): the snapshot could not serve this read yet. */
+const SNAPSHOT_ERRORS: ReadonlySet<unknown> = new Set([239, 246]);
+
+export interface NextContext {
+  model: AnyModel;
+  store: LockStore;
+  /** The model's collection (driver interface). */
+  documents: mongo.Collection<Document>;
+  /** The caller's filter, as given (the load casts it again, as Model.findOne does). */
+  filter: Document;
+  /** The filter cast by Mongoose (next-arguments.ts castNextFilter). */
+  match: Document;
+  sort: LockNextSort | undefined;
+  owner: string;
+  ownerKey: string;
+  call: ResolvedCallOptions;
+  /** Whether candidate reads use readConcern "snapshot" (replica sets). */
+  snapshot: boolean;
+  /** Wake-ups for waiting calls. */
+  feed: NextFeed;
+}
+
+export interface Claimed {
+  doc: object;
+  state: HeldLockState;
+}
+
+type Outcome = { kind: 'claimed'; claimed: Claimed } | { kind: 'held' } | { kind: 'notMatching' } | { kind: 'late'; expiresAt: Date; elapsedMs: number };
+
+async function attempt(context: NextContext, candidate: Candidate): Promise<Outcome> {
+  const { store, call } = context;
+  nextStats.attempts++;
+  const grant = await store.claimFree(candidate.id, context.ownerKey, call.ttl, call.label);
+  if (!grant) {
+    nextStats.collisions++;
+    return { kind: 'held' };
+  }
+  const documentId = candidate.id;
+  const late = () => {
+    nextStats.late++;
+    return { kind: 'late' as const, expiresAt: grant.expiresAt, elapsedMs: monotonicNow() - grant.sentAt };
+  };
+  const held: Omit<HeldLock, 'msLeft'> = {
+    documentId,
+    owner: context.owner,
+    token: grant.token,
+    fence: grant.fence,
+    acquiredAt: grant.acquiredAt,
+    expiresAt: grant.expiresAt,
+    ttl: call.ttl,
+    ticket: issueTicket(documentId, grant.token, grant.fence),
+    label: grant.label,
+  };
+  const state = newHeldLockState(held, grant);
+  const giveBack = () => store.release(state).catch(() => undefined);
+  // A grant whose lease is already over when its reply arrives is never handed out (nor loaded).
+  if (leaseLeft(state) < MIN_LEASE_MS) {
+    await giveBack();
+    return late();
+  }
+  let doc: object | null;
+  try {
+    // The filter AND the `_id`, after the lock was taken, from the primary: the document as it is
+    // now, and only if it still matches (Mongoose casts the filter as Model.find does, and runs
+    // the model's findOne middleware).
+    doc = (await context.model.findOne({ $and: [context.filter, { _id: documentId }] }).read('primary')) as object | null;
+  } catch (error) {
+    await giveBack();
+    throw error;
+  }
+  if (!doc) {
+    nextStats.notMatching++;
+    await giveBack();
+    return { kind: 'notMatching' };
+  }
+  if (leaseLeft(state) < MIN_LEASE_MS) {
+    await giveBack();
+    return late();
+  }
+  attachHeldLock(doc, state);
+  nextStats.claims++;
+  return { kind: 'claimed', claimed: { doc, state } };
+}
+
+/** Resolves after `ms`, or as soon as `signal` aborts; never rejects. */
+function pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal?.aborted) return resolve();
+    const done = () => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, Math.max(0, ms));
+    signal?.addEventListener('abort', done, { once: true });
+  });
+}
+
+/** The candidate read, retried while a snapshot is not yet available (R31). */
+async function readCandidates(context: NextContext, match: Document, limit: number): Promise<unknown[]> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await context.store.freeCandidates(context.documents, match, context.sort, limit, context.snapshot);
+    } catch (error) {
+      if (!context.snapshot || attempt >= SNAPSHOT_RETRIES || !SNAPSHOT_ERRORS.has((error as { code?: unknown }).code)) throw error;
+      await pause(POLL_BASE_MS * 2 ** attempt, undefined);
+    }
+  }
+}
+
+/**
+ * Claims the next free document matching the filter for the owner, or resolves null when there is
+ * none (with `wait`: none until the deadline). Rejects with the signal's reason when it aborts.
+ */
+export async function claimNext(context: NextContext): Promise<Claimed | null> {
+  const queue = queueFor(context.documents, (context.model.base as unknown as { mongo: typeof mongo }).mongo.BSON, context.match, context.sort);
+  const { wait, signal } = context.call;
+  const waiting = wait > 0;
+  const started = performance.now();
+  const deadline = started + wait;
+  /** Documents this call found not matching after locking them: never proposed to it again. */
+  const skip = new Map<string, unknown>();
+  /** Reads that can answer "none" must start at or after this instant. */
+  let notBefore = started;
+  let late = 0;
+  let round = 0;
+  queue.active++;
+  try {
+    for (;;) {
+      signal?.throwIfAborted();
+      const candidate = queue.take(skip);
+      if (candidate) {
+        let outcome: Outcome | undefined;
+        const began = performance.now();
+        try {
+          outcome = await attempt(context, candidate);
+        } finally {
+          // A candidate that no longer matches was usually claimed and finished by another
+          // process since the read: for spreading, that is a collision too.
+          queue.settle(candidate, outcome?.kind === 'held' || outcome?.kind === 'notMatching', outcome?.kind === 'claimed', performance.now() - began);
+        }
+        if (outcome.kind === 'claimed') return outcome.claimed;
+        if (outcome.kind === 'notMatching') skip.set(candidate.key, candidate.id);
+        if (outcome.kind === 'late' && ++late >= LATE_LIMIT) {
+          throw new LockExpiredOnArrivalError(candidate.id, outcome.expiresAt, { operation: 'lock', ttl: context.call.ttl, elapsedMs: outcome.elapsedMs, attempts: late });
+        }
+        continue;
+      }
+      // Nothing to try: read. A waiting call subscribes first, so no wake-up after the read is lost.
+      const subscription = waiting ? context.feed.subscribe() : undefined;
+      try {
+        const run = (match: Document) => (limit: number) => readCandidates(context, match, limit);
+        const result =
+          skip.size === 0
+            ? await queue.read(notBefore, run(context.match))
+            : await queue.readAlone(run({ $and: [context.match, { _id: { $nin: [...skip.values()] } }] }));
+        if (result.found.some((found) => !skip.has(found.key))) {
+          // Free candidates exist. The loop takes one from the pool; when every one of them is
+          // being tried by another call of this process, wait for one of those attempts to end.
+          if (!queue.canTake(skip) && queue.attempting > 0) {
+            await Promise.race([queue.whenSettled(), pause(SETTLE_WAIT_MS, signal)]);
+            notBefore = performance.now();
+          }
+          continue;
+        }
+        // A read that started during the call found no free matching document: "none" (the
+        // documents other calls of this process are trying were free at the read and would have
+        // been found, so they are not hidden by it).
+        if (!waiting) return null;
+        const left = deadline - performance.now();
+        if (left <= 0) return null;
+        // Streams that were capturing before this read report every later change; otherwise
+        // (none, or still opening) poll with backoff meanwhile.
+        const poll = subscription!.wasLive ? SAFETY_POLL_MS : Math.random() * Math.min(POLL_CAP_MS, POLL_BASE_MS * 2 ** round++);
+        const stop = new AbortController();
+        const onAbort = () => stop.abort();
+        signal?.addEventListener('abort', onAbort, { once: true });
+        try {
+          await Promise.race([subscription!.changed, pause(Math.min(left, poll), stop.signal)]);
+        } finally {
+          signal?.removeEventListener('abort', onAbort);
+          stop.abort();
+        }
+        signal?.throwIfAborted();
+        // Read again (a read that starts now); at the deadline, an empty read ends the call.
+        notBefore = performance.now();
+      } finally {
+        subscription?.cancel();
+      }
+    }
+  } finally {
+    queue.active--;
+  }
+}
+
+export { nextStats } from './next-queue';

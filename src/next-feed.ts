@@ -1,0 +1,145 @@
+/**
+ * Wake-ups for `Model.lockNext(filter, owner, { wait })`: a waiting call reads again when a
+ * document may have become claimable. Two change streams per model collection, shared by every
+ * waiting call of this process (where the deployment has change streams and `changeStreams` is
+ * 'auto'; R15):
+ *  - on the model's collection: `insert`, `update`, `replace` (a document may now match);
+ *  - on its lock collection: `update`, `replace`, `delete`, except acquisitions (an update that
+ *    sets `token` to a string): a lock may have been released (the same events LockWatch uses).
+ * Every event wakes every waiting call; they then share one candidate read per filter (the queue's
+ * single-flight read in lock-next.ts), so a burst of events costs one read, not one per waiter.
+ * A lock that simply expires (its holder crashed) writes nothing and produces no event: waiters
+ * also read again every SAFETY_POLL_MS. Without streams they poll with jittered backoff.
+ */
+import type { mongo } from 'mongoose';
+
+type Document = mongo.Document;
+
+const STREAM_AWAIT_MS = 1_000;
+const IDLE_CLOSE_MS = 10_000;
+
+export interface FeedSubscription {
+  /** Resolves at the next event after the subscription (or when a stream fails). */
+  changed: Promise<void>;
+  /** Whether both streams were already capturing events when this subscription was made. */
+  wasLive: boolean;
+  /** Resolves to whether the streams deliver events (opening them if needed). */
+  live: Promise<boolean>;
+  cancel(): void;
+}
+
+interface Source {
+  collection: mongo.Collection<Document>;
+  pipeline: Document[];
+  /** Events that free nothing and match nothing new. */
+  ignore?(event: Document): boolean;
+}
+
+export class NextFeed {
+  private readonly waiters = new Set<() => void>();
+  private streams: mongo.ChangeStream[] | undefined;
+  private opening: Promise<boolean> | undefined;
+  private idleTimer: NodeJS.Timeout | undefined;
+  /** Number of times the streams were opened (visible to tests). */
+  opened = 0;
+
+  constructor(
+    private readonly sources: Source[],
+    private readonly canWatch: () => Promise<boolean>,
+  ) {}
+
+  /** Registers synchronously, so no event after this call is missed once the streams are live. */
+  subscribe(): FeedSubscription {
+    let wake!: () => void;
+    const changed = new Promise<void>((resolve) => (wake = resolve));
+    this.waiters.add(wake);
+    clearTimeout(this.idleTimer);
+    const wasLive = this.streams !== undefined;
+    const live = this.open().catch(() => false);
+    return {
+      changed,
+      wasLive,
+      live,
+      cancel: () => {
+        this.waiters.delete(wake);
+        if (this.waiters.size === 0) this.scheduleIdleClose();
+      },
+    };
+  }
+
+  private open(): Promise<boolean> {
+    if (this.streams) return Promise.resolve(true);
+    this.opening ??= (async () => {
+      if (!(await this.canWatch())) return false;
+      const streams = this.sources.map((source) => source.collection.watch(source.pipeline, { maxAwaitTimeMS: STREAM_AWAIT_MS }));
+      try {
+        // The first tryNext sends the aggregate: once it returns, events are being captured.
+        await Promise.all(streams.map((stream) => stream.tryNext()));
+      } catch (error) {
+        await Promise.all(streams.map((stream) => stream.close().catch(() => undefined)));
+        throw error;
+      }
+      this.streams = streams;
+      this.opened++;
+      streams.forEach((stream, i) => void this.pump(stream, this.sources[i]));
+      return true;
+    })().finally(() => {
+      this.opening = undefined;
+    });
+    return this.opening;
+  }
+
+  private async pump(stream: mongo.ChangeStream, source: Source): Promise<void> {
+    try {
+      while (this.streams?.includes(stream)) {
+        const event = (await stream.next()) as Document;
+        if (source.ignore?.(event)) continue;
+        this.wakeAll();
+      }
+    } catch {
+      // Closed, or the deployment lost the stream: close the other one too; waiters poll or reopen.
+    } finally {
+      if (this.streams?.includes(stream)) void this.close();
+      this.wakeAll();
+    }
+  }
+
+  private wakeAll(): void {
+    const waiters = [...this.waiters];
+    this.waiters.clear();
+    for (const wake of waiters) wake();
+    if (waiters.length > 0) this.scheduleIdleClose();
+  }
+
+  private scheduleIdleClose(): void {
+    clearTimeout(this.idleTimer);
+    this.idleTimer = setTimeout(() => {
+      if (this.waiters.size === 0) void this.close();
+    }, IDLE_CLOSE_MS);
+    this.idleTimer.unref();
+  }
+
+  async close(): Promise<void> {
+    clearTimeout(this.idleTimer);
+    const streams = this.streams;
+    this.streams = undefined;
+    if (streams) await Promise.all(streams.map((stream) => stream.close().catch(() => undefined)));
+  }
+}
+
+/** An update that gave the record a token: an acquisition, which frees nothing. */
+function isAcquisition(event: Document): boolean {
+  const token = (event.updateDescription as { updatedFields?: { token?: unknown } } | undefined)?.updatedFields?.token;
+  return event.operationType === 'update' && typeof token === 'string';
+}
+
+/** The feed for a model collection and its lock collection. */
+export function nextFeed(documents: mongo.Collection<Document>, locks: mongo.Collection<Document>, canWatch: () => Promise<boolean>): NextFeed {
+  return new NextFeed(
+    [
+      { collection: documents, pipeline: [{ $match: { operationType: { $in: ['insert', 'update', 'replace'] } } }] },
+      { collection: locks, pipeline: [{ $match: { operationType: { $in: ['update', 'replace', 'delete'] } } }], ignore: isAcquisition },
+    ],
+    canWatch,
+  );
+}
