@@ -165,6 +165,8 @@ inline checkInv() {
     EXTRA_CHECK
 #endif
   }
+#else
+  skip
 #endif
 }
 

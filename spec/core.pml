@@ -235,7 +235,7 @@ proctype Client(byte c) {
              htok[s] = tok;
              left[s] = TTL - DRIFT - sAge[c];
              printf("EV c=%d resume-granted tok=%d left=%d\n", c, tok, left[s])
-          :: else -> skip
+          :: else -> printf("EV c=%d resume-not-granted tok=%d ok=%d\n", c, tok, ok)
           fi;
           ANSWERED(c);
           checkInv();

@@ -35,8 +35,9 @@
  *     other window fails the check.
  * Variants: FIND_W1 .. FIND_W4 assert that the window never happens (spin must find it in check
  * mode, and must not in atomic mode); ADMIT_W4 counts W4 as documented; READ_VERIFY (atomic mode,
- * the holder's check a read inside the transaction, no write of the record) and CLAIM_NOOP (a
- * non-holder's claim of a free record writes nothing) must fail.
+ * the holder's check a read inside the transaction, no write of the record), CLAIM_NOOP (a
+ * non-holder's claim of a free record writes nothing) and OLD_ACQUIRE (with MONGOS: issue 16 item
+ * 3, a lock granted behind a transaction handed out already expired) must fail.
  */
 #ifndef OPS
 #define OPS 2            /* client 0 (A) */
@@ -119,6 +120,8 @@ inline land(c) {
 #ifndef CHECK_MODE
   assert(!winAny[c]);
 #else
+  printf("EV c=%d land window=%d\n", c,
+    (!hAny[c] -> 0 : (winTok[c] == 0 -> 3 : ((xt[winTok[c]] == RENEW || !hOther[c]) -> 4 : (xt[winTok[c]] == 0 -> 1 : 2)))));
   if
   :: hAny[c] && winTok[c] == 0 -> skip                                              /* W3 */
 #ifdef FIND_W3
@@ -185,10 +188,17 @@ proctype Client(byte c) {
         atomic {
           giveBack = 0;
           if
+#ifdef OLD_ACQUIRE
+          :: ok ->                                /* handed out whatever its age, its lease from the reply */
+             hold[s] = 1;
+             htok[s] = tok;
+             left[s] = TTL;
+#else
           :: ok && TTL - DRIFT > sAge[c] ->
              hold[s] = 1;
              htok[s] = tok;
              left[s] = TTL - DRIFT - sAge[c];
+#endif
              if
              :: CUR(0, tok) -> noteHandOut(c)
              :: else -> skip
@@ -299,7 +309,7 @@ proctype Client(byte c) {
           :: ok -> OPEN_WINDOW(c, tok)
           :: else -> hold[s] = 0                /* LockNotHeldError / LockExpiredError */
           fi;
-          printf("EV c=%d check-verify tok=%d ok=%d\n", c, tok, ok);
+          printf("EV c=%d check-verify tok=%d ok=%d rel=%d\n", c, tok, ok, rel);
           USED(c);
           checkInv()
         }
