@@ -532,7 +532,7 @@ export class Replay {
         // Ended by this change, unless it had expired before it (then a takeover of an expired lock).
         if (wall < current.endedAt) {
           current.endedAt = wall;
-          current.endedBy = this.endedBy(wall, current);
+          current.endedBy = this.endedBy(wall, current, doc);
         }
         current = undefined;
       }
@@ -600,16 +600,24 @@ export class Replay {
    * end the README documents: forceUnlock, Model.unlock / releaseAllFor, a renewal by the same
    * owner), or `undocumented:<kind>` (anything else: a bug).
    */
-  private endedBy(wall: number, span: { client: number | undefined; token: string }): string {
-    const before = this.forwarded.filter((f) => f.kind !== 'write' && f.at <= wall + 5);
-    const last = before[before.length - 1];
+  private endedBy(wall: number, span: { client: number | undefined; token: string }, next: MongoDocument | undefined): string {
+    // A new token: the acquisition that took the record, known by its token (the lock command
+    // that carried it), not by timing.
+    const nextToken = next?.token;
+    if (typeof nextToken === 'string') {
+      const by = this.forwarded.find((f) => f.kind === 'lock' && f.token === nextToken);
+      if (!by) return 'undocumented:unknown-acquisition';
+      const sameOwner = span.client !== undefined && this.options.owners[span.client] === this.options.owners[by.client];
+      return sameOwner ? 'other:renewal' : `undocumented:lock:${by.client}`;
+    }
+    // A release: the last release forwarded before the change was written (the server writes it
+    // after the command arrives, so its forward comes first; lock commands are not releases).
+    const releases = this.forwarded.filter((f) => ['unlock', 'release', 'giveback', 'force', 'unlock-owner'].includes(f.kind) && f.at <= wall);
+    const last = releases[releases.length - 1];
     if (!last) return 'undocumented:unknown';
     // A release by token ends only its own acquisition: by another one's token it is a bug.
     if (last.kind === 'unlock' || last.kind === 'release' || last.kind === 'giveback') return last.token === span.token ? `self:${last.client}` : `undocumented:${last.kind}:${last.client}`;
-    if (last.kind === 'force' || last.kind === 'unlock-owner') return `other:${last.kind}`;
-    const sameOwner = span.client !== undefined && this.options.owners[span.client] === this.options.owners[last.client];
-    if (last.kind === 'lock' && sameOwner) return 'other:renewal';
-    return `undocumented:${last.kind}:${last.client}`;
+    return `other:${last.kind}`;
   }
 }
 
