@@ -7,9 +7,10 @@
  * server runs it when it arrives); a reply held at the gate is a reply that arrives late.
  *
  * A fail point cannot do this: `failCommand`'s blockConnection delays a command before it runs
- * (src/mongo/db/commands.cpp evaluateFailCommandFailPoint, called before execution), for a fixed
- * time, one fail point per server; it cannot hold a reply after the server ran the command, nor
- * release commands of several clients in a chosen order.
+ * (mongodb/mongo src/mongo/db/commands.cpp CommandHelpers::evaluateFailCommandFailPoint, called by
+ * src/mongo/db/service_entry_point_common.cpp before the command is invoked, and by mongos's
+ * strategy.cpp likewise), for a fixed time; it cannot hold a reply after the server ran the
+ * command, nor release the commands of several clients in an order chosen step by step.
  *
  * Every write the client sends on the watched collections (findAndModify, update, insert, delete;
  * reads, handshakes, monitoring, sessions and cursors pass) is offered to `policy`: 'pass' forwards it,
