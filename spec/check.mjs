@@ -41,13 +41,10 @@ export const CONFIGS = [
   { name: 'core', model: 'core.pml', defines: [...CORE, '-DOPS=2', '-DOTHER_OPS=0'], expect: 'holds', suites: ['full'], why: 'LEASE, MUTEX, FENCE: A and B each lock, extend, unlock twice; mongod $$NOW' },
   { name: 'core-mongos', model: 'core.pml', defines: [...CORE, '-DOPS=2', '-DOTHER_OPS=0', '-DMONGOS'], expect: 'holds', suites: ['full'], why: 'the same through mongos: one $$NOW per command, however long it waits' },
   { name: 'core-others', model: 'core.pml', defines: [...CORE, '-DOPS=1', '-DOTHER_OPS=1'], expect: 'holds', suites: ['full'], why: 'with another request of A (renewal, resume, Model.unlock) or an administrator (forceUnlock)' },
-  // Through mongos, client 2's one operation is searched a kind or two at a time (OTHER = 1, 6, 8;
-  // a resume alone could wait for ever for a ticket, which pan reports as an invalid end state):
-  // together as exhaustive as OTHER=15 (client 2 makes one operation, so every run of the whole
-  // model is a run of the one whose kind it chose), while the whole search outgrows 2 GB.
-  { name: 'core-others-mongos-renewal', model: 'core.pml', defines: [...CORE, '-DOPS=1', '-DOTHER_OPS=1', '-DOTHER=1', '-DMONGOS'], expect: 'holds', suites: ['full'], why: 'through mongos: another request of A locks (a renewal)' },
-  { name: 'core-others-mongos-resume-unlock', model: 'core.pml', defines: [...CORE, '-DOPS=1', '-DOTHER_OPS=1', '-DOTHER=6', '-DMONGOS'], expect: 'holds', suites: ['full'], why: "through mongos: another request resumes A's ticket, or calls Model.unlock(id, A) / releaseAllFor(A)" },
-  { name: 'core-others-mongos-force', model: 'core.pml', defines: [...CORE, '-DOPS=1', '-DOTHER_OPS=1', '-DOTHER=8', '-DMONGOS'], expect: 'holds', suites: ['full'], why: 'through mongos: forceUnlock' },
+  // Through mongos with another request the search outgrows 2 GB with a drifting clock (DMAX=1:
+  // stopped at 26,963,531 states as one search, and past 1.7 GB for the renewal alone): it runs
+  // with exact client clocks; drift is covered by core-others (mongod) and core-mongos.
+  { name: 'core-others-mongos', model: 'core.pml', defines: [...CORE, '-DDMAX=0', '-DOPS=1', '-DOTHER_OPS=1', '-DMONGOS'], expect: 'holds', suites: ['full'], why: 'the same through mongos, client clocks exact' },
   { name: 'core-skew', model: 'core.pml', defines: ['-DTTL=3', '-DDMAX=1', '-DPURGE=3', '-DSKEW=1', '-DOPS=2', '-DOTHER_OPS=0', '-DMONGOS'], expect: 'holds', suites: ['full'], why: 'FENCE across purges with two clocks one tick apart: holds while no reading is PURGE/2 old' },
   { name: 'core-small', model: 'core.pml', defines: [...CORE, '-DOPS=1', '-DOTHER_OPS=0'], expect: 'holds', suites: ['ci'], why: 'LEASE, MUTEX, FENCE, one operation each' },
   { name: 'core-small-mongos', model: 'core.pml', defines: [...CORE, '-DOPS=1', '-DOTHER_OPS=0', '-DMONGOS'], expect: 'holds', suites: ['full', 'ci'], why: 'the same through mongos' },
