@@ -41,6 +41,8 @@ export interface ReplayOptions {
   ttlMs: number;
   /** Real milliseconds per model tick (the model's `left=` in real time). */
   tickMs: number;
+  /** Stop, rather than fail, where the code is more careful than the model (ConservativeStop). */
+  stopWhenConservative?: boolean;
   /** The plugin's transactions option: 'never' for the guard's check mode. */
   transactions: 'auto' | 'never';
   /** Owner of each model client (core.pml: A, B, A). */
@@ -86,7 +88,18 @@ interface Client {
   belief: Belief | undefined;
   checkedAt: number;
   title: string;
+  /** Writes the gate refused because the model has no such step (in order). */
+  refused: string[];
 }
+
+/**
+ * The code gave back a grant the model hands out with its last tick(s) of lease: on a loaded
+ * machine the reply and the load took longer in real time than the model's tick, and the code's
+ * lease (timed from the send) ran out first. That is the code being more careful than the model,
+ * not less; the rest of the schedule cannot be followed, so the replay stops there and the
+ * history so far is judged.
+ */
+export class ConservativeStop extends Error {}
 
 /** The token a findAndModify acquire carries in its pipeline ({ $literal } under $cond). */
 function tokenOf(command: MongoDocument): string | undefined {
@@ -158,12 +171,13 @@ export class Replay {
       const gateUri = `mongodb://${gate.address}/?directConnection=true`;
       const conn = await connectTo(gateUri, this.options.dbName, { retryWrites: true });
       const model = await workItemModel(conn.connection, pluginOptions, this.options.modelName);
-      const client: Client = { index, owner, gate, conn, model, expect: [], call: undefined, exec: undefined, reply: undefined, doc: undefined, belief: undefined, checkedAt: 0, title: '' };
+      const client: Client = { index, owner, gate, conn, model, expect: [], call: undefined, exec: undefined, reply: undefined, doc: undefined, belief: undefined, checkedAt: 0, title: '', refused: [] };
       gate.setPolicy((name) => {
         if (client.expect[0] === name) {
           client.expect.shift();
           return 'hold';
         }
+        client.refused.push(name);
         return 'fail';
       });
       this.clients.push(client);
@@ -293,10 +307,32 @@ export class Replay {
       this.note(step.raw);
       if (step.client === undefined) continue; // purge: the TTL monitor's own time (not forced)
       this.noteModelBelief(this.clients[step.client], step);
-      await this.step(this.clients[step.client], step);
+      try {
+        await this.step(this.clients[step.client], step);
+      } catch (error) {
+        if (error instanceof ConservativeStop) await this.abandon();
+        throw error;
+      }
     }
     // Let every call settle (the model has ended them all).
     for (const client of this.clients) await settle(client.call);
+  }
+
+  /** Ends every call still in flight (held requests fail, held replies arrive), and waits for them. */
+  private async abandon(): Promise<void> {
+    for (const client of this.clients) {
+      client.expect = [];
+      client.exec?.fail();
+      client.exec = undefined;
+      client.reply?.deliver();
+      client.reply = undefined;
+      for (const held of client.gate.pending()) held.fail();
+    }
+    for (const client of this.clients) {
+      await settle(client.call);
+      client.call = undefined;
+      this.endBelief(client);
+    }
   }
 
   private async step(c: Client, step: Step): Promise<void> {
@@ -324,8 +360,13 @@ export class Replay {
       case 'resume-granted': {
         c.reply!.deliver();
         c.reply = undefined;
+        c.refused = [];
         const result = await settle(c.call);
         c.call = undefined;
+        if (result.error && c.refused[0] === 'update' && (step.args.left ?? 0) <= 1 && this.options.stopWhenConservative) {
+          // It tried to give the grant back by its token (LockStore.releaseHeld): its lease was over.
+          throw new ConservativeStop(`the code gave back the grant at "${step.raw}" (tick ${step.tick}): its lease ran out in real time before the model's last tick`);
+        }
         if (result.error) throw this.mismatch(step, `the call failed: ${String(result.error)}`);
         this.beginBelief(c, result.value as Doc);
         return;
