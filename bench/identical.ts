@@ -17,7 +17,7 @@
 import { Schema, type Connection, type HydratedDocument, type Model } from 'mongoose';
 import type { ClientSession, Db, Document } from 'mongodb';
 import { lockPlugin, type LockableModel, type LockMethods } from '../src';
-import { assertSameCommands, compare, freshToken, recordCommands, recordedTokens, replayable, Replayer, substitute, type ReplayCommand, type ReplayComparison } from './replay';
+import { assertSameCommands, compare, DriverReplayer, freshToken, recordCommands, recordedTokens, replayable, Replayer, substitute, type ReplayCommand, type ReplayComparison } from './replay';
 
 interface Row {
   title: string;
@@ -62,7 +62,11 @@ export async function benchIdentical(connection: Connection, db: Db, scale: numb
   const rows = Array.from({ length: 5 }, (_, i) => ({ title: `replay ${i}`, n: 0 }));
   const [idCycle, idSave, idSaveUnlock, idUpdateHeld, idUpdateFree] = (await M.insertMany(rows)).map((d) => d._id);
   await Plain.insertMany([idCycle, idSave, idSaveUnlock, idUpdateHeld, idUpdateFree].map((_id, i) => ({ _id, ...rows[i] })));
+  // The raw side: the driver's own API sending the same commands (DriverReplayer); the floor:
+  // db.command on one long-lived session with the txnNumber set by hand (Replayer).
+  const driver = new DriverReplayer(db, connection);
   const replayer = new Replayer(db, connection);
+  const rawSide = 'the driver API (findOneAndUpdate / findOne / updateOne, an implicit session per operation, a session per transaction)';
   const results: ReplayComparison[] = [];
   try {
     // ---- Model.lock + doc.unlock ------------------------------------------------------------
@@ -75,16 +79,22 @@ export async function benchIdentical(connection: Connection, db: Db, scale: numb
       // The Mongoose side loads the document as Mongoose does (its collection's findOne and hydrate).
       const load = new Map([[indexOf(recorded, 'find'), async () => M.hydrate(await M.collection.findOne({ _id: idCycle }, { readPreference: 'primary' }))]]);
       const pluginSent = await recordCommands(connection, cycle);
-      assertSameCommands('lock + unlock', pluginSent, await recordCommands(connection, () => replayer.send(commands, cycleBodies(commands, tokens))));
-      assertSameCommands('lock + unlock (Mongoose side)', pluginSent, await recordCommands(connection, () => replayer.send(commands, cycleBodies(commands, tokens), load)));
+      assertSameCommands('lock + unlock', pluginSent, await recordCommands(connection, () => driver.send(commands, cycleBodies(commands, tokens))));
+      assertSameCommands('lock + unlock (floor)', pluginSent, await recordCommands(connection, () => replayer.send(commands, cycleBodies(commands, tokens))));
+      assertSameCommands('lock + unlock (Mongoose side)', pluginSent, await recordCommands(connection, () => driver.send(commands, cycleBodies(commands, tokens), load)));
       let prepared: Document[] = [];
       const prepare = () => void (prepared = cycleBodies(commands, tokens));
       results.push(
         await compare(
           'Model.lock + doc.unlock',
           names(recorded),
-          { plugin: { run: cycle }, raw: { prepare, run: () => replayer.send(commands, prepared) }, mongoose: { prepare, run: () => replayer.send(commands, prepared, load) } },
-          { ...sizes, mongooseSide: 'the load: the collection findOne and Model.hydrate' },
+          {
+            plugin: { run: cycle },
+            raw: { prepare, run: () => driver.send(commands, prepared) },
+            mongoose: { prepare, run: () => driver.send(commands, prepared, load) },
+            floor: { prepare, run: () => replayer.send(commands, prepared) },
+          },
+          { ...sizes, rawSide, mongooseSide: 'the load: the collection findOne and Model.hydrate' },
         ),
       );
     }
@@ -99,14 +109,17 @@ export async function benchIdentical(connection: Connection, db: Db, scale: numb
       const commands = replayable(recorded);
       // The claim is fresh at every save; the acquisition's token stays (the lock is held throughout).
       const claims = recordedTokens(recorded).filter((t) => t !== held.heldLock()!.token);
-      const save = new Map([[indexOf(recorded, 'update') + 1, (session: ClientSession) => plain.save({ session })]]);
+      const save = new Map([[indexOf(recorded, 'update') + 1, (session: ClientSession | undefined) => plain.save({ session: session ?? null })]]);
       held.n = 1;
       plain.n = 1;
       const pluginSent = await recordCommands(connection, () => held.save());
-      assertSameCommands('save', pluginSent, await recordCommands(connection, () => replayer.send(commands, cycleBodies(commands, claims, [[SENTINEL, 1]]))));
+      assertSameCommands('save', pluginSent, await recordCommands(connection, () => driver.send(commands, cycleBodies(commands, claims, [[SENTINEL, 1]]))));
+      held.n = 3;
+      const pluginSent3 = await recordCommands(connection, () => held.save());
+      assertSameCommands('save (floor)', pluginSent3, await recordCommands(connection, () => replayer.send(commands, cycleBodies(commands, claims, [[SENTINEL, 3]]))));
       plain.n = 2;
       held.n = 2;
-      assertSameCommands('save (Mongoose side)', await recordCommands(connection, () => held.save()), asGuarded(await recordCommands(connection, () => replayer.send(commands, cycleBodies(commands, claims, [[SENTINEL, 2]]), save))));
+      assertSameCommands('save (Mongoose side)', await recordCommands(connection, () => held.save()), asGuarded(await recordCommands(connection, () => driver.send(commands, cycleBodies(commands, claims, [[SENTINEL, 2]]), save))));
       let prepared: Document[] = [];
       results.push(
         await compare(
@@ -114,10 +127,11 @@ export async function benchIdentical(connection: Connection, db: Db, scale: numb
           names(recorded),
           {
             plugin: { prepare: (i) => void (held.n = 10 + i), run: () => held.save() },
-            raw: { prepare: (i) => void (prepared = cycleBodies(commands, claims, [[SENTINEL, 10 + i]])), run: () => replayer.send(commands, prepared) },
-            mongoose: { prepare: (i) => void ((prepared = cycleBodies(commands, claims)), (plain.n = 10 + i)), run: () => replayer.send(commands, prepared, save) },
+            raw: { prepare: (i) => void (prepared = cycleBodies(commands, claims, [[SENTINEL, 10 + i]])), run: () => driver.send(commands, prepared) },
+            mongoose: { prepare: (i) => void ((prepared = cycleBodies(commands, claims)), (plain.n = 10 + i)), run: () => driver.send(commands, prepared, save) },
+            floor: { prepare: (i) => void (prepared = cycleBodies(commands, claims, [[SENTINEL, 10 + i]])), run: () => replayer.send(commands, prepared) },
           },
-          { ...sizes, mongooseSide: 'the document write: doc.save() of a model without the plugin' },
+          { ...sizes, rawSide, mongooseSide: 'the document write: doc.save() of a model without the plugin' },
         ),
       );
       await held.unlock();
@@ -136,7 +150,7 @@ export async function benchIdentical(connection: Connection, db: Db, scale: numb
       const commands = replayable(recorded);
       const [releaseToken] = recordedTokens(recorded); // the acquisition's token in the release's filter
       const plain = (await Plain.findById(idSaveUnlock).orFail()) as HydratedDocument<Row>;
-      const save = new Map([[indexOf(recorded, 'update') + 1, (session: ClientSession) => plain.save({ session })]]);
+      const save = new Map([[indexOf(recorded, 'update') + 1, (session: ClientSession | undefined) => plain.save({ session: session ?? null })]]);
       /** Takes the lock with the replayed acquire (untimed) and returns the save's bodies for it. */
       const rawLock = async (value?: number) => {
         const token = freshToken();
@@ -148,10 +162,12 @@ export async function benchIdentical(connection: Connection, db: Db, scale: numb
       pluginLocked.n = 1;
       const pluginSent = await recordCommands(connection, () => pluginLocked.saveAndUnlock());
       const rawBodies = await rawLock(1);
-      assertSameCommands('saveAndUnlock', pluginSent, await recordCommands(connection, () => replayer.send(commands, rawBodies)));
+      assertSameCommands('saveAndUnlock', pluginSent, await recordCommands(connection, () => driver.send(commands, rawBodies)));
+      const floorBodies = await rawLock(1);
+      assertSameCommands('saveAndUnlock (floor)', pluginSent, await recordCommands(connection, () => replayer.send(commands, floorBodies)));
       const mongooseBodies = await rawLock();
       plain.n = 1;
-      assertSameCommands('saveAndUnlock (Mongoose side)', pluginSent, asGuarded(await recordCommands(connection, () => replayer.send(commands, mongooseBodies, save))));
+      assertSameCommands('saveAndUnlock (Mongoose side)', pluginSent, asGuarded(await recordCommands(connection, () => driver.send(commands, mongooseBodies, save))));
       let pluginDoc: RowDoc | undefined;
       let prepared: Document[] = [];
       results.push(
@@ -166,10 +182,11 @@ export async function benchIdentical(connection: Connection, db: Db, scale: numb
               },
               run: () => pluginDoc!.saveAndUnlock(),
             },
-            raw: { prepare: async (i) => void (prepared = await rawLock(10 + i)), run: () => replayer.send(commands, prepared) },
-            mongoose: { prepare: async (i) => void ((prepared = await rawLock()), (plain.n = 10 + i)), run: () => replayer.send(commands, prepared, save) },
+            raw: { prepare: async (i) => void (prepared = await rawLock(10 + i)), run: () => driver.send(commands, prepared) },
+            mongoose: { prepare: async (i) => void ((prepared = await rawLock()), (plain.n = 10 + i)), run: () => driver.send(commands, prepared, save) },
+            floor: { prepare: async (i) => void (prepared = await rawLock(10 + i)), run: () => replayer.send(commands, prepared) },
           },
-          { ...sizes, mongooseSide: 'the document write: doc.save() of a model without the plugin' },
+          { ...sizes, rawSide, mongooseSide: 'the document write: doc.save() of a model without the plugin' },
         ),
       );
     }
@@ -186,18 +203,24 @@ export async function benchIdentical(connection: Connection, db: Db, scale: numb
       const recorded = await recordCommands(connection, write);
       const commands = replayable(recorded);
       const claims = recordedTokens(recorded);
-      const update = new Map([[indexOf(recorded, 'update'), (session: ClientSession) => Plain.updateOne({ _id: id }, { $inc: { n: 1 } }, { session }).exec()]]);
+      const update = new Map([[indexOf(recorded, 'update'), (session: ClientSession | undefined) => Plain.updateOne({ _id: id }, { $inc: { n: 1 } }, session ? { session } : {}).exec()]]);
       const pluginSent = await recordCommands(connection, write);
-      assertSameCommands(label, pluginSent, await recordCommands(connection, () => replayer.send(commands, cycleBodies(commands, claims))));
-      assertSameCommands(`${label} (Mongoose side)`, pluginSent, asGuarded(await recordCommands(connection, () => replayer.send(commands, cycleBodies(commands, claims), update))));
+      assertSameCommands(label, pluginSent, await recordCommands(connection, () => driver.send(commands, cycleBodies(commands, claims))));
+      assertSameCommands(`${label} (floor)`, pluginSent, await recordCommands(connection, () => replayer.send(commands, cycleBodies(commands, claims))));
+      assertSameCommands(`${label} (Mongoose side)`, pluginSent, asGuarded(await recordCommands(connection, () => driver.send(commands, cycleBodies(commands, claims), update))));
       let prepared: Document[] = [];
       const prepare = () => void (prepared = cycleBodies(commands, claims));
       results.push(
         await compare(
           label,
           names(recorded),
-          { plugin: { run: write }, raw: { prepare, run: () => replayer.send(commands, prepared) }, mongoose: { prepare, run: () => replayer.send(commands, prepared, update) } },
-          { ...sizes, mongooseSide: 'the document write: Model.updateOne() of a model without the plugin' },
+          {
+            plugin: { run: write },
+            raw: { prepare, run: () => driver.send(commands, prepared) },
+            mongoose: { prepare, run: () => driver.send(commands, prepared, update) },
+            floor: { prepare, run: () => replayer.send(commands, prepared) },
+          },
+          { ...sizes, rawSide, mongooseSide: 'the document write: Model.updateOne() of a model without the plugin' },
         ),
       );
       if ('lockOwner' in options) await M.forceUnlock(id);

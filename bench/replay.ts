@@ -148,6 +148,78 @@ export class Replayer {
 }
 
 /**
+ * Sends replayed commands as a user of the raw driver's API sends them: each through the
+ * collection method that produces exactly that command (`findOneAndUpdate`, `findOne`,
+ * `updateOne`), so the driver does its per-operation work as it does for any application: an
+ * implicit session per operation outside a transaction (executeOperation starts and ends one),
+ * the retryable write's `txnNumber` taken from that session (sessions.js, applySession), the
+ * retry wrapper; and a transaction on a session of its own (startSession, startTransaction,
+ * commitTransaction, endSession), since a session holds one transaction at a time and an
+ * application serving concurrent requests cannot share one. The plugin's acquire, load and release
+ * and the guard's transaction (guard/transaction.ts, a session per guarded write) do exactly that.
+ * `Replayer` above (`db.command` on one long-lived explicit session, `txnNumber` set by hand) skips
+ * that work: it is the floor no application reaches through the driver, reported beside.
+ */
+export class DriverReplayer {
+  private session: ClientSession | undefined;
+
+  constructor(private readonly db: Db, private readonly client: Connection) {}
+
+  /** As Replayer.send; `instead` gets the transaction's session, or none outside a transaction. */
+  async send(commands: ReplayCommand[], bodies: Document[], instead?: ReadonlyMap<number, (session: ClientSession | undefined) => Promise<unknown>>): Promise<void> {
+    for (const [i, command] of commands.entries()) {
+      if (command.startsTransaction) {
+        this.session = this.client.getClient().startSession() as unknown as ClientSession;
+        this.session.startTransaction({ readPreference: 'primary' });
+      }
+      const session = command.inTransaction ? this.session : undefined;
+      const own = instead?.get(i);
+      if (own) await own(session);
+      else if (command.commits) await this.session!.commitTransaction();
+      else await this.sendOne(bodies[i]!, session);
+      if (command.commits) {
+        await this.session!.endSession();
+        this.session = undefined;
+      }
+    }
+  }
+
+  /** One command through the collection method that sends it (any other field: refused, so a replay never differs silently). */
+  private async sendOne(body: Document, session: ClientSession | undefined): Promise<void> {
+    const [name] = Object.keys(body);
+    const extra = (allowed: string[]) => Object.keys(body).filter((k) => !allowed.includes(k));
+    const refuse = (fields: string[]) => {
+      if (fields.length) throw new Error(`bench: DriverReplayer has no driver method for ${name} with ${fields.join(', ')}`);
+    };
+    const options = session ? { session } : {};
+    if (name === 'findAndModify') {
+      refuse(extra(['findAndModify', 'query', 'update', 'upsert', 'new', 'fields', 'remove']));
+      if (body.remove) refuse(['remove: true']);
+      await this.db.collection(body.findAndModify as string).findOneAndUpdate(body.query as Document, body.update as Document[], {
+        ...options,
+        upsert: body.upsert === true,
+        returnDocument: body.new ? 'after' : 'before',
+        ...(body.fields ? { projection: body.fields as Document } : {}),
+      });
+    } else if (name === 'find') {
+      refuse(extra(['find', 'filter', 'limit', 'singleBatch']));
+      if (body.limit !== 1 || body.singleBatch !== true) refuse(['limit/singleBatch other than findOne']);
+      await this.db.collection(body.find as string).findOne(body.filter as Document, options);
+    } else if (name === 'update') {
+      refuse(extra(['update', 'updates', 'ordered']));
+      const updates = body.updates as Document[];
+      if (updates.length !== 1) refuse(['several statements']);
+      const { q, u, upsert, multi, ...rest } = updates[0]!;
+      refuse(Object.keys(rest).map((k) => `updates.${k}`));
+      if (multi) refuse(['multi']);
+      await this.db.collection(body.update as string).updateOne(q as Document, u as Document, { ...options, ...(upsert !== undefined ? { upsert: upsert as boolean } : {}) });
+    } else {
+      refuse([name ?? 'an empty command']);
+    }
+  }
+}
+
+/**
  * What the server receives of a command, without what legitimately differs between two runs: the
  * session id, the cluster time, the txnNumber's value, and the random tokens (each replaced by
  * its position of first appearance, so a token used twice must be used twice on both sides).
@@ -198,6 +270,10 @@ export interface RoundResult {
   raw: SideStats;
   /** The plugin's commands with Mongoose doing its own part (the load, the save, the update) and the raw driver the rest. */
   mongoose?: SideStats;
+  /** The same commands by `db.command` on one long-lived session (Replayer): the floor no application reaches. */
+  floor?: SideStats;
+  /** The plugin against the floor. */
+  floorRatio?: SideStats;
   ratio: SideStats;
   /** The Mongoose side against the raw replay: Mongoose's share of the plugin's ratio. */
   mongooseRatio?: SideStats;
@@ -224,6 +300,11 @@ export interface ReplayComparison {
   /** The Mongoose side against the raw replay, over rounds. */
   mongooseRatioP50?: Spread;
   mongooseRatioCpu?: Spread;
+  /** What the raw side is (see DriverReplayer and Replayer). */
+  rawSide?: string;
+  /** The plugin against the floor (db.command on one long-lived session), over rounds. */
+  floorRatioP50?: Spread;
+  floorRatioCpu?: Spread;
 }
 
 /** One timed side of a comparison: `prepare` (untimed) then `run` (timed) per cycle. */
@@ -255,10 +336,10 @@ const ratioOf = (a: SideStats, b: SideStats): SideStats => ({ p50: round(a.p50 /
 export async function compare(
   operation: string,
   commands: string[],
-  sides: { plugin: Side; raw: Side; mongoose?: Side },
-  options: { cycles: number; rounds: number; warmup: number; mongooseSide?: string },
+  sides: { plugin: Side; raw: Side; mongoose?: Side; floor?: Side },
+  options: { cycles: number; rounds: number; warmup: number; mongooseSide?: string; rawSide?: string },
 ): Promise<ReplayComparison> {
-  const names = (['plugin', 'raw', 'mongoose'] as const).filter((name) => sides[name] !== undefined);
+  const names = (['plugin', 'raw', 'mongoose', 'floor'] as const).filter((name) => sides[name] !== undefined);
   let i = 0;
   const once = async (side: Side): Promise<{ ms: number; cpu: number }> => {
     const k = i++;
@@ -286,9 +367,19 @@ export async function compare(
     const plugin = stats(times.plugin!, cpu.plugin!);
     const raw = stats(times.raw!, cpu.raw!);
     const mongoose = sides.mongoose ? stats(times.mongoose!, cpu.mongoose!) : undefined;
-    rounds.push({ plugin, raw, ...(mongoose ? { mongoose } : {}), ratio: ratioOf(plugin, raw), ...(mongoose ? { mongooseRatio: ratioOf(mongoose, raw) } : {}) });
+    const floor = sides.floor ? stats(times.floor!, cpu.floor!) : undefined;
+    rounds.push({
+      plugin,
+      raw,
+      ...(mongoose ? { mongoose } : {}),
+      ...(floor ? { floor } : {}),
+      ratio: ratioOf(plugin, raw),
+      ...(mongoose ? { mongooseRatio: ratioOf(mongoose, raw) } : {}),
+      ...(floor ? { floorRatio: ratioOf(plugin, floor) } : {}),
+    });
   }
   const withMongoose = rounds.every((r) => r.mongooseRatio);
+  const withFloor = rounds.every((r) => r.floorRatio);
   return {
     operation,
     commands,
@@ -299,5 +390,7 @@ export async function compare(
     ratioMean: spread(rounds.map((r) => r.ratio.mean)),
     ratioCpu: spread(rounds.map((r) => r.ratio.cpu)),
     ...(withMongoose ? { mongooseRatioP50: spread(rounds.map((r) => r.mongooseRatio!.p50)), mongooseRatioCpu: spread(rounds.map((r) => r.mongooseRatio!.cpu)) } : {}),
+    ...(options.rawSide ? { rawSide: options.rawSide } : {}),
+    ...(withFloor ? { floorRatioP50: spread(rounds.map((r) => r.floorRatio!.p50)), floorRatioCpu: spread(rounds.map((r) => r.floorRatio!.cpu)) } : {}),
   };
 }

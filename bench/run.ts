@@ -436,12 +436,14 @@ function reportReplayed(rows: ReplayComparison[]): void {
   const first = rows[0];
   if (!first) return;
   console.log(`1b. The plugin against the raw driver sending the identical commands (interleaved, ${first.rounds.length} rounds of ${first.cycles}; median [min-max] over rounds; target <= 1.10x)`);
-  console.log(`${pad('', 66)}${pad('p50', 20)}${pad('mean', 20)}${pad('CPU', 20)}${pad('Mongoose side p50', 20)}${pad('Mongoose side CPU', 20)}p50 ms plugin / raw`);
+  console.log(`${pad('', 66)}${pad('p50', 20)}${pad('mean', 20)}${pad('CPU', 20)}${pad('Mongoose side p50', 20)}${pad('Mongoose side CPU', 20)}${pad('floor p50', 20)}${pad('floor CPU', 20)}p50 ms plugin / raw / floor`);
   for (const row of rows) {
     const mid = [...row.rounds].sort((a, b) => a.ratio.p50 - b.ratio.p50)[row.rounds.length >> 1]!;
-    console.log(`${pad(row.operation, 66)}${pad(spread(row.ratioP50), 20)}${pad(spread(row.ratioMean), 20)}${pad(spread(row.ratioCpu), 20)}${pad(spread(row.mongooseRatioP50), 20)}${pad(spread(row.mongooseRatioCpu), 20)}${mid.plugin.p50} / ${mid.raw.p50}`);
+    console.log(
+      `${pad(row.operation, 66)}${pad(spread(row.ratioP50), 20)}${pad(spread(row.ratioMean), 20)}${pad(spread(row.ratioCpu), 20)}${pad(spread(row.mongooseRatioP50), 20)}${pad(spread(row.mongooseRatioCpu), 20)}${pad(spread(row.floorRatioP50), 20)}${pad(spread(row.floorRatioCpu), 20)}${mid.plugin.p50} / ${mid.raw.p50} / ${mid.floor?.p50 ?? '-'}`,
+    );
   }
-  console.log('(Mongoose side: the same commands with Mongoose doing its part of the operation and the raw driver the rest, against the raw replay)\n');
+  console.log(`(raw: ${first.rawSide ?? 'db.command'}; Mongoose side: the same commands with Mongoose doing its part of the operation and the driver API the rest, against the raw side; floor: the plugin against db.command on one long-lived session with txnNumbers set by hand, which no application reaches)\n`);
 }
 
 function report(results: BenchResults): void {

@@ -43,7 +43,7 @@
  * application's own: see `idPathProblem`). Otherwise the load is `findById(id).read('primary')`.
  * __tests__/plugin/locked-document-load.test.ts checks both paths against findById.
  */
-import { hasSubscribers } from 'node:diagnostics_channel';
+import { channel } from 'node:diagnostics_channel';
 import type { HydratedDocument, Schema, SchemaType, mongo } from 'mongoose';
 import type { AnyModel } from './runtime';
 
@@ -58,8 +58,13 @@ type AnyDoc = HydratedDocument<unknown>;
  */
 const DIRECT_ID_TYPES: ReadonlySet<string> = new Set(['ObjectId', 'String', 'Number', 'Buffer', 'UUID', 'Decimal128', 'Date', 'BigInt', 'Int32']);
 
-/** The channels of Mongoose 9's `mongoose:query` tracing channel (lib/tracing.js; Node's TracingChannel names). */
-const QUERY_TRACING_CHANNELS = ['start', 'end', 'asyncStart', 'asyncEnd', 'error'].map((event) => `tracing:mongoose:query:${event}`);
+/**
+ * The channels of Mongoose 9's `mongoose:query` tracing channel (lib/tracing.js; Node's
+ * TracingChannel names). Held here, so each is the one object of its name that every subscriber
+ * gets (`channel(name)` returns the live channel of a name) and `hasSubscribers` is a property read
+ * rather than a lookup by name per load.
+ */
+const QUERY_TRACING_CHANNELS = ['start', 'end', 'asyncStart', 'asyncEnd', 'error'].map((event) => channel(`tracing:mongoose:query:${event}`));
 
 /**
  * The Query methods findById(id).read('primary') runs (steps 1-4 above): a model's query helper
@@ -195,7 +200,7 @@ export function directLoadProblem(model: AnyModel): string | undefined {
     if (userDefined(internals.db.options, option) || userDefined(base.options, option)) return `${option} option`;
   }
   if (base.transactionAsyncLocalStorage?.getStore()?.session != null) return 'transactionAsyncLocalStorage session';
-  if (QUERY_TRACING_CHANNELS.some((name) => hasSubscribers(name))) return 'query tracing subscribers';
+  if (QUERY_TRACING_CHANNELS.some((c) => c.hasSubscribers)) return 'query tracing subscribers';
   return cachedModelProblem(model);
 }
 

@@ -103,11 +103,35 @@ export function idKey(id: unknown): string {
       .map(([name, value]) => `${JSON.stringify(name)}:${idKey(value === undefined ? null : value)}`)
       .join(',')}}`;
   }
-  return bsonKey(id);
+  return objectIdHex(id) ?? bsonKey(id);
 }
 
+/**
+ * The key of a plain ObjectId of the driver's js-bson, read as js-bson serializes it, or undefined
+ * for anything else: `o:` and its 12 bytes in hex, the key bsonKey gives every value that
+ * serializes as an ObjectId (BSON type 7 is those bytes, and an ObjectId equals only an ObjectId
+ * of the same bytes), without serializing a document per key (the guard keys every id it checks).
+ * Only an instance of the class itself with nothing of its own that the serializer would use
+ * instead (`toBSON`, `id`, `serializeInto`: js-bson 6 writes `value.id`, 7 `value.serializeInto`,
+ * both the bytes the `id` getter returns); a subclass, an ObjectId of another js-bson copy or any
+ * other value goes through bsonKey.
+ */
+function objectIdHex(id: unknown): string | undefined {
+  if (id === null || typeof id !== 'object' || Object.getPrototypeOf(id) !== mongo.ObjectId.prototype) return undefined;
+  const own = id as Record<string, unknown>;
+  if (typeof own.toBSON === 'function' || Object.hasOwn(own, 'id') || Object.hasOwn(own, 'serializeInto')) return undefined;
+  const bytes = own.id;
+  return bytes instanceof Uint8Array && bytes.length === 12 ? `o:${Buffer.from(bytes.buffer, bytes.byteOffset, 12).toString('hex')}` : undefined;
+}
+
+/** BSON type of an ObjectId, and where its 12 bytes start in the serialized `{ v: value }` (size 4, type 1, "v\0" 2). */
+const OBJECT_ID_TYPE = 0x07;
+const VALUE_OFFSET = 7;
+
 function bsonKey(value: unknown): string {
-  return `b:${Buffer.from(mongo.BSON.serialize({ v: value } as mongo.Document)).toString('base64')}`;
+  const bytes = mongo.BSON.serialize({ v: value } as mongo.Document);
+  if (bytes[4] === OBJECT_ID_TYPE) return `o:${Buffer.from(bytes.buffer, bytes.byteOffset + VALUE_OFFSET, 12).toString('hex')}`;
+  return `b:${Buffer.from(bytes).toString('base64')}`;
 }
 
 /** `ids` without repetitions (by idKey), in their first order. */

@@ -18,7 +18,24 @@ const oneShot = (crypto as { hash?: (algorithm: string, data: string, encoding: 
 export function ownerKeyFunction(options: Pick<ResolvedLockOptions, 'ownerStorage' | 'ownerSecret'>): OwnerKey {
   if (options.ownerStorage === 'plain') return (owner) => owner;
   const secret = options.ownerSecret;
-  if (secret) return (owner) => crypto.createHmac('sha256', secret).update(owner, 'utf8').digest('base64url');
-  if (oneShot) return (owner) => oneShot('sha256', owner, 'base64url');
-  return (owner) => crypto.createHash('sha256').update(owner, 'utf8').digest('base64url');
+  if (secret) return lastOf((owner) => crypto.createHmac('sha256', secret).update(owner, 'utf8').digest('base64url'));
+  if (oneShot) return lastOf((owner) => oneShot('sha256', owner, 'base64url'));
+  return lastOf((owner) => crypto.createHash('sha256').update(owner, 'utf8').digest('base64url'));
+}
+
+/**
+ * `key` remembering its last owner and digest: the lock, the unlock and the guarded writes of one
+ * request name one owner, which is then hashed once (a digest is a pure function of the owner and
+ * the secret; the owner is in memory anyway, in the lock it holds).
+ */
+function lastOf(key: OwnerKey): OwnerKey {
+  let lastOwner: string | undefined;
+  let lastKey = '';
+  return (owner) => {
+    if (owner !== lastOwner) {
+      lastKey = key(owner);
+      lastOwner = owner;
+    }
+    return lastKey;
+  };
 }
