@@ -21,6 +21,7 @@ import * as pkg from '../../src';
 import { readLatestManyResults, readLatestNextResults, readLatestResults, readmeFigures, readmeManyFigures, readmeNextFigures } from '../../bench/readme-tables';
 import { testUri } from '../../test-backend/test-env';
 import { connect, testDatabase, type MonitoredConnection } from '../support/db';
+import { onReplicaSet } from '../support/topology';
 import { ROOT, compileBlock, describeBlock, docFiles, extractBlocks, guideFiles, readDoc, readReadme, typeCheck, typeCheckBrowser } from './support/readme-blocks';
 import { createReadmeContext } from './support/readme-context';
 
@@ -143,6 +144,10 @@ describe('TypeScript blocks of the README and the guides', () => {
     const resolve = (name: string): unknown => modules[name] ?? require(name);
 
     test.each(runnable.map((block) => [describeBlock(block), block] as const))('%s', async (_name, block) => {
+      if (block.replicaSetOnly && !onReplicaSet()) {
+        console.log(`${block.file}:${block.line} skipped on a standalone server: it uses a transaction, which needs a replica set`);
+        return;
+      }
       const run = compileBlock(block, resolve);
       const context = await createReadmeContext(conn.connection);
       try {

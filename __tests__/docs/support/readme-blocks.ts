@@ -36,6 +36,8 @@ export interface ReadmeBlock {
   line: number;
   code: string;
   run: boolean;
+  /** Marked `<!-- doc-test: run, replica set -->`: it needs transactions, so a standalone server skips it. */
+  replicaSetOnly: boolean;
   /** A page script (`<!-- doc-test: browser -->`): type-checked with the DOM's types, not run in Node. */
   browser: boolean;
   /** The generated module's path (virtual: never written to disk). */
@@ -46,7 +48,8 @@ export interface ReadmeBlock {
 }
 
 const FENCE_OPEN = /^```(ts|typescript)\s*$/;
-const RUN_MARK = /^<!--\s*doc-test:\s*run\s*-->$/;
+const RUN_MARK = /^<!--\s*doc-test:\s*run(,\s*replica set)?\s*-->$/;
+const REPLICA_SET_MARK = /^<!--\s*doc-test:\s*run,\s*replica set\s*-->$/;
 const BROWSER_MARK = /^<!--\s*doc-test:\s*browser\s*-->$/;
 
 export function readReadme(): string {
@@ -87,14 +90,14 @@ export function extractBlocks(markdown: string, file = 'README.md'): ReadmeBlock
     while (before >= 0 && lines[before]!.trim() === '') before--;
     const mark = before >= 0 ? lines[before]!.trim() : '';
     const index = blocks.length + 1;
-    blocks.push(wrap(file, index, i + 2, lines.slice(i + 1, end), RUN_MARK.test(mark), BROWSER_MARK.test(mark)));
+    blocks.push({ ...wrap(file, index, i + 2, lines.slice(i + 1, end), RUN_MARK.test(mark), BROWSER_MARK.test(mark)), replicaSetOnly: REPLICA_SET_MARK.test(mark) });
     i = end;
   }
   return blocks;
 }
 
 /** Hoists import declarations (possibly multi-line) and wraps the rest, keeping line positions. */
-function wrap(file: string, index: number, line: number, codeLines: string[], run: boolean, browser: boolean): ReadmeBlock {
+function wrap(file: string, index: number, line: number, codeLines: string[], run: boolean, browser: boolean): Omit<ReadmeBlock, 'replicaSetOnly'> {
   const fileName = join(DOCS_DIR, `${file.replace(/\.md$/, '').replace(/[^A-Za-z0-9]+/g, '-').toLowerCase()}-block-${index}.ts`);
   if (browser) {
     // A page script is a script of its own: no imports, no Node context; wrapped only to keep it a module.
