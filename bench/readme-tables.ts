@@ -86,6 +86,28 @@ export function readmeManyFigures(results: BenchResults): string[] {
   );
 }
 
+/** One replayed operation of benchmark 1b (bench/results/latest-identical.json). */
+interface ReplayedFigures {
+  operation: string;
+  commands: string[];
+  ratioP50: { median: number; min: number; max: number };
+  ratioCpu: { median: number };
+  mongooseRatioP50: { median: number };
+  floorRatioP50: { median: number };
+}
+
+/** Benchmark 1b's rows (`BENCH_ONLY=identical npm run bench`): the plugin against an application sending the same commands through the driver. */
+export function identicalFigures(results: { replayed?: ReplayedFigures[] }): string[] {
+  return (results.replayed ?? []).map(
+    (r) =>
+      `| ${r.operation} | ${r.commands.join(', ')} | ${ratio(r.ratioP50.median)} (${ratio(r.ratioP50.min)}–${ratio(r.ratioP50.max)}) | ${ratio(r.ratioCpu.median)} | ${ratio(r.mongooseRatioP50.median)} | ${ratio(r.floorRatioP50.median)} |`,
+  );
+}
+
+export function readLatestIdenticalResults(): { replayed?: ReplayedFigures[]; machine: string } {
+  return JSON.parse(readFileSync(join(__dirname, 'results', 'latest-identical.json'), 'utf8')) as { replayed?: ReplayedFigures[]; machine: string };
+}
+
 export function readLatestManyResults(): BenchResults {
   return JSON.parse(readFileSync(join(__dirname, 'results', 'latest-many.json'), 'utf8')) as BenchResults;
 }
@@ -98,4 +120,5 @@ if (require.main === module) {
   for (const line of readmeFigures(readLatestResults())) console.log(line);
   for (const line of readmeNextFigures(readLatestNextResults())) console.log(line);
   for (const line of readmeManyFigures(readLatestManyResults())) console.log(line);
+  for (const line of identicalFigures(readLatestIdenticalResults())) console.log(line);
 }

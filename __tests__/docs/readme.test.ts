@@ -18,7 +18,7 @@ import * as os from 'node:os';
 import mongoose from 'mongoose';
 import * as ts from 'typescript';
 import * as pkg from '../../src';
-import { readLatestManyResults, readLatestNextResults, readLatestResults, readmeFigures, readmeManyFigures, readmeNextFigures } from '../../bench/readme-tables';
+import { identicalFigures, readLatestIdenticalResults, readLatestManyResults, readLatestNextResults, readLatestResults, readmeFigures, readmeManyFigures, readmeNextFigures } from '../../bench/readme-tables';
 import { testUri } from '../../test-backend/test-env';
 import { connect, testDatabase, type MonitoredConnection } from '../support/db';
 import { onReplicaSet } from '../support/topology';
@@ -258,6 +258,12 @@ describe('documentation facts', () => {
   test('the benchmark figures are those of bench/results/latest.json, all from one run', () => {
     const missing = readmeFigures(readLatestResults()).filter((line) => !evidence.includes(line));
     expect(missing).toEqual([]);
+  });
+
+  test('benchmark 1b\'s figures are those of bench/results/latest-identical.json', () => {
+    const figures = identicalFigures(readLatestIdenticalResults());
+    expect(figures.length).toBeGreaterThanOrEqual(5);
+    expect(figures.filter((line) => !evidence.includes(line))).toEqual([]);
   });
 
   test('the lockNext figures (benchmark 8) are those of its latest run', () => {
