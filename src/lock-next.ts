@@ -10,7 +10,9 @@
  *    null: its lock is released by token and the call goes on with another candidate. A later read
  *    may propose it again (it may match again: a job re-queued), but a document this call found
  *    not matching MISS_LIMIT times is one the read and the load disagree on (a `find` hook hides
- *    it): the call's next reads exclude it with `$nin`, so the call always ends.
+ *    it): the call's next reads exclude it with `$nin`, so the call always ends. Before answering
+ *    null the call reads once more without those exclusions (model finding F4: such a document may
+ *    match again) and re-admits one found free and matching, up to REVISIT_LIMIT times.
  *  - A candidate whose lock record an open caller transaction of this process writes is passed
  *    over while that transaction is open (excluded the same way): taking it would wait for the
  *    transaction (R17), and the read, outside it, keeps proposing it.
