@@ -175,3 +175,27 @@ test('a group handle whose release was applied but answered with an error: the h
   await expect(handle.release()).rejects.toBeInstanceOf(LockNotHeldError);
   expect(handle.msLeft()).toBe(0);
 });
+
+test("saveAndUnlock without transactions, its release applied but answered with an error: the instance counts on nothing", async () => {
+  if (skip) return console.log(`release-reply-lost: skipped (${skip})`);
+  // transactions: 'never': the guard checks, the save writes, then a separate release (plugin.ts saveAndUnlockDocument).
+  const Never = await workItemModel(conn!.connection, { ttl: 30_000, transactions: 'never' }, 'ReleaseReplyLostNever');
+  const { _id: id } = await Never.create({ title: 'save and unlock, reply lost' });
+  const doc = await Never.lock(id, 'alice');
+  doc.title = 'saved';
+  // Only the release: the fail point is limited to the lock collection's namespace.
+  await raw!.db('admin').command({
+    configureFailPoint: 'failCommand',
+    mode: { times: 1 },
+    data: {
+      failCommands: ['update'],
+      namespace: `${db.name}.${Never.lockModel().collection.collectionName}`,
+      writeConcernError: { code: 64, codeName: 'WriteConcernFailed', errmsg: 'waiting for replication timed out', errInfo: { wtimeout: true } },
+    },
+  });
+  await expect(doc.saveAndUnlock()).rejects.toBeInstanceOf(LockDatabaseError);
+  const found = await raw!.db(db.name).collection(Never.lockModel().collection.collectionName).findOne({ _id: id } as never);
+  expect(found?.token ?? null).toBeNull();
+  expect((await Never.findById(id))?.title).toBe('saved');
+  expect(doc.heldLock()?.msLeft() ?? 0).toBe(0);
+});
