@@ -263,14 +263,14 @@ export async function claimNext(context: NextContext): Promise<Claimed | null> {
         const readWithout = (excluded: Map<string, unknown>) =>
           excluded.size === 0 ? queue.read(notBefore, run(context.match)) : queue.readAlone(run({ $and: [context.match, { _id: { $nin: [...excluded.values()] } }] }));
         let result = await readWithout(skip);
-        if (!result.found.some((found) => !skip.has(found.key)) && skip.size > inTransaction.size) {
-          // Nothing outside what this call left out. "None" only from a read that does not leave
-          // out documents merely because this call found them not matching before (model finding
-          // F4: one may match again, a re-queued job): read again leaving out only those of an open
-          // transaction of the caller; a document found matching and free again is tried again,
-          // up to REVISIT_LIMIT times (a `find` hook that hides it from the load is not a race).
-          const passedOver = new Map([...inTransaction].map((key) => [key, skip.get(key)]));
-          for (const [key, id] of skip) if ((revisits.get(key) ?? 0) >= REVISIT_LIMIT) passedOver.set(key, id);
+        // Nothing outside what this call left out. "None" only from a read that does not leave out
+        // documents merely because this call found them not matching before (model finding F4: one
+        // may match again, a re-queued job): read again leaving out only those of an open
+        // transaction of the caller; a document found matching and free again is tried again, up
+        // to REVISIT_LIMIT times (a `find` hook that hides it from the load is not a race).
+        const passedOver = new Map([...inTransaction].map((key) => [key, skip.get(key)]));
+        for (const [key, id] of skip) if ((revisits.get(key) ?? 0) >= REVISIT_LIMIT) passedOver.set(key, id);
+        if (!result.found.some((found) => !skip.has(found.key)) && skip.size > passedOver.size) {
           result = await readWithout(passedOver);
           for (const found of result.found) {
             if (!skip.has(found.key) || passedOver.has(found.key)) continue;

@@ -387,12 +387,18 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
     const context = await saveWithContext(doc, saveOptions, true);
     if (!context.released) {
       // Nothing was released with the write: there was nothing to write, or there are no
-      // transactions (the guard checked, the save wrote; now release).
+      // transactions (the guard checked, the save wrote; now release). Outside the caller's
+      // transaction the lease ends when the release is sent, as in unlockDocument (finding F2).
+      if (!inCallerTransaction) releaseLease(state);
       try {
         await store.release(state, inCallerTransaction ? callerSession : undefined);
       } catch (error) {
         // The write was made under a verified lock; if the lock lapsed since, it is gone all the same.
-        if (!(context.written && error instanceof LockNotHeldError)) throw error;
+        if (!(context.written && error instanceof LockNotHeldError)) {
+          // As in unlockDocument: a handle that heard of the lease's end recorded a release not known yet.
+          if (!(error instanceof LockNotHeldError) && state.lost === 'released') state.lost = undefined;
+          throw error;
+        }
       }
     }
     state.lost = 'released';
