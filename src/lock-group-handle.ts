@@ -66,7 +66,9 @@ export class LockGroupHandle<TDocs extends readonly unknown[]> implements AsyncD
   msLeft(): number {
     this.checkLease();
     if (this.controller.signal.aborted) return 0;
-    return Math.max(0, this.msUntilExpiry());
+    const left = this.msUntilExpiry();
+    // None held any more (released): nothing to count on.
+    return left === Infinity ? 0 : Math.max(0, left);
   }
 
   private checkLease(): void {

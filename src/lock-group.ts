@@ -30,7 +30,7 @@ import { performance } from 'node:perf_hooks';
 import type { HydratedDocument } from 'mongoose';
 import { LockExpiredOnArrivalError, LockNotHeldError, LockTargetNotFoundError, LockedError } from './errors';
 import { abortedWith, calledOff } from './lock-waiter';
-import { attachHeldLock, beginExtension, estimatedServerNow, heldLockState, leaseLeft, lostError, newHeldLockState, settleRelease, type HeldLock, type HeldLockState } from './held-lock';
+import { attachHeldLock, beginExtension, estimatedServerNow, heldLockState, leaseLeft, lostError, newHeldLockState, releaseLease, settleRelease, type HeldLock, type HeldLockState } from './held-lock';
 import { MIN_LEASE_MS, leaseFloor, monotonicNow } from './lease';
 import { idKey } from './id-key';
 import { newLockToken, type GroupBlocker } from './lock-store';
@@ -494,6 +494,10 @@ async function releasePart(runtime: ModelRuntime, states: readonly HeldLockState
   }
   if (live.length === 0) return earlier;
   await runtime.ready;
+  // The release may apply as soon as it is sent, also when its reply is lost or is an error (model
+  // finding F2): from the send on, no instance counts on these locks (PRODUCT.md property 13). One
+  // that fails leaves `lost` unset: a later call learns from the server whether it applied.
+  for (const state of live) releaseLease(state);
   const matched = await runtime.store.releaseGroup(
     live.map((s) => s.lock.documentId),
     token,

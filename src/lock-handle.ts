@@ -131,7 +131,7 @@ export class LockHandle<TDoc> implements AsyncDisposable {
   /** Stops renewing and releases the lock. Throws LockNotHeldError if it was already lost. */
   async release(): Promise<void> {
     this.stop();
-    await this.release_();
+    await typedErrors('unlock', () => this.release_());
   }
 
   /** Releases unless already released or lost; never throws for a lost lock. */

@@ -10,7 +10,9 @@
  *    null: its lock is released by token and the call goes on with another candidate. A later read
  *    may propose it again (it may match again: a job re-queued), but a document this call found
  *    not matching MISS_LIMIT times is one the read and the load disagree on (a `find` hook hides
- *    it): the call's next reads exclude it with `$nin`, so the call always ends.
+ *    it): the call's next reads exclude it with `$nin`, so the call always ends. Before answering
+ *    null the call reads once more without those exclusions (model finding F4: such a document may
+ *    match again) and re-admits one found free and matching, up to REVISIT_LIMIT times.
  *  - A candidate whose lock record an open caller transaction of this process writes is passed
  *    over while that transaction is open (excluded the same way): taking it would wait for the
  *    transaction (R17), and the read, outside it, keeps proposing it.
@@ -43,6 +45,13 @@ type Document = mongo.Document;
 
 /** Times one call may find a document not matching after locking it before it excludes it. */
 const MISS_LIMIT = 2;
+/**
+ * Times one call re-admits a document it left out (MISS_LIMIT) when a read that does not leave it
+ * out finds it matching and free again before the call would answer null (model finding F4). Each
+ * re-admission ends at the next miss; past the limit, the read and the load disagree for good (a
+ * `find` hook hides it) and the document stays out.
+ */
+const REVISIT_LIMIT = 2;
 /** Grants that arrived too late to count on, in a row, before the call gives up. */
 const LATE_LIMIT = 3;
 /** With live change streams, read again this often anyway (a crashed holder's lock expires silently). */
@@ -202,6 +211,8 @@ export async function claimNext(context: NextContext): Promise<Claimed | null> {
    */
   const skip = new Map<string, unknown>();
   const inTransaction = new Set<string>();
+  /** How often a document left out for misses was found matching and free again, and re-admitted. */
+  const revisits = new Map<string, number>();
   /** Reads that can answer "none" must start at or after this instant. */
   let notBefore = started;
   let late = 0;
@@ -248,10 +259,25 @@ export async function claimNext(context: NextContext): Promise<Claimed | null> {
       const subscription = waiting ? context.feed.subscribe() : undefined;
       try {
         const run = (match: Document) => (limit: number) => readCandidates(context, match, limit);
-        const result =
-          skip.size === 0
-            ? await queue.read(notBefore, run(context.match))
-            : await queue.readAlone(run({ $and: [context.match, { _id: { $nin: [...skip.values()] } }] }));
+        /** A read that leaves out `excluded` (shared with the other calls when it leaves out nothing). */
+        const readWithout = (excluded: Map<string, unknown>) =>
+          excluded.size === 0 ? queue.read(notBefore, run(context.match)) : queue.readAlone(run({ $and: [context.match, { _id: { $nin: [...excluded.values()] } }] }));
+        let result = await readWithout(skip);
+        // Nothing outside what this call left out. "None" only from a read that does not leave out
+        // documents merely because this call found them not matching before (model finding F4: one
+        // may match again, a re-queued job): read again leaving out only those of an open
+        // transaction of the caller; a document found matching and free again is tried again, up
+        // to REVISIT_LIMIT times (a `find` hook that hides it from the load is not a race).
+        const passedOver = new Map([...inTransaction].map((key) => [key, skip.get(key)]));
+        for (const [key, id] of skip) if ((revisits.get(key) ?? 0) >= REVISIT_LIMIT) passedOver.set(key, id);
+        if (!result.found.some((found) => !skip.has(found.key)) && skip.size > passedOver.size) {
+          result = await readWithout(passedOver);
+          for (const found of result.found) {
+            if (!skip.has(found.key) || passedOver.has(found.key)) continue;
+            skip.delete(found.key);
+            revisits.set(found.key, (revisits.get(found.key) ?? 0) + 1);
+          }
+        }
         if (result.found.some((found) => !skip.has(found.key))) {
           // Free candidates exist. The loop takes one from the pool; when every one of them is
           // being tried by another call of this process, wait for one of those attempts to end.

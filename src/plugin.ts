@@ -201,10 +201,19 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
     const { store, ready } = runtimeOf(doc.constructor as AnyModel);
     await ready;
     await confirmHeld(state, store);
-    await store.release(state);
-    state.lost = 'released';
-    // Every instance of the acquisition learns it (a handle of this document aborts its signal).
+    // The release may apply as soon as it is sent, also when its reply is then lost (model finding
+    // F2): from the send on, no instance of the acquisition counts on it (PRODUCT.md property 13;
+    // a handle of this document aborts its signal). One that fails reports its error and leaves
+    // `lost` unset, so the next call learns from the server whether it applied.
     releaseLease(state);
+    try {
+      await store.release(state);
+    } catch (error) {
+      // A handle of this instance heard of the lease's end and recorded a release not known yet.
+      if (!(error instanceof LockNotHeldError) && state.lost === 'released') state.lost = undefined;
+      throw error;
+    }
+    state.lost = 'released';
   }
 
   schema.static('lock', function lock(this: AnyModel, id: unknown, owner: unknown, callOptions?: unknown) {
@@ -272,10 +281,10 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
       const token = ticket === undefined ? undefined : readTicket(ticket, documentId, 'ticket').token;
       const { store, ready } = runtimeOf(this);
       await ready;
-      const released = await store.releaseHeld(documentId, ownerKey(who), token);
-      // With a ticket the acquisition is known: its instances in this process (a handle) learn it.
-      if (released && token !== undefined) releaseKnownLease(documentId, token);
-      return released;
+      // With a ticket the acquisition is known: its instances in this process (a handle) stop
+      // counting on it when the release is sent, which may apply even if its reply is lost (F2).
+      if (token !== undefined) releaseKnownLease(documentId, token);
+      return store.releaseHeld(documentId, ownerKey(who), token);
     });
   });
 
@@ -378,12 +387,18 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
     const context = await saveWithContext(doc, saveOptions, true);
     if (!context.released) {
       // Nothing was released with the write: there was nothing to write, or there are no
-      // transactions (the guard checked, the save wrote; now release).
+      // transactions (the guard checked, the save wrote; now release). Outside the caller's
+      // transaction the lease ends when the release is sent, as in unlockDocument (finding F2).
+      if (!inCallerTransaction) releaseLease(state);
       try {
         await store.release(state, inCallerTransaction ? callerSession : undefined);
       } catch (error) {
         // The write was made under a verified lock; if the lock lapsed since, it is gone all the same.
-        if (!(context.written && error instanceof LockNotHeldError)) throw error;
+        if (!(context.written && error instanceof LockNotHeldError)) {
+          // As in unlockDocument: a handle that heard of the lease's end recorded a release not known yet.
+          if (!(error instanceof LockNotHeldError) && state.lost === 'released') state.lost = undefined;
+          throw error;
+        }
       }
     }
     state.lost = 'released';

@@ -39,8 +39,8 @@ const it = local && hasSpin() ? replicaSet : test.skip;
 if (!hasSpin()) process.stdout.write('[skipped] replay: spin or gcc is not installed (apt-get install spin gcc; .ci/run installs them)\n');
 if (!local) process.stdout.write('[skipped] replay: the server is not on this machine (the clients compare their clocks with its dates)\n');
 
-// The limits the README admits, stated in full in docs/limits.md (the README links there).
-const README = readFileSync(join(__dirname, '..', '..', 'docs', 'limits.md'), 'utf8');
+/** The README and its Limits page (docs/limits.md), where the check-mode windows are admitted. */
+const README = ['README.md', 'docs/limits.md'].map((file) => readFileSync(join(__dirname, '..', '..', file), 'utf8')).join('\n');
 
 async function replay(events: ModelEvent[], options: { ttlTicks: number; transactions: 'auto' | 'never'; variant?: boolean }) {
   const steps = timeline(events, { ttl: options.ttlTicks, tickMs: TICK_MS, slotMs: SLOT_MS });
