@@ -5,6 +5,7 @@
  * lock-all.ts) need to lock its models: keyed by its own `lockMany` function, which every model
  * compiled from the schema (and its discriminators) carries.
  */
+import { untraced } from './diagnostics-install';
 import type { HydratedDocument } from 'mongoose';
 import { validateLockCallOptions, validateOwner, type IdCaster, type ResolvedCallOptions } from './arguments';
 import { InvalidLockArgumentError } from './errors';
@@ -34,7 +35,7 @@ const contexts = new WeakMap<object, GroupContext>();
 export function groupContextOf(model: unknown): GroupContext | undefined {
   if (typeof model !== 'function') return undefined;
   const lockMany = (model as { lockMany?: unknown }).lockMany;
-  return typeof lockMany === 'function' ? contexts.get(lockMany) : undefined;
+  return typeof lockMany === 'function' ? contexts.get(untraced(lockMany) as typeof lockMany) : undefined;
 }
 
 /** The group's members for `ids` of one model, validated and cast (nothing is sent before this succeeds). */

@@ -34,4 +34,12 @@ export { LOCK_MODEL_PREFIX } from './lock-model';
 export { MAX_LOCK_MANY_IDS, type LockManyOptions, type LockGroupOptions } from './group-arguments';
 // A type only: group handles come from Model.acquireLocks / acquireAllLocks, never from `new`.
 export type { LockGroupHandle } from './lock-group-handle';
-export { lockAll, acquireAllLocks, withAllLocks, unlockAll, type LockAllTarget, type LockedDocuments, type LockableModelLike } from './lock-all';
+import { acquireAllLocks as untracedAcquireAllLocks, lockAll as untracedLockAll, unlockAll as untracedUnlockAll, withAllLocks as untracedWithAllLocks } from './lock-all';
+import { tracedFunction } from './diagnostics-install';
+export type { LockAllTarget, LockedDocuments, LockableModelLike } from './lock-all';
+// The cross-model calls, on the diagnostics channels as the statics are (diagnostics.ts).
+export const lockAll = tracedFunction('lockMany', 'lockAll', untracedLockAll);
+export const acquireAllLocks = tracedFunction('lockMany', 'acquireAllLocks', untracedAcquireAllLocks);
+export const withAllLocks = tracedFunction('lockMany', 'withAllLocks', untracedWithAllLocks);
+export const unlockAll = tracedFunction('unlock', 'unlockAll', untracedUnlockAll);
+export { DIAGNOSTICS_PREFIX, type LockEvent, type LockTraceContext, type LockTraceKind } from './diagnostics';

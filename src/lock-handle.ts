@@ -4,6 +4,7 @@
  * including through `await using` (Symbol.asyncDispose).
  */
 import { LockExpiredError, LockNotHeldError } from './errors';
+import { publishLost } from './diagnostics';
 import { typedErrors } from './failures';
 import { leaseLeft, lostError, type HeldLockState } from './held-lock';
 import type { LockStore } from './lock-store';
@@ -165,6 +166,7 @@ export class LockHandle<TDoc> implements AsyncDisposable {
 
   private lose(error: LockNotHeldError): void {
     if (this.state.lost === undefined) this.state.lost = error.reason;
+    if (!this.controller.signal.aborted) publishLost('handle', this.document, error);
     this.stop();
     if (!this.controller.signal.aborted) this.controller.abort(error);
   }

@@ -9,6 +9,8 @@ import { InvalidLockArgumentError, InvalidLockOptionError, LockExpiredOnArrivalE
 import { attachHeldLock, heldLockState, leaseLeft, lostError, newHeldLockState, releaseOutcomeUnknown, type HeldLock, type HeldLockState } from './held-lock';
 import { typedErrors } from './failures';
 import { idKey } from './id-key';
+import { publishErrorEvent } from './diagnostics';
+import { installDiagnostics } from './diagnostics-install';
 import { installGroupStatics } from './group-statics';
 import { installWriteGuard, saveWithContext } from './guard/install';
 import { refuseSaveLockOptions } from './guard/options';
@@ -197,7 +199,11 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
       try {
         return (await lockAndLoad(this, id, owner, validateLockCallOptions(callOptions, options.ttl, ['ttl', 'label']))).doc;
       } catch (error) {
-        if (error instanceof LockedError) return null;
+        if (error instanceof LockedError) {
+          // The refusal becomes null here, so the diagnostics channel `refused` hears of it here.
+          publishErrorEvent({ operation: 'tryLock', model: this.modelName, collection: this.collection.collectionName }, error);
+          return null;
+        }
         throw error;
       }
     });
@@ -391,4 +397,7 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
   installGroupStatics(schema, { runtimeOf, castId, ownerKey, defaultTtl: options.ttl });
 
   installWriteGuard(schema, { runtimeOf, ownerKey, options });
+
+  // Last: every static and method above, on the diagnostics channels (diagnostics-install.ts).
+  installDiagnostics(schema);
 }

@@ -16,7 +16,7 @@ import * as os from 'node:os';
 import mongoose from 'mongoose';
 import * as ts from 'typescript';
 import * as pkg from '../../src';
-import { readLatestManyResults, readLatestNextResults, readLatestResults, readmeFigures, readmeManyFigures, readmeNextFigures } from '../../bench/readme-tables';
+import { diagnosticsFigures, readLatestDiagnosticsResults, readLatestManyResults, readLatestNextResults, readLatestResults, readmeFigures, readmeManyFigures, readmeNextFigures } from '../../bench/readme-tables';
 import { testUri } from '../../test-backend/test-env';
 import { connect, testDatabase, type MonitoredConnection } from '../support/db';
 import { ROOT, compileBlock, describeBlock, docFiles, extractBlocks, readDoc, readReadme, typeCheck } from './support/readme-blocks';
@@ -231,6 +231,13 @@ describe('documentation facts', () => {
     const figures = readmeManyFigures(readLatestManyResults());
     expect(figures.length).toBeGreaterThanOrEqual(4);
     expect(figures.filter((line) => !evidence.includes(line))).toEqual([]);
+  });
+
+  test('the diagnostics channels\' cost is that of bench/results/latest-diagnostics.json', () => {
+    const figures = diagnosticsFigures(readLatestDiagnosticsResults());
+    expect(figures).toHaveLength(2);
+    const guide = texts.get('docs/observability.md')!;
+    expect(figures.filter((line) => !guide.includes(line))).toEqual([]);
   });
 
   test('the quick start is two commands, and the story it promises is there, step by step as the demo tells it', () => {
