@@ -17,10 +17,11 @@ export function readmeFigures(results: BenchResults): string[] {
   for (const row of results.cycle) {
     lines.push(`| ${row.name} | ${row.commandsPerCycle ?? '–'} | ${ms(row.p50)} | ${ms(row.p99)} | ${row.opsPerSec.toFixed(1)} | ${ratio(row.ratioToRaw)} |`);
   }
-  if (results.identical?.mongooseLoadRatioP50 !== undefined) {
-    const i = results.identical;
+  for (const row of results.replayed ?? []) {
+    const spread = (x: { median: number; min: number; max: number } | undefined) => (x ? `${ratio(x.median)} (${ratio(x.min)}–${ratio(x.max)})` : '–');
+    const mid = [...row.rounds].sort((a, b) => a.ratio.p50 - b.ratio.p50)[row.rounds.length >> 1]!;
     lines.push(
-      `The plugin's cycle against the identical commands through the raw driver: ${ratio(i.ratioP50)} at p50, ${ratio(i.ratioOpsPerSec)} in throughput; against the same commands with the document loaded by Mongoose's \`findById\`: ${ratio(i.mongooseLoadRatioP50)} at p50, ${ratio(i.mongooseLoadRatioOpsPerSec)} in throughput.`,
+      `| \`${row.operation}\` | ${row.commands.join(', ')} | ${spread(row.ratioP50)} | ${spread(row.ratioMean)} | ${spread(row.ratioCpu)} | ${spread(row.mongooseRatioP50)} | ${ms(mid.plugin.p50)} / ${ms(mid.raw.p50)} |`,
     );
   }
   for (const command of results.commands) lines.push(`| \`${command.operation}\` | ${command.count} | ${command.names.join(', ')} |`);

@@ -7,6 +7,8 @@
  *     baseline (insertOne + deleteOne on a collection with the same indexes), the raw driver
  *     doing the same work as Model.lock (insertOne + findOne + deleteOne), and the npm packages
  *     mongo-locks and mongodb-lock;
+ *  1b. the plugin against the raw driver sending the identical commands (bench/identical.ts):
+ *     lock + unlock, a guarded save, saveAndUnlock and guarded updateOnes, interleaved, in rounds;
  *  2. database commands per operation (command monitoring);
  *  3. contended handoff: N waiters on one document, change-stream wake-up against polling;
  *  4. releaseAllFor with 10,000 locks held by one owner;
@@ -24,10 +26,10 @@
  *     ids against N sequential Model.lock calls, the refused lockMany and unlockMany.
  *
  * Sizes can be lowered with BENCH_SCALE (e.g. 0.2) for a quick look. BENCH_ONLY=core runs only 1-5,
- * BENCH_ONLY=guard only 6, scale only 7 (also `npm run bench:scale`), next only 8, many only 9, diagnostics only 10;
- * each writes its results to bench/results/latest-<name>.json.
+ * BENCH_ONLY=identical only 1b, guard only 6, scale only 7 (also `npm run bench:scale`), next only
+ * 8, many only 9, diagnostics only 10; each writes its results to bench/results/latest-<name>.json.
  */
-import { createHash, randomBytes } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createRequire } from 'node:module';
@@ -36,6 +38,8 @@ import type { Db, Document } from 'mongodb';
 import { lockPlugin, type LockableModel, type LockMethods, type LockPluginOptions } from '../src';
 import { startBackend } from '../test-backend/backend';
 import { benchGuard, reportGuard, type GuardBenchResults } from './guard';
+import { benchIdentical } from './identical';
+import { recordCommands, stripEnvelope, type ReplayComparison } from './replay';
 import { benchScale, reportScale, type ScaleBenchResults } from './scale';
 import { benchLockNext, reportLockNext, type LockNextBenchResults } from './lock-next';
 import { benchLockMany, reportLockMany, type LockManyBenchResults } from './lock-many';
@@ -77,15 +81,8 @@ export interface BenchResults {
   backendKind: string;
   machine: string;
   cycle: LatencyRow[];
-  /** The plugin's cycle against the identical commands sent through the raw driver. */
-  identical?: {
-    commands: string[];
-    ratioP50: number;
-    ratioOpsPerSec: number;
-    /** The plugin against the same commands with the load done by Mongoose (findById + hydration). */
-    mongooseLoadRatioP50?: number;
-    mongooseLoadRatioOpsPerSec?: number;
-  };
+  /** 1b. The plugin against the raw driver sending the identical commands (bench/identical.ts). */
+  replayed?: ReplayComparison[];
   cycleErrors: Record<string, string>;
   commands: { operation: string; count: number; names: string[] }[];
   handoff: { mode: string; waiters: number; handoffs: number; handoffsPerSec: number; p50: number; p99: number }[];
@@ -135,30 +132,6 @@ async function timeCycles(name: string, commandsPerCycle: number | null, cycle: 
   return { name, commandsPerCycle, ...summarize(samples), opsPerSec: round(CYCLES / seconds, 1), note };
 }
 
-type Timed = [name: string, commandsPerCycle: number | null, cycle: (i: number) => Promise<unknown>];
-
-/** Like timeCycles for several cycles at once, taking turns at every iteration (ABCABC...). */
-async function timeInterleaved(...arms: Timed[]): Promise<LatencyRow[]> {
-  for (let i = 0; i < WARMUP; i++) for (const [, , cycle] of arms) await cycle(-1 - i);
-  const samples = arms.map((): number[] => []);
-  const total = arms.map(() => 0);
-  for (let i = 0; i < CYCLES; i++) {
-    for (const [k, [, , cycle]] of arms.entries()) {
-      const t = performance.now();
-      await cycle(i);
-      const ms = performance.now() - t;
-      samples[k].push(ms);
-      total[k] += ms;
-    }
-  }
-  return arms.map(([name, commandsPerCycle], k) => ({
-    name,
-    commandsPerCycle,
-    ...summarize(samples[k]),
-    opsPerSec: round(CYCLES / (total[k] / 1000), 1),
-  }));
-}
-
 function itemModel(connection: Connection, name: string, options?: LockPluginOptions): ItemModel {
   const schema = new Schema<Item, ItemModel, LockMethods>({ title: String, n: Number });
   schema.plugin(lockPlugin, options);
@@ -168,35 +141,6 @@ function itemModel(connection: Connection, name: string, options?: LockPluginOpt
 async function ready(model: ItemModel): Promise<void> {
   await model.init();
   await model.lockModel().init();
-}
-
-/** Full command documents sent (other than handshake and monitoring) while `fn` runs. */
-async function recordCommands(connection: Connection, fn: () => Promise<void>): Promise<Document[]> {
-  const seen: Document[] = [];
-  const listener = (event: { commandName: string; command: Document }) => {
-    if (!['hello', 'isMaster', 'ismaster', 'ping', 'endSessions'].includes(event.commandName)) seen.push(event.command);
-  };
-  connection.getClient().on('commandStarted', listener);
-  try {
-    await fn();
-  } finally {
-    connection.getClient().off('commandStarted', listener);
-  }
-  return seen;
-}
-
-/** A deep copy of `value` with every string equal to `from` replaced by `to` (BSON values kept as they are). */
-function replaceString(value: unknown, from: string, to: string): unknown {
-  if (value === from) return to;
-  if (Array.isArray(value)) return value.map((v) => replaceString(v, from, to));
-  if (value === null || typeof value !== 'object' || (value as { _bsontype?: string })._bsontype || value instanceof Date) return value;
-  return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, replaceString(v, from, to)]));
-}
-
-/** A recorded command without the driver's envelope (session, cluster time, database), ready for db.command. */
-function stripEnvelope(command: Document): Document {
-  const { lsid: _lsid, $clusterTime: _clusterTime, $db: _db, txnNumber: _txnNumber, ...rest } = command;
-  return rest;
 }
 
 const ownerKey = (owner: string) => createHash('sha256').update(owner, 'utf8').digest('base64url');
@@ -234,6 +178,8 @@ async function main(): Promise<void> {
   };
 
   try {
+    // ---- 1b. The plugin against the raw driver sending the identical commands -------------------
+    if (ONLY === undefined || ONLY === 'identical') results.replayed = await benchIdentical(connection, db, SCALE);
     if (ONLY === undefined || ONLY === 'core') await coreBenchmarks();
     // ---- 6. The write guard --------------------------------------------------------------------
     if (ONLY === undefined || ONLY === 'guard') results.guard = await benchGuard(connection, db, countCommands, SCALE);
@@ -272,46 +218,6 @@ async function main(): Promise<void> {
     });
     plugin.note = `acquire (findAndModify) + load (find) + release (update); p50 Model.lock ${summarize(split.lock).p50} ms, doc.unlock ${summarize(split.unlock).p50} ms`;
 
-    // The identical commands through the raw driver: one plugin cycle is recorded on the wire
-    // and replayed with db.command, so the difference is the plugin's own client-side cost
-    // (argument checks, hashing, Mongoose casting and hydration of the loaded document).
-    const recorded = await recordCommands(connection, async () => {
-      await (await Item.lock(ids[0], 'bench-owner')).unlock();
-    });
-    const replay = recorded.map((command) => stripEnvelope(command));
-    // Each acquisition carries a fresh random token (in the acquire and in the release's filter);
-    // the replay gets a fresh one per cycle too, so no cache on either side sees repeated commands.
-    const recordedToken = (replay[0].fields as { acquired?: { $eq?: [string, { $literal: string }] } } | undefined)?.acquired?.$eq?.[1].$literal;
-    if (typeof recordedToken !== 'string') throw new Error('bench: the recorded acquire has no token comparison in its projection');
-    // Interleaved with plugin cycles (ABAB), so that load from other processes hits both alike.
-    // A third arm sends the same acquire and release through the raw driver but loads the document
-    // with Mongoose (findById + hydration, as Model.lock does), which splits the difference between
-    // the plugin and the raw driver into Mongoose's share and the plugin's own.
-    const loadIndex = replay.findIndex((command) => 'find' in command);
-    if (loadIndex !== 1 || replay.length !== 3) throw new Error(`bench: expected acquire, find, release; recorded ${replay.map((c) => Object.keys(c)[0]).join(', ')}`);
-    const [pluginAgain, identical, mongooseLoad] = await timeInterleaved(
-      [`plugin: Model.lock + doc.unlock (interleaved)`, 3, async (i) => (await Item.lock(ids[Math.abs(i) % ids.length], 'bench-owner')).unlock()],
-      [`raw driver: the identical ${replay.length} commands (interleaved)`, replay.length, async () => {
-        const token = randomBytes(16).toString('base64url');
-        for (const command of replay) await db.command(replaceString(command, recordedToken, token) as Document);
-      }],
-      [`raw driver acquire + release, Mongoose findById load (interleaved)`, replay.length, async () => {
-        const token = randomBytes(16).toString('base64url');
-        await db.command(replaceString(replay[0], recordedToken, token) as Document);
-        await Item.findById(ids[0]).read('primary').exec();
-        await db.command(replaceString(replay[2], recordedToken, token) as Document);
-      }],
-    );
-    identical.note = `${replay.map((c) => Object.keys(c)[0]).join(' + ')}, replayed as recorded from one plugin cycle`;
-    mongooseLoad.note = 'the recorded acquire and release; the load through Mongoose as Model.lock does it';
-    results.identical = {
-      commands: replay.map((c) => Object.keys(c)[0]),
-      ratioP50: round(pluginAgain.p50 / identical.p50),
-      ratioOpsPerSec: round(identical.opsPerSec / pluginAgain.opsPerSec),
-      mongooseLoadRatioP50: round(pluginAgain.p50 / mongooseLoad.p50),
-      mongooseLoadRatioOpsPerSec: round(mongooseLoad.opsPerSec / pluginAgain.opsPerSec),
-    };
-
     // The raw baseline: a collection shaped like the lock collection (same indexes).
     const rawLocks = db.collection<Document>('raw.locks');
     await rawLocks.createIndex({ expiresAt: 1 }, { expireAfterSeconds: 86_400 });
@@ -328,7 +234,7 @@ async function main(): Promise<void> {
       await items.findOne({ _id });
       await rawLocks.deleteOne({ _id });
     }, 'the same round trips as Model.lock + unlock (lock, load, release)');
-    results.cycle.push(plugin, pluginAgain, identical, mongooseLoad, raw, rawSameWork);
+    results.cycle.push(plugin, raw, rawSameWork);
 
     // mongo-locks: LockManager.lock(key) = insertOne; lock.free() = deleteOne.
     try {
@@ -527,10 +433,26 @@ async function explainAcquire(db: Db, connection: Connection, model: ItemModel, 
   }
 }
 
+/** Table 1b: the ratios with their spread over rounds (median [min-max]). */
+function reportReplayed(rows: ReplayComparison[]): void {
+  const pad = (s: string, w: number) => s.padEnd(w);
+  const spread = (s: { median: number; min: number; max: number } | undefined) => (s ? `${s.median.toFixed(2)}x [${s.min.toFixed(2)}-${s.max.toFixed(2)}]` : '-');
+  const first = rows[0];
+  if (!first) return;
+  console.log(`1b. The plugin against the raw driver sending the identical commands (interleaved, ${first.rounds.length} rounds of ${first.cycles}; median [min-max] over rounds; target <= 1.10x)`);
+  console.log(`${pad('', 66)}${pad('p50', 20)}${pad('mean', 20)}${pad('CPU', 20)}${pad('Mongoose side p50', 20)}${pad('Mongoose side CPU', 20)}p50 ms plugin / raw`);
+  for (const row of rows) {
+    const mid = [...row.rounds].sort((a, b) => a.ratio.p50 - b.ratio.p50)[row.rounds.length >> 1]!;
+    console.log(`${pad(row.operation, 66)}${pad(spread(row.ratioP50), 20)}${pad(spread(row.ratioMean), 20)}${pad(spread(row.ratioCpu), 20)}${pad(spread(row.mongooseRatioP50), 20)}${pad(spread(row.mongooseRatioCpu), 20)}${mid.plugin.p50} / ${mid.raw.p50}`);
+  }
+  console.log('(Mongoose side: the same commands with Mongoose doing its part of the operation and the raw driver the rest, against the raw replay)\n');
+}
+
 function report(results: BenchResults): void {
   const pad = (s: string, w: number) => s.padEnd(w);
   const num = (x: number | null | undefined) => (x === null || x === undefined || Number.isNaN(x) ? '-' : String(x));
   console.log(`\nBenchmarks on ${results.backend}\n${results.machine}\n`);
+  if (results.replayed) reportReplayed(results.replayed);
   if (ONLY !== undefined && ONLY !== 'core') {
     if (results.guard) reportGuard(results.guard);
     if (results.scale) reportScale(results.scale);
@@ -549,12 +471,6 @@ function report(results: BenchResults): void {
     console.log(`${pad(row.name, 48)}${pad(num(row.commandsPerCycle), 6)}${pad(num(row.p50), 9)}${pad(num(row.p99), 9)}${pad(num(row.opsPerSec), 10)}${pad(`${num(row.ratioToRaw)}x`, 8)}${row.note ?? ''}`);
   }
   for (const [name, message] of Object.entries(results.cycleErrors)) console.log(`${pad(name, 48)}did not run: ${message}`);
-  if (results.identical) {
-    console.log(`plugin vs the identical commands through the raw driver: p50 ${results.identical.ratioP50}x, throughput ${results.identical.ratioOpsPerSec}x (target <= 1.10x)`);
-    if (results.identical.mongooseLoadRatioP50 !== undefined) {
-      console.log(`plugin vs the same commands with the load through Mongoose: p50 ${results.identical.mongooseLoadRatioP50}x, throughput ${results.identical.mongooseLoadRatioOpsPerSec}x`);
-    }
-  }
   console.log('\n2. Commands per operation');
   for (const c of results.commands) console.log(`${pad(c.operation, 48)}${pad(String(c.count), 4)}${c.names.join(', ')}`);
   console.log(`\n3. Contended handoff (${results.handoff[0]?.waiters} waiters on one document; gap = previous unlock resolved -> next lock resolved, includes loading the document)`);

@@ -79,7 +79,11 @@ export type LockLossReason =
   | 'not_locked'
   /** The lock was released: by `unlock()`, `saveAndUnlock()`, `releaseAllFor()` or `forceUnlock()`. */
   | 'released'
-  /** The lock expired and another acquisition (another owner, or a newer `lock()` call) took it. */
+  /**
+   * A later acquisition took the lock: another owner's after it expired, or the same owner's
+   * newer `lock()` call (another tab of the same session). `LockNotHeldError.sameOwner` says which
+   * when it is known.
+   */
   | 'taken_over'
   /** The lock's TTL passed and nobody has taken it yet. */
   | 'expired'
@@ -93,14 +97,31 @@ export type LockLossReason =
 export class LockNotHeldError extends LockError {
   readonly documentId: unknown;
   readonly reason: LockLossReason;
+  /**
+   * For `reason: 'taken_over'`, whose acquisition took the lock over: `true` the caller's own
+   * owner's (the same owner locked the document again, for example the same session in another
+   * browser tab), `false` another owner's, `undefined` when it is not known (that acquisition has
+   * since been released, or the refusal did not come from a ticket). The server compares the owner,
+   * so no owner ever reaches this process. Always `undefined` for the other reasons.
+   */
+  readonly sameOwner: boolean | undefined;
 
-  constructor(documentId: unknown, reason: LockLossReason, message?: string, code: LockErrorCode = 'LOCK_NOT_HELD', options?: { retryable?: boolean; status?: number }) {
-    super(code, message ?? LockNotHeldError.describe(documentId, reason), { status: 409, ...options });
+  constructor(
+    documentId: unknown,
+    reason: LockLossReason,
+    message?: string,
+    code: LockErrorCode = 'LOCK_NOT_HELD',
+    options?: { retryable?: boolean; status?: number; sameOwner?: boolean },
+  ) {
+    const { sameOwner: given, ...http } = options ?? {};
+    const sameOwner = reason === 'taken_over' ? given : undefined;
+    super(code, message ?? LockNotHeldError.describe(documentId, reason, sameOwner), { status: 409, ...http });
     this.documentId = documentId;
     this.reason = reason;
+    this.sameOwner = sameOwner;
   }
 
-  private static describe(documentId: unknown, reason: LockLossReason): string {
+  private static describe(documentId: unknown, reason: LockLossReason, sameOwner: boolean | undefined): string {
     const id = describeId(documentId);
     switch (reason) {
       case 'not_locked':
@@ -108,6 +129,12 @@ export class LockNotHeldError extends LockError {
       case 'released':
         return `The lock on document ${id} was already released; nothing was written. Lock it again to continue.`;
       case 'taken_over':
+        if (sameOwner === true) {
+          return (
+            `The lock on document ${id} was locked again by the same owner (for example in another browser tab), and that newer acquisition holds it now; ` +
+            'nothing was written with this older one. Continue where the document was opened last, or lock it again here.'
+          );
+        }
         return `The lock on document ${id} is no longer yours: it was taken over by a newer acquisition; nothing was written. Reload the document and lock it again.`;
       case 'expired':
         return `The lock on document ${id} expired; nothing was written. Lock it again (a longer ttl may help).`;

@@ -20,6 +20,11 @@ export interface LockErrorBody {
     retryable: boolean;
     /** LockNotHeldError: why the caller's lock is gone. */
     reason?: LockLossReason;
+    /**
+     * LockNotHeldError with reason `'taken_over'`, when known: whether the acquisition that took it
+     * over is the caller's own owner's (another tab of the same session). Never names an owner.
+     */
+    sameOwner?: boolean;
     /** The document concerned, as text (an ObjectId as hex). */
     documentId?: string;
     /** LockedError: when the holder's lock expires (server time, ISO 8601). */
@@ -64,7 +69,10 @@ export function lockErrorBody(error: LockError): LockErrorBody {
   };
   const documentId = (error as { documentId?: unknown }).documentId;
   if (documentId !== undefined) body.documentId = idText(documentId);
-  if (error instanceof LockNotHeldError) body.reason = error.reason;
+  if (error instanceof LockNotHeldError) {
+    body.reason = error.reason;
+    if (error.sameOwner !== undefined) body.sameOwner = error.sameOwner;
+  }
   if (error instanceof LockedError) {
     if (error.expiresAt) body.expiresAt = error.expiresAt.toISOString();
     if (error.retryAfterMs !== undefined) body.retryAfterMs = error.retryAfterMs;

@@ -68,10 +68,33 @@ export interface HeldLockState {
 
 const states = new WeakMap<object, HeldLockState>();
 
+/**
+ * The fields of a HeldLock. The ticket may be given as a function: it is then computed when first
+ * read (it hashes the document id, and most locks are never continued in a later request).
+ */
+export type HeldLockFields = Omit<HeldLock, 'msLeft' | 'ticket'> & { ticket: string | (() => string) };
+
 /** The state of a lock just granted (or resumed) by a command timed by `timing`. */
-export function newHeldLockState(fields: Omit<HeldLock, 'msLeft'>, timing: GrantTiming): HeldLockState {
+export function newHeldLockState(fields: HeldLockFields, timing: GrantTiming): HeldLockState {
+  const { ticket } = fields;
+  let issued = typeof ticket === 'string' ? ticket : undefined;
+  // One literal, fields in HeldLock's order, the ticket a getter (read-only, like the rest).
+  const lock: HeldLock = {
+    documentId: fields.documentId,
+    owner: fields.owner,
+    token: fields.token,
+    fence: fields.fence,
+    acquiredAt: fields.acquiredAt,
+    expiresAt: fields.expiresAt,
+    ttl: fields.ttl,
+    get ticket() {
+      return (issued ??= (ticket as () => string)());
+    },
+    label: fields.label,
+    msLeft: () => (state.lost === undefined ? Math.max(0, state.validUntil - monotonicNow()) : 0),
+  };
   const state: HeldLockState = {
-    lock: { ...fields, msLeft: () => (state.lost === undefined ? Math.max(0, state.validUntil - monotonicNow()) : 0) },
+    lock,
     grantedAtMonotonic: timing.sentAt,
     serverTimeAtGrant: timing.serverNow.getTime(),
     validUntil: leaseDeadline(timing),

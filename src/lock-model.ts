@@ -110,6 +110,8 @@ function lockSchema(SchemaClass: typeof Schema, collection: string, purgeAfterMs
       expiresAt: { type: Date, required: true },
       // Opt-in display label of the holder ("being edited by Alice"), in clear; null once released.
       label: { type: String, default: null },
+      // The ttl the acquisition asked for (ms): what a resume without its own ttl extends by.
+      ttl: { type: Number },
       lastWriteAt: { type: Date },
       claim: { type: String },
     },

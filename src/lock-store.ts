@@ -2,7 +2,7 @@
  * The lock algorithm: every MongoDB operation on the lock collection, each written once.
  *
  * A lock is one record in the sibling collection, keyed by the locked document's `_id`:
- *   { _id, owner, token, fence, acquiredAt, expiresAt, label, claim?, lastWriteAt? }
+ *   { _id, owner, token, fence, acquiredAt, expiresAt, label, ttl, claim?, lastWriteAt? }
  * Releasing does not delete the record: it expires it and clears owner and token, so the
  * record keeps the document's fencing counter. The TTL index removes records `purgeAfter`
  * after they expired.
@@ -20,9 +20,12 @@
  *  - No caller value is ever evaluated: owners, tokens and ttls enter pipelines, `$expr` and
  *    projections only inside `$literal`.
  *  - Fencing tokens: each acquisition sets `fence` to the larger of the previous fence + 1 and
- *    the server's `$$NOW` in microseconds. While the record exists the counter only grows; once
- *    the TTL monitor purged it (at least `purgeAfter` after its last expiry), the server clock
- *    has moved past every fence it ever issued for that document.
+ *    the server's `$$NOW` in microseconds. While the record exists the counter only grows. Once
+ *    the TTL monitor purged it (at least `purgeAfter` after its last expiry) nothing remembers
+ *    the old fences, and a new one is above them only if no clock that reads `$$NOW` for this
+ *    collection reads `purgeAfter / 2` or more behind an earlier reading (skew between primaries
+ *    or mongos, or a clock stepped back): an assumption, not a guarantee (known divergence 6 in
+ *    docs/mongodb-compatibility.md).
  */
 import { randomBytes } from 'node:crypto';
 import type { mongo } from 'mongoose';
@@ -51,6 +54,11 @@ export interface LockRecord {
   expiresAt: Date;
   /** The holder's display label (`lock(id, owner, { label })`), stored in clear; null once released. */
   label?: string | null;
+  /**
+   * The ttl the acquisition asked for, in ms: what a resume without `ttl` extends by. Absent on
+   * records written before it existed (a resume then uses the plugin's ttl).
+   */
+  ttl?: number;
   /** When a guarded write last verified or claimed the lock inside a transaction. */
   lastWriteAt?: Date;
   /** Random value written by a guarded write's transaction, so that its write is never a no-op. */
@@ -63,6 +71,8 @@ export interface Grant extends GrantTiming {
   fence: number;
   acquiredAt: Date;
   label: string | null;
+  /** A resume without a ttl of its own: the acquisition's ttl it extended by (read from the record). */
+  ttl?: number;
 }
 
 /** Public view of a lock: no owner, no token. */
@@ -104,10 +114,11 @@ export interface ClaimResult {
 }
 
 /**
- * An upsert of a claim lost an insert race inside a transaction and got a duplicate-key error:
- * mongod retries such an upsert itself only outside transactions (shouldRetryDuplicateKeyException
- * in src/mongo/db/query/write_ops/write_ops_exec.cpp), so the guard retries the transaction.
- * Carries the TransientTransactionError label for that reason.
+ * An upsert of a claim lost an insert race inside a transaction and got a duplicate-key error.
+ * Whether mongod retries such an upsert itself inside a transaction depends on the version (R9 in
+ * docs/mongodb-compatibility.md: 6.0-8.0 retry it there too, current master never does,
+ * shouldRetryDuplicateKeyException in write_ops_exec.cpp), so the guard cannot count on it and
+ * retries the transaction. Carries the TransientTransactionError label for that reason.
  */
 export class ClaimRaceError extends Error {
   readonly errorLabels = ['TransientTransactionError'];
@@ -177,15 +188,29 @@ const NEXT_FENCE = { $max: [{ $add: [{ $ifNull: ['$fence', 0] }, 1] }, { $multip
 const PRIMARY = { readPreference: 'primary' } as const;
 
 /**
- * How often acquire retries after a duplicate-key error. Outside transactions mongod retries an
- * `_id`-equality upsert that lost an insert race as an update itself, a bounded number of times
- * (shouldRetryDuplicateKeyException in src/mongo/db/query/write_ops/write_ops_exec.cpp), so the
- * error reaches us only if that bound was exhausted; we try again a little more.
+ * How often acquire retries after a duplicate-key error. mongod retries an `_id`-equality upsert
+ * that lost an insert race as an update itself (shouldRetryDuplicateKeyException in
+ * write_ops_exec.cpp; R9 in docs/mongodb-compatibility.md, per version): without bound in 6.0,
+ * 7.0 and the 8.0 line read, at most upsertMaxRetryAttemptsOnDuplicateKeyError times on current
+ * master. So the error reaches us only where a bound exists and was exhausted; we try again a
+ * little more rather than trust any one version's loop.
  */
 const ACQUIRE_ATTEMPTS = 3;
 
+/** Random bytes for tokens, drawn from the CSPRNG 256 tokens at a time (one call instead of one per token). */
+const TOKEN_BYTES = 16;
+let tokenPool = Buffer.alloc(0);
+let tokenOffset = 0;
+
+/** A fresh 128-bit random token (22 base64url characters). */
 export function newLockToken(): string {
-  return randomBytes(16).toString('base64url');
+  if (tokenOffset + TOKEN_BYTES > tokenPool.length) {
+    tokenPool = randomBytes(TOKEN_BYTES * 256);
+    tokenOffset = 0;
+  }
+  const token = tokenPool.toString('base64url', tokenOffset, tokenOffset + TOKEN_BYTES);
+  tokenOffset += TOKEN_BYTES;
+  return token;
 }
 
 function isDuplicateKey(error: unknown): boolean {
@@ -259,6 +284,7 @@ export class LockStore {
             acquiredAt: '$$NOW',
             expiresAt: { $add: ['$$NOW', lit(ttl)] },
             label: lit(label),
+            ttl: lit(ttl),
           }),
           {
             upsert: true,
@@ -557,7 +583,9 @@ export class LockStore {
 
   /**
    * Continues one acquisition (a lock ticket) for the owner that took it, only while it is still
-   * current, and extends it to `ttl` from the server's now. One `findAndModify`, no upsert:
+   * current, and extends it to `ttl` from the server's now, or, without `ttl`, to the acquisition's
+   * own ttl (stored in the record by the acquisition; `fallbackTtl`, the plugin's, for a record
+   * written before that field existed). One `findAndModify`, no upsert:
    *  - filter `{ _id, owner, token, $expr: expiresAt > $$NOW }`: the `_id` index finds the record
    *    (IDHACK); the other conditions make the command match only this very acquisition, held by
    *    this owner and unexpired by the server's clock. `$expr` is allowed here because this is
@@ -566,21 +594,26 @@ export class LockStore {
    *    concurrently, mongod re-evaluates the whole filter against the latest version before it
    *    writes (write_stage_common::ensureStillMatches, src/mongo/db/exec/write_stage_common.cpp),
    *    so a resume never extends someone else's lock;
-   *  - the update keeps token, fence, owner and label (it is the same acquisition) and only moves
-   *    `expiresAt`;
-   *  - the reply is projected to fence, dates, label and `$$NOW`: never the owner key.
+   *  - the update keeps token, fence, owner, label and the stored ttl (it is the same acquisition)
+   *    and only moves `expiresAt`. Without a caller ttl it adds `$ifNull: ['$ttl', fallback]`, the
+   *    record's own field read by the same `$set` stage (R4: the stage sees the record as it was);
+   *    the fallback, like every caller value, is a `$literal`;
+   *  - the reply is projected to fence, dates, label, the stored ttl and `$$NOW`: never the owner key.
    * When nothing matched, one more read (`explainStaleTicket`) says why.
    */
-  async resume(documentId: unknown, ownerKey: string, ticket: TicketParts, ttl: number): Promise<Grant> {
+  async resume(documentId: unknown, ownerKey: string, ticket: TicketParts, ttl: number | undefined, fallbackTtl: number): Promise<Grant> {
     this.refuseIfInOpenTransaction(documentId);
+    const extension = ttl === undefined ? { $ifNull: ['$ttl', lit(fallbackTtl)] } : lit(ttl);
     // Read immediately before sending: the lease is timed from here (lease.ts).
     const sentAt = monotonicNow();
     const record = await this.locks.findOneAndUpdate(
       { _id: documentId, owner: ownerKey, token: ticket.token, ...UNEXPIRED } as Document,
-      [{ $set: { expiresAt: { $add: ['$$NOW', lit(ttl)] } } }],
-      { returnDocument: 'after', projection: { _id: 0, fence: 1, acquiredAt: 1, expiresAt: 1, label: 1, now: '$$NOW' } },
+      [{ $set: { expiresAt: { $add: ['$$NOW', extension] } } }],
+      { returnDocument: 'after', projection: { _id: 0, fence: 1, acquiredAt: 1, expiresAt: 1, label: 1, ttl: 1, now: '$$NOW' } },
     );
     if (!record) throw await this.explainStaleTicket(documentId, ownerKey, ticket);
+    // The ttl this command added: the caller's, else the record's (what `$ifNull` chose).
+    const added = ttl ?? (typeof record.ttl === 'number' ? record.ttl : fallbackTtl);
     return {
       token: ticket.token,
       fence: Number(record.fence),
@@ -589,16 +622,18 @@ export class LockStore {
       // A retried findAndModify comes back without the projection (SERVER-31242, see acquire):
       // then the command's `$$NOW` is the new expiry minus the ttl it added (a command sent
       // after `sentAt`, so the lease stays conservative).
-      serverNow: record.now instanceof Date ? record.now : new Date((record.expiresAt as Date).getTime() - ttl),
+      serverNow: record.now instanceof Date ? record.now : new Date((record.expiresAt as Date).getTime() - added),
       sentAt,
       label: typeof record.label === 'string' ? record.label : null,
+      ...(ttl === undefined ? { ttl: added } : {}),
     };
   }
 
   /**
    * Why a ticket no longer works: one read of the record, projected to comparisons computed by
    * the server (same token? same fence? this owner? expired by `$$NOW`?), so neither the current
-   * holder's token nor any owner key reaches this process.
+   * holder's token nor any owner key reaches this process. `mine` also says whether a later
+   * acquisition that took the lock over is this owner's (a second tab of the same session).
    */
   private async explainStaleTicket(documentId: unknown, ownerKey: string, ticket: TicketParts): Promise<LockNotHeldError> {
     const record = await this.locks.findOne({ _id: documentId } as Document, {
@@ -632,7 +667,9 @@ export class LockStore {
       return new LockExpiredError(documentId, record.expiresAt instanceof Date ? record.expiresAt : undefined);
     }
     if (record.released === true && record.sameFence === true) return new LockNotHeldError(documentId, 'released');
-    return new LockNotHeldError(documentId, 'taken_over');
+    // A later acquisition: the server said whether its owner is this caller's (`mine`). Once it was
+    // released its owner is cleared, and whose it was is unknown.
+    return new LockNotHeldError(documentId, 'taken_over', undefined, undefined, record.released === true ? undefined : { sameOwner: record.mine === true });
   }
 
   /**
@@ -749,6 +786,7 @@ export class LockStore {
             acquiredAt: '$$NOW',
             expiresAt: { $add: ['$$NOW', lit(ttl)] },
             label: lit(label),
+            ttl: lit(ttl),
           }),
           {
             upsert: true,
@@ -821,6 +859,7 @@ export class LockStore {
           acquiredAt: '$$NOW',
           expiresAt: { $add: ['$$NOW', lit(ttl)] },
           label: lit(label),
+          ttl: lit(ttl),
         });
         pipelines.set(ownerKey, pipeline);
       }

@@ -6,8 +6,9 @@
 import type { HydratedDocument, SaveOptions, mongo } from 'mongoose';
 import { idCaster, validateLockCallOptions, validateOwner, type ResolvedCallOptions } from './arguments';
 import { InvalidLockArgumentError, InvalidLockOptionError, LockExpiredOnArrivalError, LockNotHeldError, LockTargetNotFoundError, LockedError } from './errors';
-import { attachHeldLock, heldLockState, leaseLeft, lostError, newHeldLockState, releaseOutcomeUnknown, type HeldLock, type HeldLockState } from './held-lock';
+import { attachHeldLock, heldLockState, leaseLeft, lostError, newHeldLockState, releaseOutcomeUnknown, type HeldLock, type HeldLockFields, type HeldLockState } from './held-lock';
 import { typedErrors } from './failures';
+import { loadDocument } from './document-load';
 import { idKey } from './id-key';
 import { publishErrorEvent } from './diagnostics';
 import { installDiagnostics } from './diagnostics-install';
@@ -100,7 +101,10 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
     const { store, watch, ready } = runtimeOf(model);
     await ready;
     const key = ownerKey(who);
-    const grantOnce = ticket ? () => store.resume(documentId, key, ticket, call.ttl) : () => store.acquire(documentId, key, call.ttl, call.label);
+    // A resume without its own ttl extends by the acquisition's (stored in the lock record), as
+    // extendLock() does; the plugin's ttl only for a record written before that was stored.
+    const resumeTtl = call.ttlGiven ? call.ttl : undefined;
+    const grantOnce = ticket ? () => store.resume(documentId, key, ticket, resumeTtl, options.ttl) : () => store.acquire(documentId, key, call.ttl, call.label);
     // A grant that came too late is released by its owner and token (cmd-unlock-by-owner): only that acquisition, no second read.
     const attempt = () => takeLease(model, documentId, who, call, grantOnce, ticket !== undefined, store, (grant) => store.releaseHeld(documentId, key, grant.token));
     return call.wait > 0 || call.signal ? acquireWaiting(documentId, attempt, watch, call.wait, call.signal) : attempt();
@@ -127,15 +131,15 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
   ): Promise<{ doc: AnyDoc; state: HeldLockState }> {
     for (let attempt = 1; ; attempt++) {
       const grant = await grantOnce();
-      const held: Omit<HeldLock, 'msLeft'> = {
+      const held: HeldLockFields = {
         documentId,
         owner: who,
         token: grant.token,
         fence: grant.fence,
         acquiredAt: grant.acquiredAt,
         expiresAt: grant.expiresAt,
-        ttl: call.ttl,
-        ticket: issueTicket(documentId, grant.token, grant.fence),
+        ttl: grant.ttl ?? call.ttl,
+        ticket: () => issueTicket(documentId, grant.token, grant.fence),
         label: grant.label,
       };
       const state = newHeldLockState(held, grant);
@@ -149,7 +153,7 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
       const elapsedMs = monotonicNow() - grant.sentAt;
       const last = attempt >= LAPSED_GRANT_ATTEMPTS;
       if (!resuming || last) await releaseGrant(grant).catch(() => undefined);
-      if (last) throw new LockExpiredOnArrivalError(documentId, grant.expiresAt, { operation: resuming ? 'resume' : 'lock', ttl: call.ttl, elapsedMs, attempts: attempt });
+      if (last) throw new LockExpiredOnArrivalError(documentId, grant.expiresAt, { operation: resuming ? 'resume' : 'lock', ttl: grant.ttl ?? call.ttl, elapsedMs, attempts: attempt });
     }
   }
 
@@ -158,11 +162,11 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
     let doc: AnyDoc | null;
     try {
       // The id as castId sent it to the lock collection (a fresh value, see id-value.ts), never the
-      // caller's object, whose serialization may differ the second time. Mongoose casts it again,
-      // setters included, as it does for a document's own queries (`doc.updateOne()` filters by
-      // `this._doc._id`): setters must be idempotent. From the primary whatever the connection's
-      // read preference: the holder must edit the latest version, not a secondary's older copy.
-      doc = (await model.findById(documentId).read('primary')) as AnyDoc | null;
+      // caller's object, whose serialization may differ the second time. The document is the one
+      // `findById(documentId).read('primary')` returns (document-load.ts), from the primary
+      // whatever the connection's read preference: the holder must edit the latest version, not a
+      // secondary's older copy.
+      doc = await loadDocument(model, documentId);
     } catch (error) {
       await store.release(state).catch(() => undefined);
       throw error;

@@ -3,7 +3,9 @@
  * README.md, CONTRIBUTING.md and every guide in docs/ are checked as code:
  *  - the README stays short (at most 300 lines: the rest belongs in the guides);
  *  - every TypeScript block type-checks against the sources, and the blocks marked
- *    `<!-- doc-test: run -->` run against the test backend (support/readme-blocks.ts);
+ *    `<!-- doc-test: run -->` run against the test backend (support/readme-blocks.ts); page
+ *    scripts (`<!-- doc-test: browser -->`) type-check with the DOM's types;
+ *  - no guide hides code in a fence the test does not read (```js, ```javascript, ...);
  *  - the shapes it documents (getLock, heldLock, lockStatus, the lock record) are the real ones;
  *  - every export of the package is documented;
  *  - its links resolve for npm readers (in-page anchors, absolute URLs, files in the tarball);
@@ -19,7 +21,7 @@ import * as pkg from '../../src';
 import { diagnosticsFigures, readLatestDiagnosticsResults, readLatestManyResults, readLatestNextResults, readLatestResults, readmeFigures, readmeManyFigures, readmeNextFigures } from '../../bench/readme-tables';
 import { testUri } from '../../test-backend/test-env';
 import { connect, testDatabase, type MonitoredConnection } from '../support/db';
-import { ROOT, compileBlock, describeBlock, docFiles, extractBlocks, readDoc, readReadme, typeCheck } from './support/readme-blocks';
+import { ROOT, compileBlock, describeBlock, docFiles, extractBlocks, guideFiles, readDoc, readReadme, typeCheck, typeCheckBrowser } from './support/readme-blocks';
 import { createReadmeContext } from './support/readme-context';
 
 const readme = readReadme();
@@ -80,8 +82,30 @@ describe('TypeScript blocks of the README and the guides', () => {
     expect(blocks.filter((block) => block.file === 'README.md' && block.run).length).toBeGreaterThanOrEqual(5);
   });
 
+  test('the guides under docs/ are read too: their blocks are collected, and none hides code in a fence this test does not check', () => {
+    const guides = guideFiles();
+    expect(guides).toContain('docs/web-apps.md');
+    const webApps = blocks.filter((block) => block.file === 'docs/web-apps.md');
+    expect(webApps.filter((block) => block.run).map((block) => block.code)).toEqual(expect.arrayContaining([expect.stringContaining("app.post('/items/:id/keep-alive'")]));
+    expect(webApps.filter((block) => block.browser).map((block) => block.code)).toEqual([expect.stringContaining('/keep-alive`')]);
+    // Code in any other language than these is not type-checked: write it as ```ts (or ```sh, ...).
+    // The compatibility record is not a guide: its ```js blocks are command shapes with
+    // placeholders (`<id>`), checked against the recorder by compatibility-record.test.ts.
+    const checked = ['ts', 'typescript', 'sh', 'json', 'text', 'html'];
+    const unchecked = [...guides, 'CONTRIBUTING.md']
+      .filter((file) => file !== 'docs/mongodb-compatibility.md')
+      .flatMap((file) => [...readFileSync(join(ROOT, file), 'utf8').matchAll(/^```(\S+)/gm)].map((m) => `${file}: \`\`\`${m[1]!}`))
+      .filter((fence) => !checked.some((lang) => fence.endsWith(`\`\`\`${lang}`)));
+    expect(unchecked).toEqual([]);
+  });
+
   test('every block type-checks against the sources', () => {
     expect(typeCheck(blocks)).toEqual([]);
+  }, 120_000);
+
+  test('every page script type-checks with the DOM types', () => {
+    expect(blocks.some((block) => block.browser)).toBe(true);
+    expect(typeCheckBrowser(blocks)).toEqual([]);
   }, 120_000);
 
   describe('the runnable blocks run against the test backend', () => {
@@ -180,7 +204,15 @@ describe('documentation facts', () => {
       published.some((entry) =>
         entry.includes('*') ? new RegExp(`^${entry.replace(/[.]/g, '\\.').replace(/\*/g, '[^/]*')}$`).test(path) : path === entry || path.startsWith(`${entry}/`),
       );
-    const anchors = (markdown: string) => new Set(withoutCode(markdown).split('\n').filter((line) => /^#{1,6}\s/.test(line)).map((line) => slug(line.replace(/^#+\s*/, ''))));
+    // Headings' anchors, and explicit ones (`<a id="...">`, as the compatibility record names its commands).
+    const anchors = (markdown: string) =>
+      new Set([
+        ...withoutCode(markdown)
+          .split('\n')
+          .filter((line) => /^#{1,6}\s/.test(line))
+          .map((line) => slug(line.replace(/^#+\s*/, ''))),
+        ...[...markdown.matchAll(/<a (?:id|name)="([^"]+)"/g)].map((m) => m[1]!),
+      ]);
     const broken: string[] = [];
     let count = 0;
     for (const file of files) {
@@ -211,7 +243,8 @@ describe('documentation facts', () => {
   });
 
   test('no references to files that are not part of the project (PRODUCT.md lives outside it)', () => {
-    expect(allDocs).not.toContain('PRODUCT.md');
+    // The compatibility record cites the product's properties by number, as its audit trail does.
+    expect(files.filter((file) => file !== 'docs/mongodb-compatibility.md' && texts.get(file)!.includes('PRODUCT.md'))).toEqual([]);
   });
 
   // The figures live in the performance and evidence guide.

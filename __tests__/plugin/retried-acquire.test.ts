@@ -52,3 +52,28 @@ test('the projected reply decides by the server-side comparison and carries the 
   const granted = storeAnswering(() => ({ acquired: true, fence: 8, acquiredAt, expiresAt, now }));
   expect((await granted.acquire('doc', 'k', 30_000)).fence).toBe(8);
 });
+
+describe('a retried resume answered with the whole record', () => {
+  const ticket = { token: 'tok-tok-tok-tok-tok-tok', fence: 42 };
+  const resumeAnswering = (record: mongo.Document): LockStore =>
+    new LockStore({ findOneAndUpdate: async () => record } as unknown as mongo.Collection<mongo.Document>);
+  const newExpiry = new Date('2030-01-01T00:10:30Z');
+
+  test("without a ttl of the caller's: the server's time is the new expiry minus the record's stored ttl", async () => {
+    const store = resumeAnswering({ _id: 'doc', owner: 'k', token: ticket.token, fence: 42, acquiredAt, expiresAt: newExpiry, ttl: 600_000 });
+    const grant = await store.resume('doc', 'k', ticket, undefined, 30_000);
+    expect(grant.ttl).toBe(600_000);
+    expect(grant.serverNow).toEqual(new Date('2030-01-01T00:00:30Z'));
+  });
+
+  test("a record without a stored ttl: minus the plugin's ttl; with the caller's ttl: minus that", async () => {
+    const old = resumeAnswering({ _id: 'doc', owner: 'k', token: ticket.token, fence: 42, acquiredAt, expiresAt: newExpiry });
+    const fallback = await old.resume('doc', 'k', ticket, undefined, 30_000);
+    expect(fallback.ttl).toBe(30_000);
+    expect(fallback.serverNow).toEqual(new Date('2030-01-01T00:10:00Z'));
+    const own = resumeAnswering({ _id: 'doc', owner: 'k', token: ticket.token, fence: 42, acquiredAt, expiresAt: newExpiry, ttl: 600_000 });
+    const given = await own.resume('doc', 'k', ticket, 5_000, 30_000);
+    expect(given.ttl).toBeUndefined(); // the caller chose it
+    expect(given.serverNow).toEqual(new Date('2030-01-01T00:10:25Z'));
+  });
+});

@@ -24,6 +24,13 @@ const ARGS = [
   '--disable-sync',
 ];
 
+/**
+ * How long a page action or a wait may take (navigation, click, selector, `waitForFunction`). A
+ * bound, not a timing: generous because on a loaded machine (load average 15-25 on 2 cores) a
+ * page load once took more than 10 s. Tests wait for conditions, never for fixed times.
+ */
+export const BROWSER_WAIT_MS = 90_000;
+
 export type BrowserAvailability = { run: true } | { run: false; skipReason: string };
 
 /** Decided when the test file is collected, so a skip shows in Jest's summary as a skip. */
@@ -63,14 +70,15 @@ export async function openUserBrowser(name: string): Promise<UserBrowser> {
       executablePath: CHROMIUM_PATH,
       headless: true,
       args: ARGS,
-      timeout: 30_000,
+      timeout: 120_000,
       viewport: { width: 960, height: 620 },
     });
   } catch (error) {
     rmSync(profile, { recursive: true, force: true });
     throw error;
   }
-  context.setDefaultTimeout(10_000);
+  context.setDefaultTimeout(BROWSER_WAIT_MS);
+  context.setDefaultNavigationTimeout(BROWSER_WAIT_MS);
   return {
     context,
     close: async () => {

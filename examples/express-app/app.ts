@@ -4,11 +4,16 @@
  *   GET  /                     sign in with a display name
  *   GET  /items                the list, with who is editing what and when it frees (one query)
  *   GET  /items/:id/edit       takes the lock (labelled with the user's name) and shows the form;
- *                              the lock ticket travels in a hidden field
+ *                              the lock ticket travels in a hidden field; the page counts down,
+ *                              renews the lock while it is in use, and warns before it ends
+ *   POST /items/:id/keep-alive the page's heartbeat: resumes the lock with the ticket (keeping its
+ *                              ttl) and answers { expiresAt, msLeft } as JSON, or 409 and why
  *   POST /items/:id            resumes that very lock with the ticket, saves and releases; a stale
- *                              form (lock expired or taken over) is refused and nothing is saved
+ *                              form (lock expired, taken over, released) is refused, nothing is
+ *                              saved, and the user's own text is shown in full
  *   POST /items/:id/cancel     releases the lock (one command)
- *   GET  /admin/locks          every current lock, paginated
+ *   GET  /admin/locks          every current lock, paginated, each with force-unlock
+ *   POST /admin/locks/:id/force-unlock   releases whoever holds it (Model.forceUnlock)
  *   POST /logout               releases everything the session held, then ends it
  * Lock errors carry their HTTP status; this app renders them as pages, and a JSON API would use
  * lockErrorHandler() instead.
@@ -28,7 +33,20 @@ import {
   type LockableModel,
   type LockMethods,
 } from '../../src';
-import { ITEM_STATUSES, adminLocksPage, editPage, errorPage, listPage, lockedPage, loginPage, staleSubmitPage, type ItemStatus, type ItemView } from './views';
+import {
+  ITEM_STATUSES,
+  adminLocksPage,
+  editPage,
+  errorPage,
+  listPage,
+  lockedPage,
+  loginPage,
+  staleSubmitPage,
+  type HeldLockView,
+  type ItemStatus,
+  type ItemView,
+  type KeepAliveView,
+} from './views';
 
 declare module 'express-session' {
   interface SessionData {
@@ -62,13 +80,71 @@ export interface AppOptions {
   sessionSecret: string;
   /** How long an edit page holds its lock, in ms (default 5 minutes). Readable and changeable as `app.locals.lockTtlMs`. */
   lockTtlMs?: number;
+  /** Heartbeat period of an edit page in use, in ms (default a third of the ttl). `app.locals.keepAliveEveryMs`. */
+  keepAliveEveryMs?: number;
+  /** The edit page warns when less than this is left, in ms (default a quarter of the ttl, at most a minute). `app.locals.warnBeforeMs`. */
+  warnBeforeMs?: number;
+  /** An edit page stops renewing after this long without input, in ms (default 10 minutes; 0: only when asked). `app.locals.idleAfterMs`. */
+  idleAfterMs?: number;
 }
 
 const view = (item: { _id: Types.ObjectId } & WorkItem): ItemView => ({ id: item._id.toHexString(), title: item.title, status: item.status, notes: item.notes });
 
-export function createApp({ WorkItem, sessionSecret, lockTtlMs = 5 * 60_000 }: AppOptions): express.Express {
+/** Why a submit was refused, for the user who made it (never who holds the lock now). */
+function notSavedBecause(error: LockNotHeldError): string {
+  switch (error.reason) {
+    case 'expired':
+      return 'Your lock on this item expired before you saved, so your changes were not saved: someone else could have changed it meanwhile.';
+    case 'taken_over':
+      if (error.sameOwner === true) {
+        return 'You opened this item again in another tab or window, and that page holds the lock now, so the changes from this page were not saved. Nothing expired and nobody else edited it: continue in the other page (your text from this one is below).';
+      }
+      return error.sameOwner === false
+        ? 'Your lock on this item expired and someone else has opened it for editing since, so your changes were not saved. What is stored now is shown below.'
+        : // That later acquisition has ended too, and a release forgets its owner: say what is known.
+          'Since you opened this page, the item was opened for editing again (in another tab, or by someone else after your lock expired) and may have been changed, so your changes were not saved. What is stored now is shown below.';
+    case 'released':
+      return 'You no longer hold the lock on this item: it was released (cancelled or logged out in another tab, or unlocked by an administrator), so your changes were not saved.';
+    default:
+      return 'You no longer hold the lock on this item, so your changes were not saved.';
+  }
+}
+
+/** Why an open edit page lost its lock, as its heartbeat learns it. */
+function pageLostBecause(error: LockNotHeldError): string {
+  switch (error.reason) {
+    case 'expired':
+      return 'Your lock on this item expired: saving this page will be refused. Copy your changes, then open the item again.';
+    case 'taken_over':
+      return error.sameOwner === true
+        ? 'You opened this item again in another tab or window, and that page holds the lock now: continue there. Saving this page will be refused.'
+        : 'The item was opened for editing again (in another tab, or by someone else after your lock expired): saving this page will be refused.';
+    case 'released':
+      return 'Your lock on this item was released (cancelled or logged out in another tab, or unlocked by an administrator): saving this page will be refused.';
+    default:
+      return 'You no longer hold the lock on this item: saving this page will be refused.';
+  }
+}
+
+export function createApp({ WorkItem, sessionSecret, lockTtlMs = 5 * 60_000, keepAliveEveryMs, warnBeforeMs, idleAfterMs = 10 * 60_000 }: AppOptions): express.Express {
   const app = express();
   app.locals.lockTtlMs = lockTtlMs;
+  app.locals.keepAliveEveryMs = keepAliveEveryMs;
+  app.locals.warnBeforeMs = warnBeforeMs;
+  app.locals.idleAfterMs = idleAfterMs;
+  /** The edit page's heartbeat settings, from the current `app.locals` (tests change them). */
+  const keepAlive = (): KeepAliveView => {
+    const ttl = app.locals.lockTtlMs as number;
+    return {
+      everyMs: (app.locals.keepAliveEveryMs as number | undefined) ?? Math.ceil(ttl / 3),
+      warnBeforeMs: (app.locals.warnBeforeMs as number | undefined) ?? Math.min(60_000, Math.ceil(ttl / 4)),
+      idleAfterMs: app.locals.idleAfterMs as number,
+    };
+  };
+  const heldView = (item: { heldLock(): { ticket: string; expiresAt: Date; msLeft(): number } | null }): HeldLockView => {
+    const held = item.heldLock()!;
+    return { ticket: held.ticket, expiresAt: held.expiresAt, msLeft: held.msLeft() };
+  };
   app.use(express.urlencoded({ extended: false, limit: '20kb' }));
   app.use(
     session({
@@ -138,8 +214,7 @@ export function createApp({ WorkItem, sessionSecret, lockTtlMs = 5 * 60_000 }: A
     const id = itemId(req);
     try {
       const item = await WorkItem.lock(id, req.sessionID, { label: user, ttl: app.locals.lockTtlMs as number });
-      const held = item.heldLock()!;
-      res.type('html').send(editPage(user, view(item), { ticket: held.ticket, expiresAt: held.expiresAt }));
+      res.type('html').send(editPage(user, view(item), heldView(item), keepAlive()));
     } catch (error) {
       if (!(error instanceof LockedError)) throw error;
       const current = await WorkItem.findById(id).orFail().lean();
@@ -163,13 +238,7 @@ export function createApp({ WorkItem, sessionSecret, lockTtlMs = 5 * 60_000 }: A
     } catch (error) {
       if (!(error instanceof LockNotHeldError)) throw error;
       const current = await WorkItem.findById(id).orFail().lean();
-      const reason =
-        error.reason === 'expired'
-          ? 'Your lock on this item expired before you saved, so your changes were not saved: someone else could have changed it meanwhile.'
-          : error.reason === 'taken_over'
-            ? 'Your lock on this item expired and someone else has edited it since, so your changes were not saved. Their version is shown below.'
-            : 'You no longer hold the lock on this item (it was released), so your changes were not saved.';
-      return res.status(error.status).type('html').send(staleSubmitPage(user, view(current), submitted, reason));
+      return res.status(error.status).type('html').send(staleSubmitPage(user, view(current), submitted, notSavedBecause(error)));
     }
     item.set(submitted);
     try {
@@ -177,11 +246,24 @@ export function createApp({ WorkItem, sessionSecret, lockTtlMs = 5 * 60_000 }: A
     } catch (error) {
       if ((error as Error).name !== 'ValidationError') throw error;
       // The lock is still held (saveAndUnlock keeps it when the save fails): fix and resubmit.
-      const held = item.heldLock()!;
-      return res.status(400).type('html').send(editPage(user, view(item), { ticket: held.ticket, expiresAt: held.expiresAt }, (error as Error).message));
+      return res.status(400).type('html').send(editPage(user, view(item), heldView(item), keepAlive(), (error as Error).message));
     }
     req.session.flash = `Saved “${item.title}”.`;
     res.redirect(303, '/items');
+  });
+
+  // The edit page's heartbeat. A resume without `ttl` keeps the ttl the lock was taken with, so a
+  // heartbeat never shortens it; it succeeds only while the page's acquisition is current.
+  app.post('/items/:id/keep-alive', async (req, res) => {
+    if (!req.session.user) return res.status(401).json({ message: 'You are signed out: sign in again.' });
+    try {
+      const item = await WorkItem.lock(itemId(req), req.sessionID, { resume: field(req, 'ticket') });
+      const held = item.heldLock()!;
+      res.json({ expiresAt: held.expiresAt.toISOString(), msLeft: held.msLeft() });
+    } catch (error) {
+      if (!(error instanceof LockNotHeldError)) throw error;
+      res.status(error.status).json({ reason: error.reason, sameOwner: error.sameOwner, message: pageLostBecause(error) });
+    }
   });
 
   app.post('/items/:id/cancel', async (req, res) => {
@@ -200,7 +282,19 @@ export function createApp({ WorkItem, sessionSecret, lockTtlMs = 5 * 60_000 }: A
       const id = String(lock.documentId);
       return { id, title: titles.get(id) ?? id, label: lock.label, expiresAt: lock.expiresAt };
     });
-    res.type('html').send(adminLocksPage(user, rows, page.next));
+    res.type('html').send(adminLocksPage(user, rows, page.next, takeFlash(req)));
+  });
+
+  // Administrative release of whoever holds the lock. The example lets every signed-in user do it;
+  // a real app would check that the user is an administrator.
+  app.post('/admin/locks/:id/force-unlock', async (req, res) => {
+    if (!signedIn(req, res)) return;
+    const id = itemId(req);
+    const released = await WorkItem.forceUnlock(id);
+    const item = await WorkItem.findById(id, { title: 1 }).lean();
+    const title = item?.title ?? id.toHexString();
+    req.session.flash = released ? `Unlocked “${title}”: whoever had it open can no longer save it.` : `“${title}” was not locked any more.`;
+    res.redirect(303, '/admin/locks');
   });
 
   app.post('/logout', async (req, res) => {

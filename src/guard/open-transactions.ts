@@ -63,6 +63,8 @@ export class CallerTransactions {
 
   /** Whether an open caller transaction of this process has written the lock record of `id` in `namespace`. */
   writing(namespace: string, id: unknown): boolean {
+    // Asked before every lock-record write: with no caller transaction noted (the usual case), no key to compute.
+    if (this.entries.size === 0) return false;
     const key = `${namespace} ${idKey(id)}`;
     const list = this.entries.get(key);
     if (!list) return false;

@@ -1,7 +1,10 @@
 /**
- * Documentation snippets as code (the README, CONTRIBUTING.md and every guide in docs/): every ```ts block is extracted, wrapped into a module, type-checked
- * against the sources (as if imported from 'mongoose-pessimistic-lock'), and the blocks marked
- * `<!-- doc-test: run -->` on the line before the fence are executed against the test backend.
+ * README and guide snippets as code: every ```ts block of README.md and of each guide under docs/
+ * (DOC_FILES) is extracted, wrapped into a module, type-checked against the sources (as if
+ * imported from 'mongoose-pessimistic-lock'), and the blocks marked `<!-- doc-test: run -->` on
+ * the line before the fence are executed against the test backend. Blocks marked
+ * `<!-- doc-test: browser -->` are page scripts: type-checked on their own with the DOM's types
+ * (see typeCheckBrowser), not run here.
  *
  * A block is wrapped like this, so snippets can use the README's free names (`req`, `app`, `id`,
  * `WorkItem`, ...; see readme-context.ts), declare their own (an inner scope may shadow them),
@@ -16,7 +19,7 @@
  *     }
  *   }
  */
-import { readFileSync, readdirSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import * as ts from 'typescript';
 import { CONTEXT_NAMES } from './readme-context';
@@ -25,14 +28,16 @@ export const ROOT = join(__dirname, '..', '..', '..');
 const DOCS_DIR = join(ROOT, '__tests__', 'docs');
 
 export interface ReadmeBlock {
-  /** The markdown file, relative to the repository root. */
+  /** The Markdown file, relative to the project root (README.md, docs/web-apps.md, ...). */
   file: string;
   /** 1-based index among the file's TypeScript blocks. */
   index: number;
-  /** Line of the first code line in the file. */
+  /** Line in `file` of the first code line. */
   line: number;
   code: string;
   run: boolean;
+  /** A page script (`<!-- doc-test: browser -->`): type-checked with the DOM's types, not run in Node. */
+  browser: boolean;
   /** The generated module's path (virtual: never written to disk). */
   fileName: string;
   source: string;
@@ -42,25 +47,32 @@ export interface ReadmeBlock {
 
 const FENCE_OPEN = /^```(ts|typescript)\s*$/;
 const RUN_MARK = /^<!--\s*doc-test:\s*run\s*-->$/;
+const BROWSER_MARK = /^<!--\s*doc-test:\s*browser\s*-->$/;
 
 export function readReadme(): string {
   return readFileSync(join(ROOT, 'README.md'), 'utf8');
 }
 
-/**
- * The documentation checked as code: the README, CONTRIBUTING.md and every guide in docs/ (the
- * compatibility record is prose about the server, with no TypeScript to run).
- */
-export function docFiles(): string[] {
-  const guides = readdirSync(join(ROOT, 'docs'))
-    .filter((name) => name.endsWith('.md') && name !== 'mongodb-compatibility.md')
+/** The guides under docs/ (every Markdown file there), relative to the root, sorted. */
+export function guideFiles(): string[] {
+  return readdirSync(join(ROOT, 'docs'))
+    .filter((name) => name.endsWith('.md'))
     .sort()
     .map((name) => `docs/${name}`);
-  return ['README.md', 'CONTRIBUTING.md', ...guides];
+}
+
+/** Every Markdown file whose code blocks are checked: the README, CONTRIBUTING.md and the guides. */
+export function docFiles(): string[] {
+  return ['README.md', 'CONTRIBUTING.md', ...guideFiles()];
 }
 
 export function readDoc(file: string): string {
   return readFileSync(join(ROOT, file), 'utf8');
+}
+
+/** The blocks of every file of docFiles(). */
+export function extractAllBlocks(): ReadmeBlock[] {
+  return docFiles().flatMap((file) => extractBlocks(readFileSync(join(ROOT, file), 'utf8'), file));
 }
 
 export function extractBlocks(markdown: string, file = 'README.md'): ReadmeBlock[] {
@@ -73,16 +85,22 @@ export function extractBlocks(markdown: string, file = 'README.md'): ReadmeBlock
     if (end >= lines.length) throw new Error(`${file}:${i + 1}: a \`\`\`ts block is never closed`);
     let before = i - 1;
     while (before >= 0 && lines[before]!.trim() === '') before--;
-    const run = before >= 0 && RUN_MARK.test(lines[before]!.trim());
+    const mark = before >= 0 ? lines[before]!.trim() : '';
     const index = blocks.length + 1;
-    blocks.push(wrap(file, index, i + 2, lines.slice(i + 1, end), run));
+    blocks.push(wrap(file, index, i + 2, lines.slice(i + 1, end), RUN_MARK.test(mark), BROWSER_MARK.test(mark)));
     i = end;
   }
   return blocks;
 }
 
 /** Hoists import declarations (possibly multi-line) and wraps the rest, keeping line positions. */
-function wrap(file: string, index: number, line: number, codeLines: string[], run: boolean): ReadmeBlock {
+function wrap(file: string, index: number, line: number, codeLines: string[], run: boolean, browser: boolean): ReadmeBlock {
+  const fileName = join(DOCS_DIR, `${file.replace(/\.md$/, '').replace(/[^A-Za-z0-9]+/g, '-').toLowerCase()}-block-${index}.ts`);
+  if (browser) {
+    // A page script is a script of its own: no imports, no Node context; wrapped only to keep it a module.
+    const header = ['export {};'];
+    return { file, index, line, code: codeLines.join('\n'), run: false, browser, fileName, source: [...header, ...codeLines, ''].join('\n'), bodyOffset: header.length };
+  }
   const imports: string[] = [];
   const body: string[] = [];
   let inImport = false;
@@ -103,12 +121,26 @@ function wrap(file: string, index: number, line: number, codeLines: string[], ru
     '  {',
   ];
   const source = [...header, ...body, '  }', '}', ''].join('\n');
-  const slug = file.replace(/\.md$/, '').replace(/[^A-Za-z0-9]+/g, '-').toLowerCase();
-  return { file, index, line, code: codeLines.join('\n'), run, fileName: join(DOCS_DIR, `doc-block-${slug}-${index}.ts`), source, bodyOffset: header.length };
+  return { file, index, line, code: codeLines.join('\n'), run, browser, fileName, source, bodyOffset: header.length };
 }
 
-/** Type-checks all blocks in one program; returns the diagnostics as `<file>:<line>: <message>`. */
+/** Type-checks the Node blocks in one program; returns the diagnostics as `<file>:<line>: <message>`. */
 export function typeCheck(blocks: ReadmeBlock[]): string[] {
+  return check(
+    blocks.filter((block) => !block.browser),
+    {},
+  );
+}
+
+/** Type-checks the page scripts (`<!-- doc-test: browser -->`) with the DOM's types and no Node types. */
+export function typeCheckBrowser(blocks: ReadmeBlock[]): string[] {
+  return check(
+    blocks.filter((block) => block.browser),
+    { lib: ['lib.es2022.d.ts', 'lib.dom.d.ts', 'lib.dom.iterable.d.ts'], types: [] },
+  );
+}
+
+function check(blocks: ReadmeBlock[], overrides: ts.CompilerOptions): string[] {
   const configFile = ts.readConfigFile(join(ROOT, 'tsconfig.json'), ts.sys.readFile);
   const parsed = ts.parseJsonConfigFileContent(configFile.config, ts.sys, ROOT);
   const options: ts.CompilerOptions = {
@@ -119,6 +151,7 @@ export function typeCheck(blocks: ReadmeBlock[]): string[] {
     noUnusedParameters: false,
     baseUrl: ROOT,
     paths: { 'mongoose-pessimistic-lock': ['src/index.ts'] },
+    ...overrides,
   };
   const virtual = new Map(blocks.map((block) => [block.fileName, block]));
   const host = ts.createCompilerHost(options, true);

@@ -1,0 +1,303 @@
+/**
+ * The plugin against the raw driver sending the identical commands (issue 16, Performance).
+ *
+ * One plugin operation is recorded on the wire (command monitoring) and replayed with
+ * `db.command`, so the difference is the plugin's own client-side cost (argument checks, hashing,
+ * building the commands, Mongoose's casting and hydration, the guard's bookkeeping). The replay is
+ * made to be the same commands, not merely the same command names:
+ *  - the driver's envelope is its own (`lsid`, `$clusterTime`, `$db`), on one explicit session;
+ *  - a retryable write (the plugin's acquire and release carry a `txnNumber`: the driver's
+ *    retryable writes) is sent with a `txnNumber` of its own on that session, so the server does
+ *    the same retryable-write bookkeeping for both;
+ *  - the commands of a transaction (`startTransaction` / `autocommit: false`, then
+ *    `commitTransaction`) are sent in a transaction of that session (`startTransaction()`,
+ *    `db.command(..., { session })`, `commitTransaction()`), which gives them the same fields;
+ *  - every random value of the recording (acquisition tokens, claim values) and every value the
+ *    benchmark varies (a saved field) is replaced per cycle, so neither side repeats a command
+ *    or makes a write a no-op; the replacement is done before the cycle's timer starts.
+ * `checkIdentical` compares the replay's commands with the plugin's, field by field, once before
+ * timing: a replay that differs (another field, another value) stops the benchmark.
+ *
+ * Both sides run interleaved (plugin, replay, plugin, ...), so load from other processes hits
+ * both alike, in several rounds; each round gives ratios of p50, of the mean and of the process's
+ * CPU time per operation (the emulator runs in this process: CPU time is the client's and the
+ * server's), and the spread over rounds is reported with them.
+ */
+import { randomBytes } from 'node:crypto';
+import { isDeepStrictEqual } from 'node:util';
+import { mongo, type Connection } from 'mongoose';
+import type { ClientSession, Db, Document } from 'mongodb';
+
+const IGNORED = new Set(['hello', 'isMaster', 'ismaster', 'ping', 'endSessions', 'getMore']);
+/** The driver's envelope of a command: added by the driver to whatever it sends. */
+const ENVELOPE = ['lsid', '$clusterTime', '$db', 'txnNumber', 'startTransaction', 'autocommit', '$readPreference'];
+
+/** Full command documents sent (other than handshake and monitoring) while `fn` runs. */
+export async function recordCommands(connection: Connection, fn: () => Promise<unknown>): Promise<Document[]> {
+  const seen: Document[] = [];
+  const listener = (event: { commandName: string; command: Document }) => {
+    if (!IGNORED.has(event.commandName)) seen.push(event.command);
+  };
+  connection.getClient().on('commandStarted', listener);
+  try {
+    await fn();
+  } finally {
+    connection.getClient().off('commandStarted', listener);
+  }
+  return seen;
+}
+
+/** A recorded command without the driver's envelope, ready for db.command. */
+export function stripEnvelope(command: Document): Document {
+  const rest: Document = {};
+  for (const [key, value] of Object.entries(command)) if (!ENVELOPE.includes(key)) rest[key] = value;
+  return rest;
+}
+
+/** A deep copy of `value` with every primitive found in `map` replaced (BSON values and dates kept). */
+export function substitute(value: unknown, map: ReadonlyMap<unknown, unknown>): unknown {
+  if (map.has(value)) return map.get(value);
+  if (Array.isArray(value)) return value.map((v) => substitute(v, map));
+  if (value === null || typeof value !== 'object' || (value as { _bsontype?: string })._bsontype || value instanceof Date) return value;
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(value)) out[k] = substitute(v, map);
+  return out;
+}
+
+/** A fresh value of the plugin's random tokens' form (16 random bytes, base64url). */
+export const freshToken = (): string => randomBytes(16).toString('base64url');
+
+/** The form of the plugin's random tokens (lock-store.ts, newLockToken). */
+const TOKEN = /^[A-Za-z0-9_-]{22}$/;
+
+/** Every string of the recording that looks like one of the plugin's random tokens, in order of first appearance. */
+export function recordedTokens(commands: Document[]): string[] {
+  const found = new Set<string>();
+  const walk = (value: unknown): void => {
+    if (typeof value === 'string' && TOKEN.test(value)) found.add(value);
+    else if (Array.isArray(value)) value.forEach(walk);
+    else if (value !== null && typeof value === 'object' && !(value as { _bsontype?: string })._bsontype && !(value instanceof Date)) Object.values(value).forEach(walk);
+  };
+  commands.forEach(walk);
+  return [...found];
+}
+
+/** Recorded commands as the replay sends them: stripped, and how each must be sent. */
+export interface ReplayCommand {
+  body: Document;
+  /** A retryable write: sent with a txnNumber of the replay's session. */
+  retryable: boolean;
+  /** Starts a transaction on the replay's session (the first command of one). */
+  startsTransaction: boolean;
+  /** Inside a transaction (`autocommit: false`). */
+  inTransaction: boolean;
+  /** `commitTransaction`: commits the replay's transaction. */
+  commits: boolean;
+}
+
+export function replayable(recorded: Document[]): ReplayCommand[] {
+  return recorded.map((command) => ({
+    body: stripEnvelope(command),
+    retryable: command.txnNumber !== undefined && command.autocommit === undefined,
+    startsTransaction: command.startTransaction === true,
+    inTransaction: command.autocommit === false,
+    commits: 'commitTransaction' in command,
+  }));
+}
+
+/** Sends replayed commands on one explicit session, as the driver sent the recorded ones. */
+export class Replayer {
+  private readonly session: ClientSession;
+  private txnNumber: number;
+
+  constructor(private readonly db: Db, client: Connection) {
+    // Not causally consistent: the driver's implicit sessions (the plugin's) are not, and an
+    // explicit session would add `readConcern: { afterClusterTime }` to every read.
+    this.session = client.getClient().startSession({ causalConsistency: false }) as unknown as ClientSession;
+    // Above every txnNumber the pool's server sessions used so far (the server refuses going back).
+    this.txnNumber = 1_000_000_000;
+  }
+
+  /**
+   * Sends `commands` with `bodies`; `instead` replaces the command at an index by a function run
+   * on the replay's session at that point (in its transaction, if the command was in one).
+   */
+  async send(commands: ReplayCommand[], bodies: Document[], instead?: ReadonlyMap<number, (session: ClientSession) => Promise<unknown>>): Promise<void> {
+    for (const [i, command] of commands.entries()) {
+      const body = bodies[i]!;
+      const own = instead?.get(i);
+      if (own) {
+        if (command.startsTransaction) this.session.startTransaction();
+        await own(this.session);
+      } else if (command.commits) {
+        await this.session.commitTransaction();
+      } else if (command.inTransaction) {
+        if (command.startsTransaction) this.session.startTransaction();
+        await this.db.command(body, { session: this.session });
+      } else if (command.retryable) {
+        await this.db.command({ ...body, txnNumber: mongo.Long.fromNumber(++this.txnNumber) }, { session: this.session });
+      } else {
+        await this.db.command(body, { session: this.session });
+      }
+    }
+  }
+
+  async end(): Promise<void> {
+    await this.session.endSession();
+  }
+}
+
+/**
+ * What the server receives of a command, without what legitimately differs between two runs: the
+ * session id, the cluster time, the txnNumber's value, and the random tokens (each replaced by
+ * its position of first appearance, so a token used twice must be used twice on both sides).
+ */
+function comparable(commands: Document[]): Document[] {
+  const tokens = new Map<string, string>();
+  const walk = (value: unknown): unknown => {
+    if (typeof value === 'string' && TOKEN.test(value)) {
+      if (!tokens.has(value)) tokens.set(value, `<token ${tokens.size}>`);
+      return tokens.get(value);
+    }
+    if (Array.isArray(value)) return value.map(walk);
+    if (value === null || typeof value !== 'object' || (value as { _bsontype?: string })._bsontype || value instanceof Date) return value;
+    const out: Record<string, unknown> = {};
+    for (const [k, v] of Object.entries(value)) out[k] = walk(v);
+    return out;
+  };
+  return commands.map(({ lsid: _lsid, $clusterTime: _clusterTime, txnNumber, ...rest }) => ({ ...(walk(rest) as Document), txnNumber: txnNumber === undefined ? undefined : '<present>' }));
+}
+
+/** Throws unless two recordings are the same commands (see `comparable`). */
+export function assertSameCommands(what: string, pluginSent: Document[], replaySent: Document[]): void {
+  const expected = comparable(pluginSent);
+  const actual = comparable(replaySent);
+  if (expected.length !== actual.length || expected.some((c, i) => !isDeepStrictEqual(c, actual[i]))) {
+    throw new Error(`bench: the replay of ${what} is not the plugin's commands.\nplugin: ${JSON.stringify(expected)}\nreplay: ${JSON.stringify(actual)}`);
+  }
+}
+
+/**
+ * Checks that the replay sends the plugin's commands: `pluginOp` and `replayOp` each perform one
+ * operation (with the same values, tokens aside).
+ */
+export async function checkIdentical(connection: Connection, what: string, pluginOp: () => Promise<unknown>, replayOp: () => Promise<unknown>): Promise<void> {
+  assertSameCommands(what, await recordCommands(connection, pluginOp), await recordCommands(connection, replayOp));
+}
+
+/** Per side of a comparison: p50 and mean latency (ms) and process CPU time (user + system, ms) per operation. */
+export interface SideStats {
+  p50: number;
+  mean: number;
+  cpu: number;
+}
+
+/** One round: each side's figures, and the plugin's ratios to the raw replay (and to the Mongoose side, if any). */
+export interface RoundResult {
+  plugin: SideStats;
+  raw: SideStats;
+  /** The plugin's commands with Mongoose doing its own part (the load, the save, the update) and the raw driver the rest. */
+  mongoose?: SideStats;
+  ratio: SideStats;
+  /** The Mongoose side against the raw replay: Mongoose's share of the plugin's ratio. */
+  mongooseRatio?: SideStats;
+}
+
+export interface Spread {
+  median: number;
+  min: number;
+  max: number;
+}
+
+export interface ReplayComparison {
+  operation: string;
+  /** The commands of one operation, as replayed. */
+  commands: string[];
+  /** What the Mongoose side does with Mongoose, when there is one. */
+  mongooseSide?: string;
+  cycles: number;
+  rounds: RoundResult[];
+  /** The plugin against the raw replay, over rounds. */
+  ratioP50: Spread;
+  ratioMean: Spread;
+  ratioCpu: Spread;
+  /** The Mongoose side against the raw replay, over rounds. */
+  mongooseRatioP50?: Spread;
+  mongooseRatioCpu?: Spread;
+}
+
+/** One timed side of a comparison: `prepare` (untimed) then `run` (timed) per cycle. */
+export interface Side {
+  prepare?: (i: number) => Promise<void> | void;
+  run: (i: number) => Promise<unknown>;
+}
+
+const round = (x: number, digits = 3) => Math.round(x * 10 ** digits) / 10 ** digits;
+
+function spread(values: number[]): Spread {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  const median = sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+  return { median: round(median, 2), min: round(sorted[0]!, 2), max: round(sorted[sorted.length - 1]!, 2) };
+}
+
+function stats(times: number[], cpu: number): SideStats {
+  const sorted = [...times].sort((a, b) => a - b);
+  return { p50: round(sorted[Math.ceil(sorted.length / 2) - 1]!), mean: round(times.reduce((a, b) => a + b, 0) / times.length), cpu: round(cpu / times.length) };
+}
+
+const ratioOf = (a: SideStats, b: SideStats): SideStats => ({ p50: round(a.p50 / b.p50), mean: round(a.mean / b.mean), cpu: round(a.cpu / b.cpu) });
+
+/**
+ * Runs the sides interleaved (in turn, the order rotating every cycle so that none always follows
+ * another): `warmup` untimed cycles, then `rounds` rounds of `cycles`.
+ */
+export async function compare(
+  operation: string,
+  commands: string[],
+  sides: { plugin: Side; raw: Side; mongoose?: Side },
+  options: { cycles: number; rounds: number; warmup: number; mongooseSide?: string },
+): Promise<ReplayComparison> {
+  const names = (['plugin', 'raw', 'mongoose'] as const).filter((name) => sides[name] !== undefined);
+  let i = 0;
+  const once = async (side: Side): Promise<{ ms: number; cpu: number }> => {
+    const k = i++;
+    await side.prepare?.(k);
+    const cpu0 = process.cpuUsage();
+    const t0 = performance.now();
+    await side.run(k);
+    const ms = performance.now() - t0;
+    const cpu = process.cpuUsage(cpu0);
+    return { ms, cpu: (cpu.user + cpu.system) / 1000 };
+  };
+  for (let w = 0; w < options.warmup; w++) for (const name of names) await once(sides[name]!);
+  const rounds: RoundResult[] = [];
+  for (let r = 0; r < options.rounds; r++) {
+    const times: Record<string, number[]> = Object.fromEntries(names.map((n) => [n, []]));
+    const cpu: Record<string, number> = Object.fromEntries(names.map((n) => [n, 0]));
+    for (let c = 0; c < options.cycles; c++) {
+      for (let k = 0; k < names.length; k++) {
+        const name = names[(c + k) % names.length]!;
+        const t = await once(sides[name]!);
+        times[name]!.push(t.ms);
+        cpu[name]! += t.cpu;
+      }
+    }
+    const plugin = stats(times.plugin!, cpu.plugin!);
+    const raw = stats(times.raw!, cpu.raw!);
+    const mongoose = sides.mongoose ? stats(times.mongoose!, cpu.mongoose!) : undefined;
+    rounds.push({ plugin, raw, ...(mongoose ? { mongoose } : {}), ratio: ratioOf(plugin, raw), ...(mongoose ? { mongooseRatio: ratioOf(mongoose, raw) } : {}) });
+  }
+  const withMongoose = rounds.every((r) => r.mongooseRatio);
+  return {
+    operation,
+    commands,
+    ...(options.mongooseSide ? { mongooseSide: options.mongooseSide } : {}),
+    cycles: options.cycles,
+    rounds,
+    ratioP50: spread(rounds.map((r) => r.ratio.p50)),
+    ratioMean: spread(rounds.map((r) => r.ratio.mean)),
+    ratioCpu: spread(rounds.map((r) => r.ratio.cpu)),
+    ...(withMongoose ? { mongooseRatioP50: spread(rounds.map((r) => r.mongooseRatio!.p50)), mongooseRatioCpu: spread(rounds.map((r) => r.mongooseRatio!.cpu)) } : {}),
+  };
+}

@@ -1,0 +1,225 @@
+/**
+ * Loading the document a lock call has just locked: exactly the document
+ * `Model.findById(id).read('primary')` returns, built without Mongoose's query machinery when that
+ * machinery cannot change the result (issue 16, Performance).
+ *
+ * What `findById(id).read('primary')` does (Mongoose 9.12 and 8.24, lib/model.js and lib/query.js):
+ *  1. `Model.findById` → `Model.findOne({ _id: id })`: a new `model.Query` on `model.$__collection`
+ *     (the Query constructor copies the schema's `collation` into the options); `Query.findOne`
+ *     merges the filter and, for a discriminator model, adds its key (prepareDiscriminatorCriteria);
+ *     `.read('primary')` sets `options.readPreference = { mode: 'primary', tags: undefined }`.
+ *     The Query constructor's `setOptions({})` (through mquery) copies a schema's `lean` option
+ *     into the query, so for such a schema findById returns a plain object; the lock call's load
+ *     is then `findById(id).read('primary').lean(false)`, which the direct load equals.
+ *  2. `Query.exec`: the `mongoose:query` tracing channel (9.x), the query's own 'exec' hooks (none
+ *     unless added to that query), then the schema's query middleware for the op 'findOne'
+ *     (`_executePreHooks` / `_executePostHooks` on `model.Query.prototype._queryMiddleware`, the
+ *     schema's hooks filtered at compile time by Model._applyQueryMiddleware). Hooks registered for
+ *     'find' do not run: the op is 'findOne'. A pre hook can change the filter (soft-delete and
+ *     tenant plugins), the projection or the options, or populate.
+ *  3. `Query._findOne`: `_applyTranslateAliases`, `_castConditions` (the `_id` path's
+ *     castForQuery, setters included, with `strictQuery` / `sanitizeFilter`), the connection's and
+ *     Mongoose's global `maxTimeMS` and `allowDiskUse` (applyGlobalMaxTimeMS / applyGlobalDiskUse),
+ *     then `_optionsForExec`: the schema's `readConcern` and `writeConcern`, the session of
+ *     `transactionAsyncLocalStorage`, the schema-level projection (`_applyPaths`: paths declared
+ *     with `select`), then `this.mongooseCollection.findOne(filter, options)`.
+ *  4. `Query._completeOne` (no populate, not lean): `completeOne` → `createModelAndInit(model, doc,
+ *     projection, userProvidedFields = {}, options)` → `createModel` (the discriminator class named
+ *     by the stored key, for a base model) and `doc.$init(raw, {})` (casting, `init` hooks,
+ *     defaults for paths the document lacks), then `$session(...)` with the query's own session
+ *     (`this.options.session`: a session from transactionAsyncLocalStorage reaches the command,
+ *     not the document). `Model.hydrate(raw)` runs the same `createModel` and `$init(raw)`
+ *     (lib/model.js, hydrate); the two differ only in `userProvidedFields` (undefined, not `{}`),
+ *     which createModel reads only to apply a discriminator's `select: false` paths (excluded below).
+ *
+ * So the direct load sends the same `findOne(filter, options)` through the same Mongoose collection
+ * and hydrates the reply with `Model.hydrate`, and it is used only for a model and a call where
+ * none of steps 1-4 can make a difference: no discriminator child (its key filter), no 'findOne'
+ * query middleware, no `select: false` path, no schema `collation` / `readConcern` /
+ * `writeConcern`, no global or connection `maxTimeMS` / `allowDiskUse`, no session from
+ * `transactionAsyncLocalStorage`, nobody subscribed to Mongoose's query tracing channel, Mongoose's
+ * own `findById` / `findOne` / `hydrate` and Query methods on the model (not overridden), and an `_id` type whose cast
+ * of the id the lock was taken on is that very value (built-in types, no setter of the
+ * application's own: see `idPathProblem`). Otherwise the load is `findById(id).read('primary')`.
+ * __tests__/plugin/locked-document-load.test.ts checks both paths against findById.
+ */
+import { hasSubscribers } from 'node:diagnostics_channel';
+import type { HydratedDocument, Schema, SchemaType, mongo } from 'mongoose';
+import type { AnyModel } from './runtime';
+
+type AnyDoc = HydratedDocument<unknown>;
+
+/**
+ * `_id` types whose cast of an id freshId returned (id-value.ts) is the same BSON value: the value
+ * was cast to the path's type already (arguments.ts, idCaster), and these types' cast of a value of
+ * their own type returns it (a Buffer id comes back as a Binary of the same subtype, a UUID as the
+ * same 16 bytes). Not `Double` (its cast makes a BSON double of an integer the driver would send
+ * as an int32), `Mixed` or custom types.
+ */
+const DIRECT_ID_TYPES: ReadonlySet<string> = new Set(['ObjectId', 'String', 'Number', 'Buffer', 'UUID', 'Decimal128', 'Date', 'BigInt', 'Int32']);
+
+/** The channels of Mongoose 9's `mongoose:query` tracing channel (lib/tracing.js; Node's TracingChannel names). */
+const QUERY_TRACING_CHANNELS = ['start', 'end', 'asyncStart', 'asyncEnd', 'error'].map((event) => `tracing:mongoose:query:${event}`);
+
+/**
+ * The Query methods findById(id).read('primary') runs (steps 1-4 above): a model's query helper
+ * (`schema.query`, installed on the model's own Query prototype) with one of these names replaces it.
+ */
+const QUERY_METHODS = ['findOne', 'read', 'setOptions', 'exec', '_findOne', '_castConditions', '_applyTranslateAliases', '_optionsForExec', '_applyPaths', '_completeOne', 'cast'];
+
+/** Internals of a compiled model read here (lib/model.js compile and _applyQueryMiddleware). */
+interface ModelInternals {
+  baseModelName?: string;
+  discriminators?: Record<string, AnyModel>;
+  Query: { prototype: { _queryMiddleware?: { hasHooks?: (name: string) => boolean } | null } & Record<string, unknown> };
+  base: {
+    Model: { findById: unknown; findOne: unknown; hydrate: unknown };
+    Query: { prototype: Record<string, unknown> };
+    Schema: new (definition: object) => Schema;
+    options: Record<string, unknown>;
+    transactionAsyncLocalStorage?: { getStore(): { session?: unknown } | undefined };
+  };
+  db: { options?: Record<string, unknown> | null };
+}
+
+interface SchemaInternals {
+  discriminatorMapping?: { isRoot?: boolean };
+  options: { collation?: unknown; readConcern?: { level?: unknown } | null; writeConcern?: Record<string, unknown> | null };
+}
+
+interface PathInternals {
+  instance?: string;
+  setters?: unknown[];
+  selected?: unknown;
+  options?: { select?: unknown };
+  schema?: Schema;
+  /** An array's element type: `embeddedSchemaType` in Mongoose 9, `caster` in Mongoose 8 (lib/schema/array.js). */
+  embeddedSchemaType?: PathInternals;
+  caster?: PathInternals;
+  $isSchemaMap?: boolean;
+  $isMongooseArray?: boolean;
+  $isMongooseDocumentArray?: boolean;
+}
+
+/** Why the `_id` path's cast could change the id (then the load is findById), or undefined. */
+function idPathProblem(model: AnyModel): string | undefined {
+  const idPath = model.schema.path('_id') as (SchemaType & PathInternals) | undefined;
+  if (!idPath?.instance || !DIRECT_ID_TYPES.has(idPath.instance)) return `_id type ${idPath?.instance ?? 'none'}`;
+  // An ObjectId `_id` carries Mongoose's own `resetId` setter (lib/schema/objectId.js, auto()),
+  // which returns a value unchanged outside a document; any other setter is the application's.
+  const builtIn = autoIdSetter(model);
+  if ((idPath.setters ?? []).some((setter) => setter !== builtIn)) return '_id setters';
+  return undefined;
+}
+
+const autoIdSetters = new WeakMap<object, unknown>();
+/** The `resetId` setter of an auto ObjectId `_id` in the model's Mongoose. */
+function autoIdSetter(model: AnyModel): unknown {
+  const base = (model as unknown as ModelInternals).base;
+  if (!autoIdSetters.has(base)) {
+    const probe = new base.Schema({}).path('_id') as (SchemaType & PathInternals) | undefined;
+    autoIdSetters.set(base, probe?.setters?.[0]);
+  }
+  return autoIdSetters.get(base);
+}
+
+/**
+ * Whether any path of `schema` (nested schemas and array elements included) is declared with
+ * `select: false`: findById then sends a projection excluding it and builds the document with that
+ * selection (lib/queryHelpers.js, applyPaths: with no projection of the caller's, only the
+ * `excluded` paths of analyzeSchema / analyzePath, `type.selected === false`, and maps with
+ * `options.select === false`, become `{ path: 0 }`; `select: true` paths, such as a discriminator
+ * key, matter only to an inclusive projection).
+ */
+function declaresUnselected(schema: Schema, seen = new Set<Schema>()): boolean {
+  if (seen.has(schema)) return false;
+  seen.add(schema);
+  let found = false;
+  schema.eachPath((_path, type) => {
+    const t = type as SchemaType & PathInternals;
+    if (found) return;
+    if (t.selected === false || t.options?.select === false) found = true;
+    else if (t.$isMongooseArray && !t.$isMongooseDocumentArray && unselectedElement(t.embeddedSchemaType ?? t.caster)) found = true;
+    else if (t.schema && declaresUnselected(t.schema, seen)) found = true;
+  });
+  return found;
+}
+
+/** An array element type declared with `select: false` (applyPaths analyzes it in the array's place). */
+const unselectedElement = (element: PathInternals | undefined) => element?.selected === false || element?.options?.select === false;
+
+/** Why the model's static shape needs findById, or undefined; cached per model and discriminator count. */
+function modelProblem(model: AnyModel): string | undefined {
+  const internals = model as unknown as ModelInternals;
+  const schema = model.schema as unknown as SchemaInternals;
+  if (internals.baseModelName !== undefined || schema.discriminatorMapping?.isRoot === false) return 'discriminator model';
+  const idProblem = idPathProblem(model);
+  if (idProblem) return idProblem;
+  const options = schema.options;
+  if (options.collation != null) return 'schema collation';
+  if (options.readConcern?.level != null) return 'schema readConcern';
+  if (options.writeConcern != null && Object.values(options.writeConcern).some((value) => value != null)) return 'schema writeConcern';
+  const schemas = [model.schema, ...Object.values(internals.discriminators ?? {}).map((d) => d.schema)];
+  if (schemas.some((s) => declaresUnselected(s))) return 'select: false paths';
+  return undefined;
+}
+
+const staticProblems = new WeakMap<AnyModel, { discriminators: number; problem: string | undefined }>();
+
+function cachedModelProblem(model: AnyModel): string | undefined {
+  // A discriminator added later adds its schema's paths to what findById may project.
+  const discriminators = Object.keys((model as unknown as ModelInternals).discriminators ?? {}).length;
+  const cached = staticProblems.get(model);
+  if (cached && cached.discriminators === discriminators) return cached.problem;
+  const problem = modelProblem(model);
+  staticProblems.set(model, { discriminators, problem });
+  return problem;
+}
+
+const userDefined = (options: Record<string, unknown> | null | undefined, key: string) => options != null && key in options && options[key] !== undefined;
+
+/**
+ * Why this load must go through `findById(id).read('primary')`, or undefined when the direct load
+ * gives the same document. Checked on every call for what can change at run time (hooks, global
+ * options, the async-local transaction, tracing subscribers, overridden methods).
+ */
+export function directLoadProblem(model: AnyModel): string | undefined {
+  const internals = model as unknown as ModelInternals;
+  const base = internals.base;
+  const queryProto = internals.Query.prototype;
+  const middleware = queryProto._queryMiddleware;
+  if (middleware != null && (typeof middleware.hasHooks !== 'function' || middleware.hasHooks('findOne'))) return "'findOne' query middleware";
+  if (model.findById !== base.Model.findById || model.findOne !== base.Model.findOne || model.hydrate !== base.Model.hydrate) return 'findById, findOne or hydrate overridden';
+  if (QUERY_METHODS.some((name) => queryProto[name] !== base.Query.prototype[name])) return 'query methods overridden';
+  for (const option of ['maxTimeMS', 'allowDiskUse']) {
+    if (userDefined(internals.db.options, option) || userDefined(base.options, option)) return `${option} option`;
+  }
+  if (base.transactionAsyncLocalStorage?.getStore()?.session != null) return 'transactionAsyncLocalStorage session';
+  if (QUERY_TRACING_CHANNELS.some((name) => hasSubscribers(name))) return 'query tracing subscribers';
+  return cachedModelProblem(model);
+}
+
+function schemaSetsLean(model: AnyModel): boolean {
+  const options = (model.schema as unknown as { options: Record<string, unknown> }).options;
+  return 'lean' in options && options.lean != null;
+}
+
+/**
+ * Loads the document with `_id` equal to `documentId` (the value the lock was taken on, already
+ * cast: arguments.ts) from the primary, as `model.findById(documentId).read('primary')` would (with
+ * `.lean(false)` when the schema sets `lean`: a lock call always returns a document).
+ */
+export async function loadDocument(model: AnyModel, documentId: unknown): Promise<AnyDoc | null> {
+  if (directLoadProblem(model) !== undefined) {
+    const query = model.findById(documentId).read('primary');
+    // A schema's `lean` option reaches every query the Query constructor builds (mquery calls
+    // setOptions({}), lib/query.js setOptions), so findById would return a plain object: a lock
+    // call returns a document (its unlock, save, heldLock), hence `.lean(false)`, and only then.
+    if (schemaSetsLean(model)) query.lean(false);
+    return (await query) as AnyDoc | null;
+  }
+  // The arguments Query._findOne passes for this query (steps 1 and 3 above): the cast filter, which
+  // is the id itself, and the options `.read('primary')` left.
+  const raw = await model.collection.findOne({ _id: documentId } as mongo.Filter<mongo.Document>, { readPreference: { mode: 'primary', tags: undefined } } as never);
+  return raw ? (model.hydrate(raw) as AnyDoc) : null;
+}
