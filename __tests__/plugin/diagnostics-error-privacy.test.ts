@@ -117,3 +117,31 @@ test("a single lock's database error on the lock channel carries no owner key", 
   const ownerKey = createHash('sha256').update(owner).digest('base64url');
   expect({ leaksOwnerKey: recorder.texts[0]!.includes(ownerKey) }).toEqual({ leaksOwnerKey: false });
 });
+
+test("a guarded write's database error on the write channel carries no owner key", async () => {
+  const owner = 'owner-secret-write-51aa';
+  const id = (await WorkItem.create({ title: 'w' }))._id;
+  const item = await WorkItem.lock(id, owner);
+  const locks = WorkItem.lockModel().collection.collectionName;
+  const raw = new mongo.MongoClient(testUri());
+  const setValidator = (validator: object) => raw.db(db.name).command({ collMod: locks, validator });
+  await setValidator({ owner: { $type: 'int' } });
+  const recorder = recordErrors();
+  let rejected: unknown;
+  try {
+    item.title = 'guarded';
+    rejected = await item.saveAndUnlock().then(
+      () => undefined,
+      (error: unknown) => error,
+    );
+  } finally {
+    recorder.stop();
+    await setValidator({});
+    await raw.close();
+  }
+  expect(rejected).toBeInstanceOf(Error);
+  expect(recorder.texts.length).toBeGreaterThan(0);
+  const ownerKey = createHash('sha256').update(owner).digest('base64url');
+  expect(recorder.texts.map((text) => text.includes(ownerKey))).toEqual(recorder.texts.map(() => false));
+  await WorkItem.forceUnlock(id);
+});
