@@ -86,3 +86,21 @@ test('a handle whose document was saveAndUnlocked never publishes lost', async (
   await sleep(2_000);
   expect(recorder.events.filter((e) => e.channel === 'lost').map((e) => e.message)).toEqual([]);
 });
+
+test("a handle whose document was unlocked with doc.unlock() never publishes lost", async () => {
+  const id = await newItem();
+  const handle = await WorkItem.acquireLock(id, 'alice', { ttl: 1_000 });
+  recorder = recordNamed();
+  await handle.document.unlock();
+  await sleep(2_000);
+  expect(recorder.events.filter((e) => e.channel === 'lost').map((e) => e.message)).toEqual([]);
+});
+
+test('a group handle whose documents were released with unlockMany never publishes lost', async () => {
+  const ids = [await newItem(), await newItem()];
+  const group = await WorkItem.acquireLocks(ids, 'alice', { ttl: 1_000 });
+  recorder = recordNamed();
+  await WorkItem.unlockMany(group.documents);
+  await sleep(2_000);
+  expect(recorder.events.filter((e) => e.channel === 'lost').map((e) => e.message)).toEqual([]);
+});
