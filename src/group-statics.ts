@@ -7,7 +7,7 @@
  */
 import { untraced } from './diagnostics-install';
 import type { HydratedDocument } from 'mongoose';
-import { validateLockCallOptions, validateOwner, type IdCaster, type ResolvedCallOptions } from './arguments';
+import { readArgumentArray, validateLockCallOptions, validateOwner, type CastId, type ResolvedCallOptions } from './arguments';
 import { InvalidLockArgumentError } from './errors';
 import { typedErrors } from './failures';
 import { MAX_LOCK_MANY_IDS, castIdList, validateIdList } from './group-arguments';
@@ -23,7 +23,8 @@ type AnyDoc = HydratedDocument<unknown>;
 /** What locking a model's documents needs, from the plugin application of its schema. */
 export interface GroupContext {
   runtimeOf: RuntimeOf;
-  castId: IdCaster;
+  /** The schema's `_id` caster: the id sent and the id the document is loaded by (arguments.ts). */
+  castId: (model: AnyModel, id: unknown) => CastId;
   ownerKey: OwnerKey;
   /** The plugin's `ttl` option for this schema. */
   defaultTtl: number;
@@ -41,11 +42,11 @@ export function groupContextOf(model: unknown): GroupContext | undefined {
 /** The group's members for `ids` of one model, validated and cast (nothing is sent before this succeeds). */
 export function membersOf(model: AnyModel, context: GroupContext, ids: unknown, owner: unknown): { members: GroupMember[]; owner: string } {
   const list = validateIdList(ids);
-  const documentIds = castIdList(list, (id) => context.castId(model, id));
+  const cast = castIdList(list, (id) => context.castId(model, id));
   const who = validateOwner(owner);
   const runtime = context.runtimeOf(model);
   const ownerKey = context.ownerKey(who);
-  return { members: list.map((rawId, i) => ({ model, rawId, documentId: documentIds[i], ownerKey, runtime })), owner: who };
+  return { members: cast.map(({ documentId, loadId }) => ({ model, rawId: loadId, documentId, ownerKey, runtime })), owner: who };
 }
 
 /** Takes the group and wraps it in a handle (renewal, signal, release together). */
@@ -66,15 +67,18 @@ export async function runWithGroup(operation: string, open: () => Promise<LockGr
   }
 }
 
-/** The documents of one `unlockMany` / `unlockAll` call: an array of 1..MAX_LOCK_MANY_IDS documents. */
+/** The documents of one `unlockMany` / `unlockAll` call: an array of 1..MAX_LOCK_MANY_IDS documents, read once (readArgumentArray). */
 export function validateDocumentList(docs: unknown, accepts: (doc: unknown) => boolean, expected: string): object[] {
-  if (!Array.isArray(docs)) throw new InvalidLockArgumentError('docs', `expected an array of locked documents, got ${describeValue(docs)}.`);
-  if (docs.length === 0) throw new InvalidLockArgumentError('docs', 'expected at least one document, got an empty array.');
-  if (docs.length > MAX_LOCK_MANY_IDS) throw new InvalidLockArgumentError('docs', `expected at most ${MAX_LOCK_MANY_IDS} documents in one call, got ${docs.length}.`);
-  docs.forEach((doc, i) => {
-    if (!accepts(doc)) throw new InvalidLockArgumentError(`docs[${i}]`, `expected ${expected}, got ${describeValue(doc)}.`);
+  const list = readArgumentArray(docs, 'docs', {
+    expected: 'an array of locked documents',
+    max: MAX_LOCK_MANY_IDS,
+    tooMany: (length) => `expected at most ${MAX_LOCK_MANY_IDS} documents in one call, got ${length}.`,
   });
-  return docs as object[];
+  if (list.length === 0) throw new InvalidLockArgumentError('docs', 'expected at least one document, got an empty array.');
+  for (let i = 0; i < list.length; i++) {
+    if (!accepts(list[i])) throw new InvalidLockArgumentError(`docs[${i}]`, `expected ${expected}, got ${describeValue(list[i])}.`);
+  }
+  return list as object[];
 }
 
 export function installGroupStatics(schema: AnySchema, context: GroupContext): void {

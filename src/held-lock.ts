@@ -3,6 +3,7 @@
  * document (never on it), so locking adds nothing to the document's data or its JSON.
  */
 import { LockExpiredError, LockNotHeldError, type LockLossReason } from './errors';
+import { idKey } from './id-key';
 import { leaseDeadline, leaseFloor, monotonicNow, type GrantTiming } from './lease';
 
 /** The lock a document carries, as returned by `doc.heldLock()`. */
@@ -45,8 +46,37 @@ export interface HeldLock {
   msLeft(): number;
 }
 
+/**
+ * What this process knows of one acquisition's lease, shared by every instance that carries it
+ * (the instance that took the lock, its handle, an instance of a resume of the same acquisition in
+ * this process): property 13 holds for each of them only if each hears of every command that
+ * moved the lock's expiry on the server. Found by the document's `_id` and the acquisition's token.
+ */
+interface Lease {
+  /** Monotonic instant until which this process may count on the lock (lease.ts, leaseDeadline). */
+  validUntil: number;
+  /** The server's expiry, from the reply that last set `validUntil`. */
+  expiresAt: Date;
+  /** Monotonic clock reading taken immediately before that command was sent. */
+  grantedAtMonotonic: number;
+  /** The server's clock (`$$NOW`) of that command, in ms since the epoch. */
+  serverTimeAtGrant: number;
+  /** Extensions and resumes of this acquisition sent and not yet answered (startExtension). */
+  inFlight: number;
+  /** The extensions answered since `inFlight` last rose from 0 (see finishExtension). */
+  round: { bound: number; applied: GrantTiming | undefined } | undefined;
+  /** Set when the holder released the acquisition (any instance of it): nothing is held. */
+  released: boolean;
+  /** The ttl of the instance that first carried this acquisition: what a resume without its own ttl adds (the record's `ttl`). */
+  readonly ttl: number;
+  /** Called after every change of the above (a handle re-arms its timers). */
+  readonly listeners: Set<() => void>;
+}
+
 export interface HeldLockState {
   lock: HeldLock;
+  /** The acquisition's lease, shared with every other instance of it in this process. */
+  readonly lease: Lease;
   /**
    * Monotonic clock reading taken immediately before the command that granted (or last resumed
    * or extended) the lock was sent.
@@ -74,39 +104,160 @@ const states = new WeakMap<object, HeldLockState>();
  */
 export type HeldLockFields = Omit<HeldLock, 'msLeft' | 'ticket'> & { ticket: string | (() => string) };
 
-/** The state of a lock just granted (or resumed) by a command timed by `timing`. */
+/**
+ * The leases of the acquisitions instances of this process carry, by `_id` and token: kept only
+ * while an instance refers to one (a WeakRef; the entry is dropped once it is collected).
+ */
+const leases = new Map<string, WeakRef<Lease>>();
+const forgetLease = new FinalizationRegistry<string>((key) => {
+  if (leases.get(key)?.deref() === undefined) leases.delete(key);
+});
+
+function leaseKey(documentId: unknown, token: string): string {
+  return `${token} ${idKey(documentId)}`;
+}
+
+function knownLease(documentId: unknown, token: string): Lease | undefined {
+  const lease = leases.get(leaseKey(documentId, token))?.deref();
+  return lease && !lease.released ? lease : undefined;
+}
+
+function changed(lease: Lease): void {
+  for (const listener of [...lease.listeners]) listener();
+}
+
+/**
+ * The state of a lock just granted (or resumed) by a command timed by `timing`. A resume of an
+ * acquisition an instance of this process already carries joins that instance's lease: its own
+ * extension was accounted there (LockStore.resume, startResume); the minimum with its own lease
+ * covers a resume that was sent before that lease was known here.
+ */
 export function newHeldLockState(fields: HeldLockFields, timing: GrantTiming): HeldLockState {
-  const { ticket } = fields;
+  const key = leaseKey(fields.documentId, fields.token);
+  let lease = knownLease(fields.documentId, fields.token);
+  if (lease) {
+    const deadline = leaseDeadline(timing);
+    if (deadline < lease.validUntil) {
+      lease.validUntil = deadline;
+      changed(lease);
+    }
+  } else {
+    lease = {
+      validUntil: leaseDeadline(timing),
+      expiresAt: timing.expiresAt,
+      grantedAtMonotonic: timing.sentAt,
+      serverTimeAtGrant: timing.serverNow.getTime(),
+      inFlight: 0,
+      round: undefined,
+      released: false,
+      ttl: fields.ttl,
+      listeners: new Set(),
+    };
+    leases.set(key, new WeakRef(lease));
+    forgetLease.register(lease, key);
+  }
+  const shared = lease;
+  const { ticket, ...rest } = fields;
   let issued = typeof ticket === 'string' ? ticket : undefined;
-  // One literal, fields in HeldLock's order, the ticket a getter (read-only, like the rest).
-  const lock: HeldLock = {
-    documentId: fields.documentId,
-    owner: fields.owner,
-    token: fields.token,
-    fence: fields.fence,
-    acquiredAt: fields.acquiredAt,
-    expiresAt: fields.expiresAt,
-    ttl: fields.ttl,
-    get ticket() {
-      return (issued ??= (ticket as () => string)());
+  const lock = { ...rest, msLeft: () => (state.lost === undefined && !shared.released ? Math.max(0, shared.validUntil - monotonicNow()) : 0) } as unknown as HeldLock;
+  // The ticket is computed when first read (it hashes the document id, and most locks are never
+  // continued in a later request); read-only, like the rest.
+  Object.defineProperty(lock, 'ticket', {
+    enumerable: true,
+    get: () => (issued ??= (ticket as () => string)()),
+  });
+  Object.defineProperty(lock, 'expiresAt', {
+    enumerable: true,
+    get: () => shared.expiresAt,
+    set: (value: Date) => {
+      shared.expiresAt = value;
     },
-    label: fields.label,
-    msLeft: () => (state.lost === undefined ? Math.max(0, state.validUntil - monotonicNow()) : 0),
-  };
+  });
   const state: HeldLockState = {
     lock,
-    grantedAtMonotonic: timing.sentAt,
-    serverTimeAtGrant: timing.serverNow.getTime(),
-    validUntil: leaseDeadline(timing),
+    lease: shared,
+    get grantedAtMonotonic() {
+      return shared.grantedAtMonotonic;
+    },
+    set grantedAtMonotonic(value: number) {
+      shared.grantedAtMonotonic = value;
+    },
+    get serverTimeAtGrant() {
+      return shared.serverTimeAtGrant;
+    },
+    set serverTimeAtGrant(value: number) {
+      shared.serverTimeAtGrant = value;
+    },
+    get validUntil() {
+      return shared.validUntil;
+    },
+    set validUntil(value: number) {
+      shared.validUntil = value;
+      changed(shared);
+    },
     lost: undefined,
     pendingRelease: undefined,
   };
   return state;
 }
 
-/** Milliseconds this process may still count on the lock (negative once the lease ran out). */
+/** Milliseconds this process may still count on the lock (negative once the lease ran out or the holder released it). */
 export function leaseLeft(state: HeldLockState): number {
-  return state.validUntil - monotonicNow();
+  return state.lease.released ? -Infinity : state.lease.validUntil - monotonicNow();
+}
+
+/** Calls `listener` after every change of the acquisition's lease (any instance's); returns the unsubscribe. */
+export function onLeaseChange(state: HeldLockState, listener: () => void): () => void {
+  state.lease.listeners.add(listener);
+  return () => state.lease.listeners.delete(listener);
+}
+
+/** Whether the holder released this acquisition (through any instance of it). */
+export function leaseReleased(state: HeldLockState): boolean {
+  return state.lease.released;
+}
+
+/** Extensions or resumes of the acquisition on their way (a handle does not renew meanwhile). */
+export function extensionsInFlight(state: HeldLockState): number {
+  return state.lease.inFlight;
+}
+
+/** The holder released the acquisition (the release is known to have applied): every instance of it learns it. */
+export function releaseLease(state: HeldLockState): void {
+  if (state.lease.released) return;
+  state.lease.released = true;
+  changed(state.lease);
+}
+
+/** As releaseLease, for an acquisition named by its `_id` and token (a resume given up). */
+export function releaseKnownLease(documentId: unknown, token: string): void {
+  const lease = knownLease(documentId, token);
+  if (!lease) return;
+  lease.released = true;
+  changed(lease);
+}
+
+/**
+ * Before an extension of `ttl` is sent at `sentAt` (legacy form for group renewals, which set the
+ * lease themselves once answered): count on the lock only as long as both the current lease and
+ * the extension guarantee.
+ */
+export function beginExtension(state: HeldLockState, sentAt: number, ttl: number): void {
+  state.validUntil = Math.min(state.validUntil, leaseFloor(sentAt, ttl));
+}
+
+/** An extension (or resume) of one acquisition on its way; finishExtension settles it. */
+export interface PendingExtension {
+  readonly lease: Lease;
+  readonly sentAt: number;
+  readonly ttl: number;
+}
+
+function start(lease: Lease, sentAt: number, ttl: number): PendingExtension {
+  if (lease.inFlight++ === 0) lease.round = { bound: Infinity, applied: undefined };
+  lease.validUntil = Math.min(lease.validUntil, leaseFloor(sentAt, ttl));
+  changed(lease);
+  return { lease, sentAt, ttl };
 }
 
 /**
@@ -114,16 +265,52 @@ export function leaseLeft(state: HeldLockState): number {
  * only as long as both the current lease and the extension guarantee. An extension with a shorter
  * ttl shortens the lock on the server, and one whose outcome stays unknown must not lengthen it.
  */
-export function beginExtension(state: HeldLockState, sentAt: number, ttl: number): void {
-  state.validUntil = Math.min(state.validUntil, leaseFloor(sentAt, ttl));
+export function startExtension(state: HeldLockState, sentAt: number, ttl: number): PendingExtension {
+  return start(state.lease, sentAt, ttl);
 }
 
-/** After an extension succeeded: the server's new expiry, and the lease timed from its send. */
-export function applyExtension(state: HeldLockState, timing: GrantTiming): void {
-  state.lock.expiresAt = timing.expiresAt;
-  state.grantedAtMonotonic = timing.sentAt;
-  state.serverTimeAtGrant = timing.serverNow.getTime();
-  state.validUntil = leaseDeadline(timing);
+/** As startExtension, for a resume of an acquisition an instance of this process carries (if any does). */
+export function startResume(documentId: unknown, token: string, sentAt: number, ttl: number | undefined): PendingExtension | undefined {
+  const lease = knownLease(documentId, token);
+  // Without the caller's ttl the server adds the record's own, which is the acquisition's.
+  return lease ? start(lease, sentAt, ttl ?? lease.ttl) : undefined;
+}
+
+/**
+ * After an extension (or resume) was answered (`timing`), or failed with an unknown outcome
+ * (undefined: it may have been applied, or may still be).
+ *
+ * Each one sets `expiresAt = $$NOW + ttl` (it does not only lengthen), and mongod applies the
+ * writes of one record one after the other, so after several of them the server's expiry is the
+ * one written by the LAST APPLIED. The order in which the replies arrive does not say which one
+ * that was: a reply can be delayed, and a retried findAndModify (retryable writes, after a lost
+ * reply) is answered from the stored result of the first execution, long after later commands ran
+ * (parseOplogEntryForFindAndModify in src/mongo/db/query/write_ops/write_ops_retryability.cpp,
+ * SERVER-31242). So the rule: extensions whose flights overlap (the in-flight count did not fall
+ * to 0 between them) form a round, and the lease after the round is the MINIMUM of their leases:
+ * the last applied is one of them, and each lease is conservative for its own command (lease.ts).
+ * One whose outcome is unknown counts with its floor (it may be the last applied). While the round
+ * lasts the lease only shrinks; once it is over and at least one of them is known to have been
+ * applied, the lease before the round no longer counts (that command overwrote it).
+ */
+export function finishExtension(pending: PendingExtension, timing: GrantTiming | undefined): void {
+  const { lease } = pending;
+  const round = lease.round ?? { bound: Infinity, applied: undefined };
+  const bound = timing ? leaseDeadline(timing) : leaseFloor(pending.sentAt, pending.ttl);
+  round.bound = Math.min(round.bound, bound);
+  if (timing && (round.applied === undefined || bound <= leaseDeadline(round.applied))) round.applied = timing;
+  lease.validUntil = Math.min(lease.validUntil, bound);
+  lease.inFlight = Math.max(0, lease.inFlight - 1);
+  if (lease.inFlight === 0) {
+    if (round.applied) {
+      lease.validUntil = round.bound;
+      lease.expiresAt = round.applied.expiresAt;
+      lease.grantedAtMonotonic = round.applied.sentAt;
+      lease.serverTimeAtGrant = round.applied.serverNow.getTime();
+    }
+    lease.round = undefined;
+  }
+  changed(lease);
 }
 
 export function attachHeldLock(doc: object, state: HeldLockState): void {
@@ -166,6 +353,25 @@ export function releaseOutcomeUnknown(state: HeldLockState): boolean {
   settleRelease(state);
   const transaction = state.pendingRelease as { state?: unknown } | undefined;
   return transaction !== undefined && !OPEN_STATES.has(transaction.state);
+}
+
+/**
+ * Settles a release made in a caller's transaction that has ended, committed or not, with one
+ * read of the lock record (LockStore.verify outside a transaction: is it still this acquisition,
+ * unexpired by the server's clock?). Still ours: the transaction did not commit, so neither did
+ * the release, and the lock is held (a retried `withTransaction` callback can save and release
+ * again). Not ours: the read says why (released by the commit, expired, taken over). A read that
+ * fails leaves the question open for the next call.
+ */
+export async function settleReleaseWithServer(state: HeldLockState, store: { verify(state: HeldLockState): Promise<void> }): Promise<void> {
+  try {
+    await store.verify(state);
+    state.lost = undefined;
+  } catch (error) {
+    if (!(error instanceof LockNotHeldError)) throw error;
+    // verify recorded the reason in state.lost.
+  }
+  state.pendingRelease = undefined;
 }
 
 /**

@@ -40,16 +40,28 @@ export const LOCK_RECORD_RESERVE_BYTES = 4 * 1024;
 /** Largest `_id` accepted, as the size of its BSON value (a string: 4 + UTF-8 bytes + 1). */
 export const MAX_ID_BYTES = MAX_DOCUMENT_BYTES - LOCK_RECORD_RESERVE_BYTES;
 
-/** BSON element types an `_id` argument may serialize to, by their type byte (bsonspec.org). */
-const ACCEPTED_TYPES: ReadonlyMap<number, string> = new Map([
-  [0x01, 'double'],
-  [0x02, 'string'],
-  [0x05, 'binary'],
-  [0x07, 'ObjectId'],
-  [0x09, 'date'],
-  [0x10, 'int32'],
-  [0x12, 'int64'],
-  [0x13, 'decimal128'],
+/** Type bytes of the BSON element types an `_id` may be (bsonspec.org). */
+export const BSON_TYPE = {
+  double: 0x01,
+  string: 0x02,
+  binary: 0x05,
+  objectId: 0x07,
+  date: 0x09,
+  int32: 0x10,
+  int64: 0x12,
+  decimal128: 0x13,
+} as const;
+
+/** BSON element types an `_id` argument may serialize to, by their type byte. */
+export const ACCEPTED_TYPES: ReadonlyMap<number, string> = new Map([
+  [BSON_TYPE.double, 'double'],
+  [BSON_TYPE.string, 'string'],
+  [BSON_TYPE.binary, 'binary'],
+  [BSON_TYPE.objectId, 'ObjectId'],
+  [BSON_TYPE.date, 'date'],
+  [BSON_TYPE.int32, 'int32'],
+  [BSON_TYPE.int64, 'int64'],
+  [BSON_TYPE.decimal128, 'decimal128'],
 ]);
 
 const OTHER_TYPES: ReadonlyMap<number, string> = new Map([
@@ -68,9 +80,10 @@ const OTHER_TYPES: ReadonlyMap<number, string> = new Map([
   [0xff, 'MinKey'],
 ]);
 
-/** An `_id` as the plugin sends it, and the size of its BSON value in bytes. */
+/** An `_id` as the plugin sends it, its BSON type byte, and the size of its BSON value in bytes. */
 export interface FreshId {
   value: unknown;
+  type: number;
   bytes: number;
 }
 
@@ -105,47 +118,98 @@ export interface BsonRoundTrip {
   value: unknown;
 }
 
+/** How bsonRoundTrip serializes and decodes (the defaults are the driver's for commands). */
+export interface RoundTripOptions {
+  /**
+   * Decode so that the value serializes to the very same bytes again: int32, double, int64 and
+   * symbol stay js-bson's Int32 / Double / Long / BSONSymbol, a regex a BSONRegExp (with the
+   * defaults a double 1.0 comes back as the number 1, which is sent as an int32).
+   */
+  exact?: boolean;
+  /** The driver's `ignoreUndefined` for the command (default false: undefined is sent as null). */
+  ignoreUndefined?: boolean;
+  /** The driver's `serializeFunctions` for the command (default false: functions are left out). */
+  serializeFunctions?: boolean;
+}
+
+/** bsonRoundTrip's answer for a value the serializer leaves out (a function, a symbol, `undefined` with ignoreUndefined). */
+export const NOT_SENT = new IdRefusal('serializes to nothing (a function or a symbol is not sent at all).');
+
 /**
  * Serializes `value` once, as the driver would, and decodes it again: the value the server would
  * receive, as a fresh object that serializes to the same bytes every time. For any value (the
  * write guard's filter values may be embedded documents); freshId adds the checks for lock ids.
+ * NOT_SENT when the driver would leave the value out of the command.
  */
-export function bsonRoundTrip(value: unknown): BsonRoundTrip | IdRefusal {
+export function bsonRoundTrip(value: unknown, options: RoundTripOptions = {}): BsonRoundTrip | IdRefusal {
   let encoded: Uint8Array;
   try {
     // The same serializer, with the same defaults for functions and keys, as the driver's commands.
-    encoded = BSON.serialize({ v: value } as mongo.Document, { serializeFunctions: false, checkKeys: false, ignoreUndefined: false });
+    encoded = BSON.serialize({ v: value } as mongo.Document, {
+      serializeFunctions: options.serializeFunctions ?? false,
+      checkKeys: false,
+      ignoreUndefined: options.ignoreUndefined ?? false,
+    });
   } catch (error) {
     return new IdRefusal(`cannot be serialized to BSON (${(error as Error).message}).`);
   }
-  if (encoded.length <= 5) return new IdRefusal('serializes to nothing (a function or a symbol is not sent at all).');
+  if (encoded.length <= 5) return NOT_SENT;
   // promoteValues: int32 and double become numbers, strings strings; useBigInt64: an int64 becomes
   // a bigint (never a rounded number); Binary stays Binary (promoteBuffers false); ObjectId,
-  // Date, UUID and Decimal128 are new instances.
-  const decoded = (BSON.deserialize(encoded, { useBigInt64: true, promoteBuffers: false, promoteValues: true }) as { v: unknown }).v;
+  // Date, UUID and Decimal128 are new instances. Exact: every value keeps its BSON type.
+  const decodeOptions = options.exact ? { promoteValues: false, promoteBuffers: false, bsonRegExp: true } : { useBigInt64: true, promoteBuffers: false, promoteValues: true };
+  const decoded = (BSON.deserialize(encoded, decodeOptions) as { v: unknown }).v;
   return { type: encoded[4]!, bytes: encoded.length - FRAMING, value: decoded };
+}
+
+/** The signed 64-bit range MongoDB stores an int64 in. */
+export const MIN_INT64 = -(2n ** 63n);
+export const MAX_INT64 = 2n ** 63n - 1n;
+
+/**
+ * A bigint outside the int64 range: js-bson writes a bigint as the low 64 bits of its two's
+ * complement without complaint (serializeBigInt and NumberUtils.setBigInt64LE in
+ * js-bson src/parser/serializer.ts and src/utils/number_utils.ts), so `2n ** 64n + 5n` would be
+ * sent as the int64 5: another document's id. Mongoose's own BigInt type refuses such values
+ * ("Mongoose only supports BigInts between -9223372036854775808 and 9223372036854775807 because
+ * MongoDB does not support arbitrary precision integers", lib/cast/bigint.js).
+ */
+export function int64RangeProblem(value: unknown): IdRefusal | undefined {
+  if (typeof value !== 'bigint' || (value >= MIN_INT64 && value <= MAX_INT64)) return undefined;
+  return new IdRefusal(`is outside the signed 64-bit range MongoDB stores (${MIN_INT64} to ${MAX_INT64}); sent as BSON it would wrap around to another number (another document's _id).`);
+}
+
+/** A Decimal128 that is NaN or an infinity, refused like the number NaN and Infinity. */
+function nonFiniteDecimal(value: unknown): boolean {
+  return value instanceof mongo.Decimal128 && !/^[+-]?\d/.test(value.toString());
 }
 
 /**
  * The `_id` `value` serializes to, as a fresh value decoded from its bytes, or why it cannot be
  * one: it serializes to something other than an accepted scalar type (an object, an array, null,
- * a boolean, nothing at all), cannot be serialized, is larger than MAX_ID_BYTES, or is an empty
- * string or a number that is not finite.
+ * a boolean, nothing at all), cannot be serialized, is larger than MAX_ID_BYTES, is an empty
+ * string, a number (or Decimal128) that is not finite, or a bigint outside the int64 range.
+ * With `expected`, the element type must also be one of those (the types the schema's `_id`
+ * casts to, idCaster); `expectedName` names them in the refusal.
  */
-export function freshId(value: unknown): FreshId | IdRefusal {
-  const early = obviouslyTooLarge(value);
+export function freshId(value: unknown, expected?: ReadonlySet<number>, expectedName?: string): FreshId | IdRefusal {
+  const early = obviouslyTooLarge(value) ?? int64RangeProblem(value);
   if (early) return early;
   const read = bsonRoundTrip(value);
   if (read instanceof IdRefusal) return read;
   if (!ACCEPTED_TYPES.has(read.type)) {
     return new IdRefusal(`serializes to a BSON ${OTHER_TYPES.get(read.type) ?? `value of type ${read.type}`}, not an _id value (an ObjectId, string, number, Date, binary or Decimal128).`);
   }
+  if (expected && !expected.has(read.type)) {
+    return new IdRefusal(`serializes to a BSON ${ACCEPTED_TYPES.get(read.type)}, not ${expectedName ?? [...expected].map((t) => ACCEPTED_TYPES.get(t)).join(' or ')}: it would not be this schema's _id.`);
+  }
   const bytes = read.bytes;
   if (bytes > MAX_ID_BYTES) return tooLarge(bytes);
   const fresh = read.value;
   if (typeof fresh === 'string' && fresh.length === 0) return new IdRefusal('is an empty string.');
   if (typeof fresh === 'number' && !Number.isFinite(fresh)) return new IdRefusal('is not a finite number.');
-  return { value: fresh, bytes };
+  if (nonFiniteDecimal(fresh)) return new IdRefusal('is not a finite number (a Decimal128 NaN or infinity).');
+  return { value: fresh, type: read.type, bytes };
 }
 
 /** The size of an `_id`'s BSON value, for a value freshId returned. */

@@ -1,3 +1,7 @@
+// The declarations use Node's types (Buffer ids and secrets, AbortSignal, Symbol.asyncDispose and
+// AsyncDisposable on LockHandle). TypeScript 6+ includes no @types by default, so the entry point
+// references them itself; `preserve` keeps the directive in the emitted index.d.ts (TS 5.5+).
+/// <reference types="node" preserve="true" />
 export { lockPlugin } from './plugin';
 export {
   LockError,
@@ -14,7 +18,7 @@ export {
   type LockLossReason,
 } from './errors';
 export type { LockPluginOptions } from './options';
-export { DEFAULT_TTL_MS, MAX_TTL_MS, DEFAULT_PURGE_AFTER_MS, TTL_WARNING_CODE } from './options';
+export { DEFAULT_TTL_MS, MIN_TTL_MS, MAX_TTL_MS, DEFAULT_PURGE_AFTER_MS, TTL_WARNING_CODE } from './options';
 export type { LockCallOptions, LockOptions } from './arguments';
 export { MAX_OWNER_LENGTH, MAX_LABEL_LENGTH, isValidLockLabel } from './arguments';
 export { MAX_ID_BYTES } from './id-value';

@@ -35,6 +35,13 @@ export const CLOCK_DRIFT_MS = 2;
  * out: it may already have expired on the server.
  */
 export const MIN_LEASE_MS = 1;
+/**
+ * The smallest ttl a grant can ever be counted on with: below it, the drift allowance alone leaves
+ * less than MIN_LEASE_MS of the lease even for a reply that arrives the instant it was sent
+ * (`ttl - (ttl * CLOCK_DRIFT_FACTOR + CLOCK_DRIFT_MS) < MIN_LEASE_MS`), so every grant would be
+ * released again on arrival. Smaller ttls are refused before anything is sent (options.ts).
+ */
+export const MIN_TTL_MS = Math.ceil((CLOCK_DRIFT_MS + MIN_LEASE_MS) / (1 - CLOCK_DRIFT_FACTOR));
 
 /** This process's monotonic clock, in milliseconds (never goes back, unaffected by wall-clock changes). */
 export function monotonicNow(): number {

@@ -5,7 +5,7 @@
  * `Model.lockMany` (lock-group.ts): one token for the whole group, one `update` and one `find` per
  * distinct lock collection, one load per model.
  */
-import { validateLockCallOptions, validateOwner, type ResolvedCallOptions } from './arguments';
+import { readArgumentArray, validateLockCallOptions, validateOwner, type ResolvedCallOptions } from './arguments';
 import { InvalidLockArgumentError } from './errors';
 import { typedErrors } from './failures';
 import { castIdList, validateIdList, type LockGroupOptions, type LockManyOptions } from './group-arguments';
@@ -18,7 +18,9 @@ import type { LockTargetId } from './types';
 
 /** A model compiled from a schema that uses lockPlugin (it has `lockMany`). */
 export interface LockableModelLike {
+  /** The model's name (Mongoose's `Model.modelName`). */
   readonly modelName: string;
+  /** The plugin's `Model.lockMany`, which `lockAll` calls once per model. */
   lockMany(ids: readonly LockTargetId[], owner: string, options?: LockManyOptions): Promise<unknown[]>;
 }
 
@@ -37,21 +39,21 @@ export type LockedDocuments<T extends readonly LockAllTarget[]> = { -readonly [K
 function resolveTargets(targets: unknown, owner: unknown, rawOptions: unknown, handle: boolean): { members: GroupMember[]; owner: string; call: ResolvedCallOptions } {
   const list = validateIdList(targets, 'targets');
   const resolved = list.map((target, i) => {
-    if (!Array.isArray(target) || target.length !== 2) {
-      throw new InvalidLockArgumentError(`targets[${i}]`, `expected a pair [Model, id], got ${describeValue(target)}.`);
-    }
-    const model = target[0] as AnyModel;
+    // Each pair read once too: a fresh copy of its two elements (readArgumentArray).
+    const pair = readArgumentArray(target, `targets[${i}]`, { expected: 'a pair [Model, id]', max: 2, tooMany: () => `expected a pair [Model, id], got ${describeValue(target)}.` });
+    if (pair.length !== 2) throw new InvalidLockArgumentError(`targets[${i}]`, `expected a pair [Model, id], got ${describeValue(target)}.`);
+    const [model, rawId] = pair as [AnyModel, unknown];
     const context = groupContextOf(model);
     if (!context) {
-      throw new InvalidLockArgumentError(`targets[${i}]`, `expected a model whose schema uses lockPlugin as the first element, got ${describeValue(target[0])}.`);
+      throw new InvalidLockArgumentError(`targets[${i}]`, `expected a model whose schema uses lockPlugin as the first element, got ${describeValue(model)}.`);
     }
-    return { model, context, rawId: target[1] as unknown, runtime: context.runtimeOf(model) };
+    return { model, context, rawId, runtime: context.runtimeOf(model) };
   });
   // One lock model per connection and lock collection (lock-model.ts), whichever plugin application.
   const collections = new Map<object, number>();
   for (const r of resolved) if (!collections.has(r.runtime.lockModel)) collections.set(r.runtime.lockModel, collections.size);
   // Two targets that are one lock (the same `_id` in one lock collection) are one document twice.
-  const documentIds = castIdList(
+  const cast = castIdList(
     resolved.map((r) => r.rawId),
     (id, i) => resolved[i].context.castId(resolved[i].model, id),
     'targets',
@@ -64,7 +66,7 @@ function resolveTargets(targets: unknown, owner: unknown, rawOptions: unknown, h
   const members = resolved.map((r, i) => {
     let ownerKey = keys.get(r.context);
     if (ownerKey === undefined) keys.set(r.context, (ownerKey = r.context.ownerKey(who)));
-    return { model: r.model, rawId: r.rawId, documentId: documentIds[i], ownerKey, runtime: r.runtime };
+    return { model: r.model, rawId: cast[i].loadId, documentId: cast[i].documentId, ownerKey, runtime: r.runtime };
   });
   return { members, owner: who, call };
 }
@@ -76,6 +78,14 @@ function resolveTargets(targets: unknown, owner: unknown, rawOptions: unknown, h
  * holder's label) after releasing everything it took, LockTargetNotFoundError for a missing
  * document; waits up to `wait` ms for all of them to be free. Without `ttl`, the shortest `ttl`
  * option of the models' plugins applies to the whole group.
+ *
+ * @example
+ * ```ts
+ * const [order, invoice] = await lockAll([[Order, orderId], [Invoice, invoiceId]], 'billing-job', { wait: 5_000 });
+ * order.status = 'billed';
+ * invoice.total = order.total;
+ * await Promise.all([order.saveAndUnlock(), invoice.saveAndUnlock()]);
+ * ```
  */
 export function lockAll<const T extends readonly LockAllTarget[]>(targets: T, owner: string, options?: LockManyOptions): Promise<LockedDocuments<T>> {
   return typedErrors('lockAll', async () => {

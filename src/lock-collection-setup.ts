@@ -6,7 +6,12 @@
  * down, never taxes lock calls, and comes back when the collection loses its indexes:
  *
  *  - The first attempt is Mongoose's `lockModel.init()` (started when the model is compiled), which
- *    honours `autoCreate` / `autoIndex`. Lock calls wait for this attempt only.
+ *    honours `autoCreate` / `autoIndex`. Lock calls wait for this attempt only, and for at most
+ *    `setupTiming.firstAttemptWaitMs` (1 s): an index build can take as long as it likes (on a
+ *    replica set it waits for its commit quorum, all data-bearing voting members by default:
+ *    manual, createIndexes "commitQuorum"; one secondary down holds it), and locking needs neither
+ *    the collection (an upsert creates it) nor its indexes. After that bound lock calls go on while
+ *    the attempt finishes in the background.
  *  - mongod refuses an index whose key equals an existing index's under another name or with other
  *    options (IndexOptionsConflict, 85), and one whose name another key holds
  *    (IndexKeySpecsConflict, 86): IndexCatalogImpl::_doesSpecConflictWithExisting,
@@ -14,13 +19,20 @@
  *    keeps an index with the wanted key under whatever name it has, changes the expiry of the TTL
  *    index it found with `collMod` by that index's own name, and creates the rest.
  *  - A failure is reported once per cause as a process warning (code MPL_LOCK_COLLECTION_SETUP)
- *    and retried in the background after 1 s, 2 s, 4 s, ... at most every 10 minutes. Lock calls
- *    never wait for a retry and send nothing for the setup between retries.
+ *    and retried in the background after 1 s, 2 s, 4 s, ... at most every 10 minutes. The cause is
+ *    the error's kind (a network error, a server error code), not its text: a network error's
+ *    message names the connection, a new one each retry, and one outage must give one warning.
+ *    A success re-arms the warnings, so the next outage is reported again. Lock calls never wait
+ *    for a retry and send nothing for the setup between retries.
  *  - Once set up, with `autoIndex` on: at most once a minute, one lock call starts one background
  *    `listIndexes` that checks both indexes are still there, and recreates what is missing. A
  *    lock collection dropped while the process runs is recreated by the next acquisition's upsert
- *    without any index; this is what brings them back. On the hot path this costs one reading of
- *    the monotonic clock per call (and nothing is awaited).
+ *    without any index; this is what brings them back. An `{ expiresAt: 1 }` index without
+ *    `expireAfterSeconds` standing where the TTL index was (dropped, then made again by hand) is
+ *    no TTL index: nothing would purge released records, so the check makes it one with `collMod`
+ *    (mongod 5.1+ converts a non-TTL single-field index: manual, collMod, "Convert a Non-TTL
+ *    Single-Field Index to TTL"), or warns when that fails. On the hot path this costs one reading
+ *    of the monotonic clock per call (and nothing is awaited).
  *  - `Model.createLockIndexes()` runs the steps at once whatever `autoIndex` says, and rejects on
  *    failure: for deploy scripts of applications that turn `autoIndex` off.
  */
@@ -42,7 +54,28 @@ export const setupTiming = {
   maxRetryMs: 10 * 60_000,
   /** How often a set-up lock collection is checked for its indexes (the TTL monitor runs every 60 s). */
   recheckMs: 60_000,
+  /** How long lock calls wait for the first attempt at most; it then goes on in the background. */
+  firstAttemptWaitMs: 1_000,
 };
+
+/** A duration for a warning: "40 ms", "2 s", "10 minutes". */
+function formatDuration(ms: number): string {
+  if (ms < 1_000) return `${ms} ms`;
+  if (ms < 60_000 || ms % 60_000 !== 0) return `${Math.round(ms / 100) / 10} s`;
+  return `${ms / 60_000} minute${ms === 60_000 ? '' : 's'}`;
+}
+
+/**
+ * What a failure is, for saying it once: the driver's error class and the server's code (or the
+ * message of anything else). A network error's message names its connection ("connection 3 to
+ * host:port closed"), a new one on every retry, so the text cannot be the key.
+ */
+function causeOf(error: unknown): string {
+  const e = error as { name?: unknown; code?: unknown; cause?: unknown; message?: unknown } | null;
+  if (error instanceof SetupFailure) return `${error.step}:${causeOf(error.cause)}`;
+  if (typeof e?.name === 'string' && e.name.startsWith('Mongo')) return `${e.name}:${String(e.code ?? '')}`;
+  return String(e?.message ?? error);
+}
 
 const NAMESPACE_NOT_FOUND = 26;
 const NAMESPACE_EXISTS = 48;
@@ -115,6 +148,8 @@ class SetupFailure extends Error {
   constructor(
     message: string,
     override readonly cause: unknown,
+    /** Which step failed (for causeOf). */
+    readonly step = 'collMod',
   ) {
     super(message);
     this.name = 'SetupFailure';
@@ -138,9 +173,13 @@ export function lockCollectionSetup(lockModel: Model<LockRecord>, purgeAfterSeco
   const name = collection.collectionName;
   const wanted = lockIndexSpecs(purgeAfterSeconds);
   const warned = new Set<string>();
+  /** Causes of failures already reported since the last success (causeOf). */
+  const reportedFailures = new Set<string>();
   const resolved = Promise.resolve();
   let phase: Phase = 'first';
   let firstAttempt: Promise<void> | undefined;
+  /** The first attempt, or the bound on waiting for it, whichever ends first (what lock calls await). */
+  let firstWait: Promise<void> | undefined;
   let background: Promise<void> | undefined;
   let failures = 0;
   /** performance.now() of the last success, failure or check start: the next retry or check counts from it. */
@@ -201,14 +240,18 @@ export function lockCollectionSetup(lockModel: Model<LockRecord>, purgeAfterSeco
       await (lockModel.db.db as mongo.Db).command({ collMod: name, index: { name: change.name, expireAfterSeconds: change.to } });
     } catch (error) {
       throw new SetupFailure(
-        `purgeAfter asks the TTL index ${change.name} to keep released lock records ${change.to} s, but it keeps them ${change.from ?? 'forever (it has no expireAfterSeconds)'} s, ` +
+        `purgeAfter asks the TTL index ${change.name} to keep released lock records ${change.to} s, but it keeps them ${change.from === undefined ? 'forever (it has no expireAfterSeconds: it is no TTL index)' : `${change.from} s`}, ` +
           `and changing it with collMod failed (${(error as Error).message}); released locks keep the old expiry. collMod needs the collMod privilege ` +
           '(dbAdmin; readWrite lacks it): run Model.createLockIndexes() as such a user, or drop the index',
         error,
       );
     }
     const renamed = change.name === TTL_INDEX_NAME ? '' : ` (it keeps its name ${change.name}; the plugin names it ${TTL_INDEX_NAME} when it creates it)`;
-    warn(`purgeAfter changed: the TTL index ${change.name} kept released lock records ${change.from ?? 'forever'} s and now keeps them ${change.to} s${renamed}.`);
+    warn(
+      change.from === undefined
+        ? `the index ${change.name} on { expiresAt: 1 } was no TTL index (no expireAfterSeconds: released lock records were never purged) and now keeps them ${change.to} s${renamed}.`
+        : `purgeAfter changed: the TTL index ${change.name} kept released lock records ${change.from} s and now keeps them ${change.to} s${renamed}.`,
+    );
   }
 
   // ---- The steps.
@@ -238,16 +281,22 @@ export function lockCollectionSetup(lockModel: Model<LockRecord>, purgeAfterSeco
     phase = mongooseOption('autoIndex') ? 'watching' : 'quiet';
     failures = 0;
     since = performance.now();
+    reportedFailures.clear();
   }
 
   function failed(error: unknown): void {
     phase = 'failed';
     failures++;
     since = performance.now();
+    const cause = causeOf(error);
+    if (reportedFailures.has(cause)) return;
+    reportedFailures.add(cause);
     const why = (error as Error).message;
     warn(
       `setting up the collection or its indexes failed (${why}); locking works without them. ` +
-        `${isTransientError(error) ? 'This looks transient: ' : ''}retried in the background with backoff, at most every ${setupTiming.maxRetryMs / 60_000} minutes.`,
+        `${isTransientError(error) ? 'This looks transient: ' : ''}retried in the background with backoff, at most every ${formatDuration(setupTiming.maxRetryMs)}; ` +
+        'this is said once until a retry succeeds.',
+      false,
     );
   }
 
@@ -282,17 +331,24 @@ export function lockCollectionSetup(lockModel: Model<LockRecord>, purgeAfterSeco
     }
   }
 
-  /** Once set up: are both indexes still there? Recreates missing ones (never retimes: that is a deploy's decision). */
+  /**
+   * Once set up: are both indexes still there? Recreates missing ones, and makes a plain
+   * `{ expiresAt: 1 }` standing where the TTL index was a TTL index again. It never changes the
+   * expiry of a TTL index: two deploys with different `purgeAfter` would fight every minute; that
+   * is a setup's decision.
+   */
   async function check(): Promise<void> {
     since = performance.now();
     try {
-      const missing = planIndexes(wanted, await listIndexes()).create;
-      if (missing.length === 0) return;
-      await createIndexes(missing);
-      warn(
-        `its indexes ${missing.map((spec) => spec.name).join(' and ')} were missing (the collection was dropped or the indexes removed while this process ran) and were created again.`,
-        false,
-      );
+      const plan = planIndexes(wanted, await listIndexes());
+      if (plan.create.length > 0) {
+        await createIndexes(plan.create);
+        warn(
+          `its indexes ${plan.create.map((spec) => spec.name).join(' and ')} were missing (the collection was dropped or the indexes removed while this process ran) and were created again.`,
+          false,
+        );
+      }
+      for (const change of plan.retime) if (change.from === undefined) await retime(change);
     } catch (error) {
       failed(error);
     }
@@ -301,8 +357,17 @@ export function lockCollectionSetup(lockModel: Model<LockRecord>, purgeAfterSeco
   return {
     ready() {
       if (phase === 'first') {
-        firstAttempt ??= first();
-        return firstAttempt;
+        if (firstWait === undefined) {
+          firstAttempt ??= first();
+          // At most firstAttemptWaitMs: a hanging index build must not hold up locking (see above).
+          let timer: ReturnType<typeof setTimeout> | undefined;
+          const bound = new Promise<void>((resolve) => {
+            timer = setTimeout(resolve, setupTiming.firstAttemptWaitMs);
+            timer.unref?.();
+          });
+          firstWait = Promise.race([firstAttempt.finally(() => clearTimeout(timer)), bound]);
+        }
+        return firstWait;
       }
       if (background === undefined && phase !== 'quiet' && due()) {
         background = (phase === 'failed' ? retry() : check()).finally(() => {

@@ -26,6 +26,17 @@ function backgroundTimer(ms: number, fire: () => void): NodeJS.Timeout {
   return timer;
 }
 
+/**
+ * Several held locks and their documents, from `Model.acquireLocks` or `acquireAllLocks`: renewed
+ * together while held (`autoExtend`, default true), with a `signal` that aborts when any of them
+ * is lost, and released together by `release()` or at the end of an `await using` block.
+ *
+ * @example
+ * ```ts
+ * await using handle = await Account.acquireLocks([fromId, toId], 'transfer-job');
+ * const [from, to] = handle.documents;
+ * ```
+ */
 export class LockGroupHandle<TDocs extends readonly unknown[]> implements AsyncDisposable {
   private readonly controller = new AbortController();
   private renewTimer: NodeJS.Timeout | undefined;
@@ -83,14 +94,21 @@ export class LockGroupHandle<TDocs extends readonly unknown[]> implements AsyncD
    * before anything is sent; LockNotHeldError (and aborts `signal`) if any lock was lost.
    */
   async extend(ttl?: number): Promise<void> {
+    await this.renewOnce(ttl);
+  }
+
+  /** One renewal; resolves to false when it could not tell yet whether a lock found released is lost (extendGroup). */
+  private async renewOnce(ttl?: number): Promise<boolean> {
     const duration = ttl === undefined ? this.group.ttl : validateTtl(ttl);
+    let decided: boolean;
     try {
-      await typedErrors('extendLocks', () => extendGroup(this.group, duration));
+      decided = await typedErrors('extendLocks', () => extendGroup(this.group, duration));
     } catch (error) {
       if (error instanceof LockNotHeldError) this.lose(error);
       throw error;
     }
     this.armLossTimer();
+    return decided;
   }
 
   /**
@@ -138,13 +156,16 @@ export class LockGroupHandle<TDocs extends readonly unknown[]> implements AsyncD
 
   private async renew(): Promise<void> {
     if (this.done) return;
+    const again = () => {
+      this.renewTimer = backgroundTimer(Math.max(1, Math.min(this.msUntilExpiry() / 2, 1_000)), () => void this.renew());
+    };
     try {
-      await this.extend();
+      // Undecided (a lock found released that may be this process's own release in flight): again soon.
+      if (!(await this.renewOnce())) return again();
     } catch (error) {
       if (error instanceof LockNotHeldError) return; // lose() already ran
       // A transient failure: try again soon; the loss timer still guards expiry.
-      this.renewTimer = backgroundTimer(Math.max(1, Math.min(this.msUntilExpiry() / 2, 1_000)), () => void this.renew());
-      return;
+      return again();
     }
     this.schedule();
   }

@@ -29,6 +29,7 @@
 import { performance } from 'node:perf_hooks';
 import type { HydratedDocument } from 'mongoose';
 import { LockExpiredOnArrivalError, LockNotHeldError, LockTargetNotFoundError, LockedError } from './errors';
+import { abortedWith, calledOff } from './lock-waiter';
 import { attachHeldLock, beginExtension, estimatedServerNow, heldLockState, leaseLeft, lostError, newHeldLockState, settleRelease, type HeldLock, type HeldLockState } from './held-lock';
 import { MIN_LEASE_MS, leaseFloor, monotonicNow } from './lease';
 import { idKey } from './id-key';
@@ -41,7 +42,10 @@ type AnyDoc = HydratedDocument<unknown>;
 /** One document of a group request. */
 export interface GroupMember {
   model: AnyModel;
-  /** The id as the caller gave it: the load casts it exactly as `documentId` was cast (setters included). */
+  /**
+   * The caller's id decoded from its BSON before the cast (CastId.loadId, arguments.ts): the load
+   * casts it exactly as `documentId` was cast (setters included), and never re-reads the caller's object.
+   */
   rawId: unknown;
   /** The id cast to the schema's `_id` type. */
   documentId: unknown;
@@ -92,7 +96,8 @@ interface Part {
 
 type Round =
   | { kind: 'granted'; documents: AnyDoc[]; group: HeldGroup }
-  | { kind: 'refused'; blockers: GroupBlocker[] }
+  /** `transaction`: a statement waited for another process's transaction until the round's maxTimeMS (R26). */
+  | { kind: 'refused'; blockers: GroupBlocker[]; transaction?: boolean }
   | { kind: 'expired'; documentId: unknown; expiresAt: Date };
 
 const POLL_BASE_MS = 20;
@@ -140,7 +145,7 @@ async function releaseAfterFault(parts: readonly Part[], token: string): Promise
 }
 
 /**
- * Loads the documents, one `find` per model, from the primary, hydrated. `batchSize` one more than
+ * Loads the documents, one `find` per model, from the primary, hydrated, outside any transaction. `batchSize` one more than
  * the number of ids: mongod then reaches the end of the results while filling the first batch and
  * closes the cursor (find.cpp shouldSaveCursor: no cursor is kept at EOF), so no getMore follows
  * unless the documents exceed one 16 MiB batch. Not `singleBatch`: a truncated batch would read as
@@ -159,8 +164,13 @@ async function loadMembers(members: readonly GroupMember[]): Promise<Loaded> {
       const docs = (await model
         .find({ _id: { $in: list.map((m) => m.rawId) } })
         .read('primary')
+        // Never in the caller's transaction (Mongoose's transactionAsyncLocalStorage would join it):
+        // it reads its own older snapshot, and the locks were taken on the latest data.
+        .session(null)
         .batchSize(list.length + 1)) as AnyDoc[];
-      loaded.set(model, new Map(docs.map((doc) => [idKey(doc._id), doc])));
+      // Keyed by the stored `_id`, without the schema's getters (a getter may turn it into another
+      // value, e.g. a string for an ObjectId): the members are keyed by the cast id.
+      loaded.set(model, new Map(docs.map((doc) => [idKey(doc.get('_id', null, { getters: false })), doc])));
     }),
   );
   return loaded;
@@ -170,7 +180,7 @@ async function loadMembers(members: readonly GroupMember[]): Promise<Loaded> {
 async function round(parts: readonly Part[], request: GroupRequest): Promise<Round> {
   const token = newLockToken();
   const sentAt = performance.now();
-  let taken: boolean[];
+  let taken: (boolean | 'timedOut')[];
   try {
     taken = await Promise.all(parts.map((part) => part.runtime.store.takeGroup(part.members, token, request.ttl, request.label)));
   } catch (error) {
@@ -178,7 +188,7 @@ async function round(parts: readonly Part[], request: GroupRequest): Promise<Rou
     await releaseAfterFault(parts, token);
     throw error;
   }
-  if (taken.every(Boolean)) {
+  if (taken.every((t) => t === true)) {
     let grants: Awaited<ReturnType<ModelRuntime['store']['readGroupGrants']>>[];
     let loaded: Loaded;
     try {
@@ -200,7 +210,7 @@ async function round(parts: readonly Part[], request: GroupRequest): Promise<Rou
     await releaseAfterFault(parts, token);
     throw error;
   }
-  return { kind: 'refused', blockers: inCallerOrder(parts, request, blockers) };
+  return { kind: 'refused', blockers: inCallerOrder(parts, request, blockers), transaction: taken.includes('timedOut') };
 }
 
 /** Attaches each lock to its document, unless a document is missing or the lease already ran out. */
@@ -316,12 +326,12 @@ function subscribeAll(parts: readonly Part[]) {
   };
 }
 
-/** The LockedError for a refused group, naming its first blocker (with the holder's label). */
-function lockedError(blocker: GroupBlocker | undefined, request: GroupRequest, detail: string): LockedError {
+/** The LockedError for a refused group, naming its first blocker (with the holder's label); `cause`: a timed-out signal's reason. */
+function lockedError(blocker: GroupBlocker | undefined, request: GroupRequest, detail: string, cause?: unknown): LockedError {
   const count = request.members.length;
   const none = count === 1 ? '' : ` None of the ${count} documents asked for was locked.`;
-  if (!blocker) return new LockedError(request.members[0].documentId, undefined, `${none}${detail}`);
-  return new LockedError(blocker.documentId, blocker.expiresAt, `${none}${detail}`, blocker.remainingMs, blocker.label);
+  if (!blocker) return new LockedError(request.members[0].documentId, undefined, `${none}${detail}`, undefined, null, cause);
+  return new LockedError(blocker.documentId, blocker.expiresAt, `${none}${detail}`, blocker.remainingMs, blocker.label, cause);
 }
 
 /**
@@ -329,7 +339,8 @@ function lockedError(blocker: GroupBlocker | undefined, request: GroupRequest, d
  * the documents in the order of `request.members`, each carrying its lock. Throws LockedError
  * naming a blocking document, LockExpiredError when the grants could not be handed out before
  * their lease ran out, LockTargetNotFoundError for a missing document (everything released in
- * each case), or the signal's reason on abort.
+ * each case), or the signal's reason on an explicit abort. A signal that times out ends the wait
+ * as `wait` running out does (lock-waiter.ts, acquireWaiting): LockedError, the reason as `cause`.
  */
 export async function lockGroup(request: GroupRequest): Promise<{ documents: AnyDoc[]; group: HeldGroup }> {
   const parts = partsOf(request.members);
@@ -340,7 +351,7 @@ export async function lockGroup(request: GroupRequest): Promise<{ documents: Any
   let quick = 0;
   let roundMs = 0;
   for (let attempt = 0; ; attempt++) {
-    request.signal?.throwIfAborted();
+    if (calledOff(request.signal)) throw abortedWith(request.members[0].documentId, request.signal!);
     const subscriptions = waiting ? subscribeAll(parts) : undefined;
     try {
       // After a refusal, a waiting caller first checks, without taking anything, whether the group
@@ -355,23 +366,29 @@ export async function lockGroup(request: GroupRequest): Promise<{ documents: Any
       }
       if (outcome.kind === 'granted') return outcome;
       const blockers = outcome.kind === 'refused' ? outcome.blockers : [];
+      const transaction = outcome.kind === 'refused' && outcome.transaction === true;
       const live = subscriptions ? await subscriptions.live : false;
+      if (calledOff(request.signal)) throw abortedWith(request.members[0].documentId, request.signal!);
+      const timedOut = request.signal?.aborted === true;
       // A stream that only started capturing during the round may have missed a release: again.
-      if (subscriptions && live && !subscriptions.wasLive) continue;
+      if (subscriptions && live && !subscriptions.wasLive && !timedOut) continue;
       const waited = performance.now() - started;
       const left = request.wait - waited;
-      if (left <= 0) {
+      if (left <= 0 || timedOut) {
         // Nothing blocks any more (released since, or granted too late to hand out): try again at once.
-        if (blockers.length === 0 && ++quick < QUICK_ROUNDS) continue;
+        if (blockers.length === 0 && !transaction && ++quick < QUICK_ROUNDS && !timedOut) continue;
         if (outcome.kind === 'expired') {
           throw new LockExpiredOnArrivalError(outcome.documentId, outcome.expiresAt, { operation: 'lock', ttl: request.ttl, elapsedMs: roundMs, attempts: quick });
         }
-        throw lockedError(blockers[0], request, request.wait > 0 ? ` Waited ${Math.round(waited)} ms for it.` : '');
+        const cause: unknown = timedOut ? request.signal!.reason : undefined;
+        const busy = transaction && blockers.length === 0 ? ' A document of the group is being written by a transaction of another process; try again when it has ended.' : '';
+        throw lockedError(blockers[0], request, `${busy}${request.wait > 0 || timedOut ? ` Waited ${Math.round(waited)} ms for it.` : ''}`, cause);
       }
       if (!subscriptions) throw lockedError(blockers[0], request, ''); // not reached: a wait always subscribes
       // All blockers must be gone for the group to succeed: by expiry, that is the latest of them.
-      const untilExpiry = blockers.length === 0 ? 0 : Math.max(...blockers.map((b) => (b.remainingMs ?? Infinity) + 1));
-      const poll = live ? SAFETY_POLL_MS : Math.random() * Math.min(POLL_CAP_MS, POLL_BASE_MS * 2 ** attempt);
+      const untilExpiry = blockers.length === 0 ? (transaction ? Infinity : 0) : Math.max(...blockers.map((b) => (b.remainingMs ?? Infinity) + 1));
+      // A transaction's end writes nothing a waiter hears of: back off and try again.
+      const poll = live && !transaction ? SAFETY_POLL_MS : Math.random() * Math.min(POLL_CAP_MS, POLL_BASE_MS * 2 ** attempt);
       await Promise.race([subscriptions.waitFor(blockers), pause(Math.min(left, untilExpiry, poll), request.signal)]);
       // Woken: stop listening (the next attempt subscribes again, before it reads anything).
       subscriptions.cancel();
@@ -397,29 +414,50 @@ function liveStates(part: GroupPart): HeldLockState[] {
 }
 
 /**
+ * Locks a renewal found released while this process still counted them as held: released either by
+ * this process's own `saveAndUnlock()` / `unlock()` whose reply had not arrived yet, or by someone
+ * else (forceUnlock). The next renewal decides: by then an own release has ended (the lock left the
+ * group); one still counted as held is a loss.
+ */
+const releasedOnce = new WeakSet<HeldLockState>();
+
+/**
  * Renews every lock of the group still held to `ttl` from the server's now: one `update` per lock
  * collection. If any of them is no longer this acquisition's, the group is lost: throws the
  * LockNotHeldError (or LockExpiredError) of one lost document, after one read that says why.
+ * A lock released on its own (saveAndUnlock, unlock) while the renewal was on its way left the group
+ * and is no loss. Resolves to `false` when a renewal could not tell yet (a lock found released that
+ * this process may be releasing itself, see releasedOnce): then no lock of that collection was
+ * counted on for longer, and the caller renews again soon.
  * The new expiry each lock believes is the server's clock estimated at the moment the renewal was
  * sent plus `ttl`: never later than the server's (the command ran after it was sent).
  */
-export async function extendGroup(group: HeldGroup, ttl: number): Promise<void> {
+export async function extendGroup(group: HeldGroup, ttl: number): Promise<boolean> {
   const sentAt = monotonicNow();
-  await Promise.all(
+  const decided = await Promise.all(
     group.parts.map(async (part) => {
-      const live = liveStates(part);
-      if (live.length === 0) return;
+      let live = liveStates(part);
+      if (live.length === 0) return true;
       // Until the reply is known, count on each lock only as long as both its lease and the
       // extension guarantee (lease.ts); a failed or unknown renewal never lengthens it.
       for (const state of live) beginExtension(state, sentAt, ttl);
       await part.runtime.ready;
       const matched = await part.runtime.store.extendGroup(live.map((s) => s.lock.documentId), group.token, ttl);
       if (matched < live.length) {
-        const error = await part.runtime.store.explainGroupLoss(live, false);
-        // That document is lost; the others were renewed and stay held until released.
-        const lost = live.find((state) => idKey(state.lock.documentId) === idKey(error.documentId));
-        if (lost) lost.lost ??= error.reason;
-        throw error;
+        // Documents released on their own since the renewal was sent are out of the group.
+        live = liveStates(part);
+        const error = live.length === 0 ? undefined : await part.runtime.store.explainGroupLoss(live, false);
+        if (error) {
+          const lost = live.find((state) => idKey(state.lock.documentId) === idKey(error.documentId));
+          if (lost && error.reason === 'released' && !releasedOnce.has(lost)) {
+            releasedOnce.add(lost);
+            return false;
+          }
+          // That document is lost; the others were renewed and stay held until released.
+          if (lost) lost.lost ??= error.reason;
+          throw error;
+        }
+        // Every lock still counted on is held (explainGroupLoss read it so): the renewal matched it.
       }
       // The command's `$$NOW` was read after `sentAt`: each lock now expires no earlier than `ttl`
       // after it (leaseFloor). The displayed expiry is the server's clock estimated at the send.
@@ -428,8 +466,10 @@ export async function extendGroup(group: HeldGroup, ttl: number): Promise<void> 
         state.lock.expiresAt = new Date(estimatedServerNow(state) - elapsed + ttl);
         state.validUntil = leaseFloor(sentAt, ttl);
       }
+      return true;
     }),
   );
+  return decided.every(Boolean);
 }
 
 /**

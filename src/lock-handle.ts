@@ -6,7 +6,7 @@
 import { LockExpiredError, LockNotHeldError } from './errors';
 import { publishLost } from './diagnostics';
 import { typedErrors } from './failures';
-import { leaseLeft, lostError, type HeldLockState } from './held-lock';
+import { extensionsInFlight, leaseLeft, leaseReleased, lostError, onLeaseChange, type HeldLockState } from './held-lock';
 import type { LockStore } from './lock-store';
 import { validateTtl } from './options';
 
@@ -39,11 +39,26 @@ function backgroundTimer(ms: number, fire: () => void): NodeJS.Timeout {
   return timer;
 }
 
+/**
+ * A held lock and its document, from `Model.acquireLock`: renewed in the background while held
+ * (`autoExtend`, default true), with a `signal` that aborts when the lock is lost, and released by
+ * `release()` or at the end of an `await using` block.
+ *
+ * @example
+ * ```ts
+ * await using handle = await Item.acquireLock(id, 'report-job', { ttl: 60_000 });
+ * await longReport(handle.document, { signal: handle.signal });
+ * // released here, even when longReport throws
+ * ```
+ */
 export class LockHandle<TDoc> implements AsyncDisposable {
   private readonly controller = new AbortController();
   private renewTimer: NodeJS.Timeout | undefined;
   private lossTimer: NodeJS.Timeout | undefined;
   private done = false;
+  /** A renewal of this handle is on its way: its answer schedules the next one. */
+  private renewing = false;
+  private readonly unsubscribe: () => void;
 
   constructor(
     /** The locked document, loaded after the lock was taken. */
@@ -51,19 +66,22 @@ export class LockHandle<TDoc> implements AsyncDisposable {
     private readonly state: HeldLockState,
     private readonly store: LockStore,
     private readonly release_: () => Promise<void>,
-    autoExtend: boolean,
+    private readonly autoExtend: boolean,
   ) {
-    if (autoExtend) this.schedule();
-    else this.armLossTimer();
+    // The lease is shared with every instance of this acquisition (its document, a resume of it):
+    // whoever extends, resumes or releases it, the timers follow the latest known lease.
+    this.unsubscribe = onLeaseChange(state, () => this.rearm());
+    this.rearm();
   }
 
   /**
-   * Aborts as soon as the lock is known to be lost (its reason is the LockNotHeldError), and when
-   * its lease runs out (lease.ts). A timer delivers the latter, so a blocked event loop delays it;
-   * reading `signal` (or `msLeft()`) checks the lease at that moment.
+   * Aborts as soon as the lock is known to be lost (its reason is the LockNotHeldError), when the
+   * holder released it (through this handle's document, too), and when its lease runs out
+   * (lease.ts). A timer delivers the latter, so a blocked event loop delays it; reading `signal`
+   * (or `msLeft()`) checks the lease at that moment.
    */
   get signal(): AbortSignal {
-    if (!this.done && leaseLeft(this.state) <= 0) this.lose(new LockExpiredError(this.state.lock.documentId, this.state.lock.expiresAt));
+    this.check();
     return this.controller.signal;
   }
 
@@ -87,8 +105,9 @@ export class LockHandle<TDoc> implements AsyncDisposable {
   }
 
   /**
-   * Renews now, to `ttl` milliseconds (default: the acquisition's ttl) from the server's now.
-   * Throws InvalidLockOptionError for a ttl that is not a whole number from 1 to MAX_TTL_MS,
+   * Renews now, to `ttl` milliseconds (default: the acquisition's ttl) from the server's now; the
+   * next auto-renewal is scheduled from the new lease.
+   * Throws InvalidLockOptionError for a ttl that is not a whole number from MIN_TTL_MS to MAX_TTL_MS,
    * before anything is sent; LockNotHeldError (and aborts `signal`) if the lock was lost.
    */
   async extend(ttl?: number): Promise<void> {
@@ -96,10 +115,8 @@ export class LockHandle<TDoc> implements AsyncDisposable {
     if (this.state.lost !== undefined) throw lostError(this.state);
     try {
       // A reply that comes too late aborts the signal at once, before the lock is given back.
-      const extension = typedErrors('extendLock', () => this.store.extend(this.state, duration, (error) => this.lose(error)));
-      // Sending may have shortened the lease (a shorter ttl): the loss timer follows it.
-      if (!this.done) this.armLossTimer();
-      await extension;
+      // Sending and answering both re-arm the timers (the lease-change listener).
+      await typedErrors('extendLock', () => this.store.extend(this.state, duration, (error) => this.lose(error)));
     } catch (error) {
       if (error instanceof LockNotHeldError) this.lose(error);
       throw error;
@@ -121,7 +138,7 @@ export class LockHandle<TDoc> implements AsyncDisposable {
   /** Releases unless already released or lost; never throws for a lost lock. */
   async [asyncDispose](): Promise<void> {
     this.stop();
-    if (this.state.lost !== undefined) return;
+    if (this.state.lost !== undefined || leaseReleased(this.state)) return;
     await this.release_().catch((error: unknown) => {
       if (!(error instanceof LockNotHeldError)) throw error;
     });
@@ -132,35 +149,61 @@ export class LockHandle<TDoc> implements AsyncDisposable {
     return leaseLeft(this.state);
   }
 
-  private schedule(): void {
-    if (this.done) return;
-    const left = this.msUntilExpiry();
-    const renewIn = Math.max(0, left - this.state.lock.ttl * RENEW_AT_FRACTION);
-    // A renewal further away than the timer limit: wait the limit, then schedule again.
-    this.renewTimer = backgroundTimer(renewIn, () => void (renewIn > MAX_TIMER_MS ? this.schedule() : this.renew()));
+  /** Aborts the signal if the lock is known gone or its lease ran out; says whether it still counts. */
+  private check(): boolean {
+    if (this.done) return false;
+    const { documentId, expiresAt } = this.state.lock;
+    // A release in the caller's transaction (pendingRelease) stands only if it commits: not yet a loss.
+    const known = this.state.pendingRelease === undefined ? this.state.lost : undefined;
+    if (leaseReleased(this.state) || known === 'released') this.lose(new LockNotHeldError(documentId, 'released'));
+    else if (known !== undefined) this.lose(lostError(this.state));
+    else if (this.msUntilExpiry() <= 0) this.lose(new LockExpiredError(documentId, expiresAt));
+    return !this.done;
+  }
+
+  /** After any change of the lease: the loss timer and the next renewal follow the latest lease. */
+  private rearm(): void {
+    if (!this.check()) return;
     this.armLossTimer();
+    if (this.autoExtend && !this.renewing) this.scheduleRenewal();
+  }
+
+  /**
+   * Renews when a third of the ttl is left on the lease; not while an extension or resume of the
+   * acquisition is on its way (its answer re-arms this), so a renewal never races another
+   * extension of the same lock (held-lock.ts, finishExtension).
+   */
+  private scheduleRenewal(): void {
+    clearTimeout(this.renewTimer);
+    this.renewTimer = undefined;
+    if (extensionsInFlight(this.state) > 0) return;
+    const renewIn = Math.max(0, this.msUntilExpiry() - this.state.lock.ttl * RENEW_AT_FRACTION);
+    // A renewal further away than the timer limit: wait the limit, then schedule again.
+    this.renewTimer = backgroundTimer(renewIn, () => void (renewIn > MAX_TIMER_MS ? this.scheduleRenewal() : this.renew()));
   }
 
   private async renew(): Promise<void> {
-    if (this.done) return;
+    if (this.done || this.renewing || extensionsInFlight(this.state) > 0) return;
+    this.renewing = true;
     try {
       await this.extend();
     } catch (error) {
+      this.renewing = false;
       if (error instanceof LockNotHeldError) return; // lose() already ran
       // A transient failure (network, failover): try again soon; the loss timer still guards expiry.
+      clearTimeout(this.renewTimer);
       this.renewTimer = backgroundTimer(Math.max(1, Math.min(this.msUntilExpiry() / 2, 1_000)), () => void this.renew());
       return;
     }
-    this.schedule();
+    this.renewing = false;
+    this.rearm();
   }
 
   /** Fires when the lease runs out, unless a renewal moved it. */
   private armLossTimer(): void {
     clearTimeout(this.lossTimer);
     this.lossTimer = backgroundTimer(Math.max(0, this.msUntilExpiry()) + 1, () => {
-      if (this.done) return;
-      if (this.msUntilExpiry() <= 0) this.lose(new LockExpiredError(this.state.lock.documentId, this.state.lock.expiresAt));
-      else this.armLossTimer(); // early (a renewal moved the expiry, or the delay was capped): wait again
+      if (this.check()) this.armLossTimer(); // early (a renewal moved the expiry, or the delay was capped): wait again
     });
   }
 
@@ -173,6 +216,7 @@ export class LockHandle<TDoc> implements AsyncDisposable {
 
   private stop(): void {
     this.done = true;
+    this.unsubscribe();
     clearTimeout(this.renewTimer);
     clearTimeout(this.lossTimer);
   }

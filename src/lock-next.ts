@@ -7,8 +7,13 @@
  * with the filter AND its `_id` (Model.findOne, from the primary), after the lock was taken.
  *  - Exclusivity is the acquisition's, exactly Model.lock's: the read only proposes.
  *  - A document that stopped matching between the read and the lock (or was deleted) loads as
- *    null: its lock is released by token and the call goes on with another candidate; this call
- *    never proposes it again (the next reads exclude it with `$nin`).
+ *    null: its lock is released by token and the call goes on with another candidate. A later read
+ *    may propose it again (it may match again: a job re-queued), but a document this call found
+ *    not matching MISS_LIMIT times is one the read and the load disagree on (a `find` hook hides
+ *    it): the call's next reads exclude it with `$nin`, so the call always ends.
+ *  - A candidate whose lock record an open caller transaction of this process writes is passed
+ *    over while that transaction is open (excluded the same way): taking it would wait for the
+ *    transaction (R17), and the read, outside it, keeps proposing it.
  *  - The call resolves null only after a candidate read that started during the call found no
  *    free matching document (never because candidates were taken by others meanwhile). On
  *    replica sets that read is one snapshot (readConcern "snapshot"), so at that instant no
@@ -23,6 +28,7 @@
  */
 import type { mongo } from 'mongoose';
 import { LockExpiredOnArrivalError } from './errors';
+import { abortedWith, calledOff } from './lock-waiter';
 import { attachHeldLock, leaseLeft, newHeldLockState, type HeldLock, type HeldLockState } from './held-lock';
 import { MIN_LEASE_MS, monotonicNow } from './lease';
 import type { LockStore } from './lock-store';
@@ -35,6 +41,8 @@ import { issueTicket } from './ticket';
 
 type Document = mongo.Document;
 
+/** Times one call may find a document not matching after locking it before it excludes it. */
+const MISS_LIMIT = 2;
 /** Grants that arrived too late to count on, in a row, before the call gives up. */
 const LATE_LIMIT = 3;
 /** With live change streams, read again this often anyway (a crashed holder's lock expires silently). */
@@ -72,10 +80,32 @@ export interface Claimed {
   state: HeldLockState;
 }
 
-type Outcome = { kind: 'claimed'; claimed: Claimed } | { kind: 'held' } | { kind: 'notMatching' } | { kind: 'late'; expiresAt: Date; elapsedMs: number };
+type Outcome =
+  | { kind: 'claimed'; claimed: Claimed }
+  | { kind: 'held' }
+  | { kind: 'notMatching' }
+  | { kind: 'inCallerTransaction' }
+  | { kind: 'late'; expiresAt: Date; elapsedMs: number };
+
+/**
+ * The document as it is now, if it still matches: the filter AND the `_id`, after the lock was
+ * taken, from the primary, as `Model.find(filter)` reads it (Mongoose casts the filter the same
+ * way and runs the model's `find` middleware, as lockMany's load does). Never in the caller's
+ * transaction (`session(null)` keeps Mongoose's transactionAsyncLocalStorage from joining it): a
+ * transaction reads its own older snapshot, and the lock was taken on the latest data.
+ */
+async function load(context: NextContext, documentId: unknown): Promise<object | null> {
+  const found = (await context.model
+    .find({ $and: [context.filter, { _id: documentId }] })
+    .read('primary')
+    .session(null)
+    .limit(1)) as object[];
+  return found[0] ?? null;
+}
 
 async function attempt(context: NextContext, candidate: Candidate): Promise<Outcome> {
   const { store, call } = context;
+  if (store.writtenByCallerTransaction(candidate.id)) return { kind: 'inCallerTransaction' };
   nextStats.attempts++;
   const grant = await store.claimFree(candidate.id, context.ownerKey, call.ttl, call.label);
   if (!grant) {
@@ -107,10 +137,7 @@ async function attempt(context: NextContext, candidate: Candidate): Promise<Outc
   }
   let doc: object | null;
   try {
-    // The filter AND the `_id`, after the lock was taken, from the primary: the document as it is
-    // now, and only if it still matches (Mongoose casts the filter as Model.find does, and runs
-    // the model's findOne middleware).
-    doc = (await context.model.findOne({ $and: [context.filter, { _id: documentId }] }).read('primary')) as object | null;
+    doc = await load(context, documentId);
   } catch (error) {
     await giveBack();
     throw error;
@@ -157,7 +184,9 @@ async function readCandidates(context: NextContext, match: Document, limit: numb
 
 /**
  * Claims the next free document matching the filter for the owner, or resolves null when there is
- * none (with `wait`: none until the deadline). Rejects with the signal's reason when it aborts.
+ * none (with `wait`: none until the deadline, or until the signal times out: a timeout ends the
+ * wait as `wait` running out does, as in lock-waiter.ts). Rejects with the signal's reason on an
+ * explicit abort.
  */
 export async function claimNext(context: NextContext): Promise<Claimed | null> {
   const queue = queueFor(context.documents, (context.model.base as unknown as { mongo: typeof mongo }).mongo.BSON, context.match, context.sort);
@@ -165,8 +194,14 @@ export async function claimNext(context: NextContext): Promise<Claimed | null> {
   const waiting = wait > 0;
   const started = performance.now();
   const deadline = started + wait;
-  /** Documents this call found not matching after locking them: never proposed to it again. */
+  /** How often this call found each document not matching after locking it. */
+  const misses = new Map<string, number>();
+  /**
+   * Documents never proposed to this call again: found not matching MISS_LIMIT times, or (while
+   * it is open) written by a caller transaction of this process (`inTransaction`).
+   */
   const skip = new Map<string, unknown>();
+  const inTransaction = new Set<string>();
   /** Reads that can answer "none" must start at or after this instant. */
   let notBefore = started;
   let late = 0;
@@ -174,7 +209,13 @@ export async function claimNext(context: NextContext): Promise<Claimed | null> {
   queue.active++;
   try {
     for (;;) {
-      signal?.throwIfAborted();
+      if (calledOff(signal)) throw abortedWith(undefined, signal!);
+      for (const key of inTransaction) {
+        if (!context.store.writtenByCallerTransaction(skip.get(key))) {
+          inTransaction.delete(key);
+          skip.delete(key);
+        }
+      }
       const candidate = queue.take(skip);
       if (candidate) {
         let outcome: Outcome | undefined;
@@ -187,7 +228,17 @@ export async function claimNext(context: NextContext): Promise<Claimed | null> {
           queue.settle(candidate, outcome?.kind === 'held' || outcome?.kind === 'notMatching', outcome?.kind === 'claimed', performance.now() - began);
         }
         if (outcome.kind === 'claimed') return outcome.claimed;
-        if (outcome.kind === 'notMatching') skip.set(candidate.key, candidate.id);
+        if (outcome.kind === 'notMatching') {
+          const count = (misses.get(candidate.key) ?? 0) + 1;
+          misses.set(candidate.key, count);
+          if (count >= MISS_LIMIT) skip.set(candidate.key, candidate.id);
+          // The next read starts after the load: it sees the document as it is now (it may match again).
+          notBefore = performance.now();
+        }
+        if (outcome.kind === 'inCallerTransaction') {
+          inTransaction.add(candidate.key);
+          skip.set(candidate.key, candidate.id);
+        }
         if (outcome.kind === 'late' && ++late >= LATE_LIMIT) {
           throw new LockExpiredOnArrivalError(candidate.id, outcome.expiresAt, { operation: 'lock', ttl: context.call.ttl, elapsedMs: outcome.elapsedMs, attempts: late });
         }
@@ -205,17 +256,20 @@ export async function claimNext(context: NextContext): Promise<Claimed | null> {
           // Free candidates exist. The loop takes one from the pool; when every one of them is
           // being tried by another call of this process, wait for one of those attempts to end.
           if (!queue.canTake(skip) && queue.attempting > 0) {
-            await Promise.race([queue.whenSettled(), pause(SETTLE_WAIT_MS, signal)]);
+            // (A signal that already timed out does not cut this pause short: that would spin.)
+            await Promise.race([queue.whenSettled(), pause(SETTLE_WAIT_MS, signal?.aborted ? undefined : signal)]);
             notBefore = performance.now();
           }
           continue;
         }
         // A read that started during the call found no free matching document: "none" (the
         // documents other calls of this process are trying were free at the read and would have
-        // been found, so they are not hidden by it).
+        // been found, so they are not hidden by it). An explicit abort during the read still ends
+        // the call with the signal's reason, as lock and lockMany do (lock-waiter.ts).
+        if (calledOff(signal)) throw abortedWith(undefined, signal!);
         if (!waiting) return null;
         const left = deadline - performance.now();
-        if (left <= 0) return null;
+        if (left <= 0 || signal?.aborted) return null;
         // Streams that were capturing before this read report every later change; otherwise
         // (none, or still opening) poll with backoff meanwhile.
         const poll = subscription!.wasLive ? SAFETY_POLL_MS : Math.random() * Math.min(POLL_CAP_MS, POLL_BASE_MS * 2 ** round++);
@@ -228,8 +282,8 @@ export async function claimNext(context: NextContext): Promise<Claimed | null> {
           signal?.removeEventListener('abort', onAbort);
           stop.abort();
         }
-        signal?.throwIfAborted();
-        // Read again (a read that starts now); at the deadline, an empty read ends the call.
+        if (calledOff(signal)) throw abortedWith(undefined, signal!);
+        // Read again (a read that starts now); at the deadline (or the signal's timeout), an empty read ends the call.
         notBefore = performance.now();
       } finally {
         subscription?.cancel();

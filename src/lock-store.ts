@@ -29,11 +29,11 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { mongo } from 'mongoose';
-import { LockExpiredError, LockExpiredOnArrivalError, LockNotHeldError, LockedError, describeId } from './errors';
+import { LockConfigurationError, LockExpiredError, LockExpiredOnArrivalError, LockNotHeldError, LockedError, describeId } from './errors';
 import { LockedByTransactionError } from './guard/errors';
 import { callerTransactions } from './guard/open-transactions';
 import { distinctIds, idKey } from './id-key';
-import { applyExtension, beginExtension, estimatedServerNow, leaseLeft, type HeldLockState } from './held-lock';
+import { estimatedServerNow, finishExtension, leaseLeft, startExtension, startResume, type HeldLockState } from './held-lock';
 import { MIN_LEASE_MS, monotonicNow, type GrantTiming } from './lease';
 import type { TicketParts } from './ticket';
 import { onlyDuplicateKeys, unwrapBulkError } from './bulk-errors';
@@ -42,7 +42,13 @@ type ClientSession = mongo.ClientSession;
 type Collection<T extends mongo.Document> = mongo.Collection<T>;
 type Document = mongo.Document;
 
+/**
+ * A record of the lock collection (`<collection>.locks`), one per document ever locked, as
+ * `Model.lockModel()` reads it. It holds the owner key and the token: keep it away from users
+ * (LockInfo is the public view).
+ */
 export interface LockRecord {
+  /** The locked document's `_id`. */
   _id: unknown;
   /** The owner key (hashed owner unless `ownerStorage: 'plain'`); null once released. */
   owner: string | null;
@@ -50,7 +56,9 @@ export interface LockRecord {
   token: string | null;
   /** Fencing token: strictly increasing per document across acquisitions. */
   fence: number;
+  /** When the current (or last) acquisition was granted (server time). */
   acquiredAt: Date;
+  /** When the lock expires (server time); in the past once released. */
   expiresAt: Date;
   /** The holder's display label (`lock(id, owner, { label })`), stored in clear; null once released. */
   label?: string | null;
@@ -77,8 +85,11 @@ export interface Grant extends GrantTiming {
 
 /** Public view of a lock: no owner, no token. */
 export interface LockInfo {
+  /** The locked document's `_id`. */
   documentId: unknown;
+  /** When the lock was granted (server time). */
   acquiredAt: Date;
+  /** When it expires unless renewed or released (server time). */
   expiresAt: Date;
   /** Milliseconds until it expires, by the server's clock at the time of the read. */
   remainingMs: number;
@@ -94,6 +105,7 @@ export interface LockStatus extends LockInfo {
 
 /** One page of `Model.listLocks()`. */
 export interface LockPage {
+  /** The locks of this page, in `_id` order. */
   locks: LockInfo[];
   /** Pass as `after` to get the next page; null on the last page. Opaque. */
   next: string | null;
@@ -138,6 +150,8 @@ export interface Blocker {
   documentId: unknown;
   expiresAt?: Date;
   remainingMs?: number;
+  /** The holder's display label, as `Model.lock` refused by the same lock reports it (null: none given, or unknown). */
+  label?: string | null;
 }
 
 /**
@@ -217,8 +231,47 @@ function isDuplicateKey(error: unknown): boolean {
   return typeof error === 'object' && error !== null && (error as { code?: unknown }).code === 11000;
 }
 
+/**
+ * A duplicate key on a unique index other than `_id` of the lock collection: an index the plugin
+ * never makes (its indexes are `_id`, the TTL index and `{ owner: 1, _id: 1 }`, none unique but
+ * `_id`), made by hand, that lock records of different documents collide on (a unique
+ * `{ owner: 1 }`: one lock per owner). No retry helps; it is a configuration fault, told as one
+ * instead of the driver's raw error. mongod's DuplicateKey error carries the index's key pattern
+ * (DuplicateKeyErrorInfo::serialize, src/mongo/db/storage/duplicate_key_error_info.cpp: `keyPattern`,
+ * `keyValue`), which the driver copies onto the MongoServerError.
+ */
+function foreignUniqueIndex(error: unknown, collection: string): LockConfigurationError | undefined {
+  if (!isDuplicateKey(error)) return undefined;
+  const keyPattern = (error as { keyPattern?: unknown }).keyPattern;
+  if (keyPattern === null || typeof keyPattern !== 'object') return undefined;
+  const fields = Object.keys(keyPattern);
+  if (fields.length === 1 && fields[0] === '_id') return undefined;
+  return new LockConfigurationError(
+    `the lock collection ${collection} has a unique index on ${JSON.stringify(keyPattern)} that the plugin did not create, and lock records of different documents collide on it ` +
+      `(${(error as Error).message}). Drop that index: the lock collection must carry only the plugin's indexes.`,
+  );
+}
+
+/**
+ * The longest a group acquisition's `update` may run on the server (its maxTimeMS, R26): long
+ * enough for its statements on a loaded server, short enough that a statement waiting for another
+ * process's transaction (R17) does not hold the group's other documents for that transaction's
+ * length (up to 60 s).
+ */
+export function groupRoundMaxTimeMS(statements: number): number {
+  return 500 + 2 * statements;
+}
+
 export class LockStore {
-  constructor(private readonly locks: Collection<Document>) {}
+  /**
+   * @param purgeAfterMs the TTL index's expiry (`purgeAfter`, in whole seconds as the index keeps
+   *   it): how long a released or expired record stays before the TTL monitor may delete it. Only
+   *   words an error (lossFrom); unknown (Infinity), a record gone before expiry is 'vanished'.
+   */
+  constructor(
+    private readonly locks: Collection<Document>,
+    private readonly purgeAfterMs = Number.POSITIVE_INFINITY,
+  ) {}
 
   /**
    * Notes that the caller's transaction on `session` writes the lock records of `ids` (the guard's
@@ -295,6 +348,9 @@ export class LockStore {
           },
         );
       } catch (error) {
+        // Only a duplicate `_id` (an insert race the server did not retry) is worth another attempt.
+        const foreign = foreignUniqueIndex(error, this.locks.collectionName);
+        if (foreign) throw foreign;
         if (!isDuplicateKey(error) || attempt >= ACQUIRE_ATTEMPTS) throw error;
         continue;
       }
@@ -345,16 +401,26 @@ export class LockStore {
     const { documentId, token } = state.lock;
     this.refuseIfInOpenTransaction(documentId);
     const sentAt = monotonicNow();
-    beginExtension(state, sentAt, ttl);
-    const record = await this.locks.findOneAndUpdate(
-      { _id: documentId, token, ...UNEXPIRED } as Document,
-      [{ $set: { expiresAt: { $add: ['$$NOW', lit(ttl)] } } }],
-      { returnDocument: 'after', projection: { _id: 0, expiresAt: 1, now: '$$NOW' } },
-    );
-    if (!record) throw await this.explainLoss(state);
-    const expiresAt = record.expiresAt as Date;
-    const timing: GrantTiming = { sentAt, expiresAt, serverNow: record.now instanceof Date ? record.now : new Date(expiresAt.getTime() - ttl) };
-    applyExtension(state, timing);
+    // Every instance of this acquisition in the process counts on it only as both guarantee until
+    // the answer; extensions in flight together settle to the least of them (held-lock.ts, finishExtension).
+    const pending = startExtension(state, sentAt, ttl);
+    let timing: GrantTiming | undefined;
+    let record: Document | null;
+    try {
+      record = await this.locks.findOneAndUpdate(
+        { _id: documentId, token, ...UNEXPIRED } as Document,
+        [{ $set: { expiresAt: { $add: ['$$NOW', lit(ttl)] } } }],
+        { returnDocument: 'after', projection: { _id: 0, expiresAt: 1, now: '$$NOW' } },
+      );
+      if (record) {
+        const expiresAt = record.expiresAt as Date;
+        timing = { sentAt, expiresAt, serverNow: record.now instanceof Date ? record.now : new Date(expiresAt.getTime() - ttl) };
+      }
+    } finally {
+      finishExtension(pending, timing);
+    }
+    if (!record || !timing) throw await this.explainLoss(state);
+    const { expiresAt } = timing;
     if (leaseLeft(state) < MIN_LEASE_MS) {
       // The answer came too late to count on: the lease is over, so the lock is given up rather
       // than revived. `onLapse` hears it first (a handle aborts its signal), then the lock is
@@ -390,7 +456,7 @@ export class LockStore {
       throw await this.explainLoss(state, session);
     }
     const record = await this.locks.findOne({ _id: documentId } as Document, {
-      projection: { token: 1, expiresAt: 1, now: '$$NOW' },
+      projection: { token: 1, fence: 1, expiresAt: 1, now: '$$NOW' },
       session,
       ...PRIMARY,
     });
@@ -415,10 +481,8 @@ export class LockStore {
   async findBlocking(ids: unknown[], ownerKey: string | undefined, session?: ClientSession): Promise<Blocker | null> {
     const filter: Document = { _id: { $in: ids }, ...UNEXPIRED };
     if (ownerKey !== undefined) filter.owner = { $ne: ownerKey };
-    const record = await this.locks.findOne(filter, { projection: { expiresAt: 1, now: '$$NOW' }, session, ...PRIMARY });
-    if (!record) return null;
-    const expiresAt = record.expiresAt as Date;
-    return { documentId: record._id, expiresAt, remainingMs: expiresAt.getTime() - (record.now as Date).getTime() };
+    const record = await this.locks.findOne(filter, { projection: { expiresAt: 1, label: 1, now: '$$NOW' }, session, ...PRIMARY });
+    return record ? blockerFrom(record._id, record) : null;
   }
 
   /**
@@ -467,7 +531,7 @@ export class LockStore {
         const reply = await this.locks.findOneAndUpdate({ _id: ids[0] } as Document, update, {
           upsert: true,
           returnDocument: 'after',
-          projection: { claimed: { $eq: ['$claim', lit(claim)] }, expiresAt: 1, now: '$$NOW' },
+          projection: { claimed: { $eq: ['$claim', lit(claim)] }, expiresAt: 1, label: 1, now: '$$NOW' },
           includeResultMetadata: true,
           session,
         });
@@ -486,7 +550,7 @@ export class LockStore {
       // transaction that tries to write to a document that was updated by a non-transaction
       // after it started should fail with a WriteConflict"), and the transaction is retried.
       const records = await this.locks
-        .find({ _id: { $in: ids } } as Document, { projection: { owner: 1, expiresAt: 1, now: '$$NOW' }, session, ...PRIMARY })
+        .find({ _id: { $in: ids } } as Document, { projection: { owner: 1, expiresAt: 1, label: 1, now: '$$NOW' }, session, ...PRIMARY })
         .toArray();
       const held = records.find((r) => r.expiresAt instanceof Date && r.expiresAt > (r.now as Date) && (ownerKey === undefined || r.owner !== ownerKey));
       if (held) return { blocker: blockerFrom(held._id, held), inserted: [], claim, written: [] };
@@ -504,7 +568,7 @@ export class LockStore {
           { ordered: false, session },
         );
         if (result.modifiedCount !== records.length) {
-          const other = await this.locks.findOne({ _id: { $in: ids }, claim: { $ne: claim } } as Document, { projection: { expiresAt: 1, now: '$$NOW' }, session, ...PRIMARY });
+          const other = await this.locks.findOne({ _id: { $in: ids }, claim: { $ne: claim } } as Document, { projection: { expiresAt: 1, label: 1, now: '$$NOW' }, session, ...PRIMARY });
           return { blocker: blockerFrom(other?._id ?? ids[0], other), inserted: missing, claim, written: ids };
         }
       }
@@ -512,7 +576,7 @@ export class LockStore {
     } catch (error) {
       // Inside a transaction mongod does not retry an upsert that lost an insert race (another
       // writer created the same record at the same instant): the transaction must be retried.
-      if (isDuplicateKey(error)) throw new ClaimRaceError(error);
+      if (isDuplicateKey(error)) throw foreignUniqueIndex(error, this.locks.collectionName) ?? new ClaimRaceError(error);
       throw error;
     }
   }
@@ -555,23 +619,40 @@ export class LockStore {
 
   /** Reads the lock record and works out why an acquisition is no longer current. */
   private async explainLoss(state: HeldLockState, session?: ClientSession): Promise<LockNotHeldError> {
-    const record = await this.locks.findOne({ _id: state.lock.documentId } as Document, { projection: { token: 1 }, session, ...PRIMARY });
+    const record = await this.locks.findOne({ _id: state.lock.documentId } as Document, { projection: { token: 1, fence: 1 }, session, ...PRIMARY });
     return this.lossFrom(state, record);
   }
 
   /**
-   * The error for a lost acquisition, given its record as just read (or null if it is gone). A
-   * record the TTL index purged expired at least `purgeAfter` ago, so a record that is gone before
-   * the lock's own expiry was not purged: the lock collection was dropped or the record deleted
-   * ('vanished'). Releasing keeps the record (token null), so 'released' needs the record.
+   * The error for a lost acquisition, given its record as just read (or null if it is gone).
+   * Releasing keeps the record (token null) and its fence, so its fence says whose acquisition was
+   * released: each acquisition sets a fence greater than every earlier one's (NEXT_FENCE), so a
+   * released record with a greater fence than ours was taken over after our lock ended (expired, or
+   * released) and then released by its new holder: 'taken_over', never 'released', which says that
+   * this acquisition itself was released. A release moves `expiresAt` to the release, so the TTL
+   * index may delete a released record `purgeAfter` after the release, long before the lock's own
+   * expiry when `purgeAfter` is shorter than the ttl. A record gone before the lock's expiry was
+   * therefore released and purged, or deleted (the collection dropped, the record removed by
+   * hand): 'released' once a release right after the acquisition could have been purged
+   * (`acquiredAt + purgeAfter` has passed by the server's clock, estimated late), else
+   * 'vanished', which then is certain.
    */
   private lossFrom(state: HeldLockState, record: Document | null): LockNotHeldError {
-    const { documentId, token, expiresAt } = state.lock;
+    const { documentId, token, expiresAt, acquiredAt, fence } = state.lock;
+    const serverNow = estimatedServerNow(state);
     let error: LockNotHeldError;
     if (record && record.token === token) error = new LockExpiredError(documentId, expiresAt);
     else if (record && record.token !== null) error = new LockNotHeldError(documentId, 'taken_over');
-    else if (!record && estimatedServerNow(state) >= expiresAt.getTime()) error = new LockExpiredError(documentId, expiresAt);
-    else if (!record) error = new LockNotHeldError(documentId, 'vanished');
+    else if (record && record.fence !== undefined && Number(record.fence) !== fence) error = new LockNotHeldError(documentId, 'taken_over');
+    else if (!record && serverNow >= expiresAt.getTime()) error = new LockExpiredError(documentId, expiresAt);
+    else if (!record && serverNow >= acquiredAt.getTime() + this.purgeAfterMs) {
+      error = new LockNotHeldError(
+        documentId,
+        'released',
+        `The lock on document ${describeId(documentId)} was released before it expired, and its record has since been purged by the TTL index (purgeAfter), ` +
+          'unless it was deleted by hand. Nothing was written; lock it again to continue.',
+      );
+    } else if (!record) error = new LockNotHeldError(documentId, 'vanished');
     else error = new LockNotHeldError(documentId, 'released');
     state.lost = error.reason;
     return error;
@@ -606,27 +687,39 @@ export class LockStore {
     const extension = ttl === undefined ? { $ifNull: ['$ttl', lit(fallbackTtl)] } : lit(ttl);
     // Read immediately before sending: the lease is timed from here (lease.ts).
     const sentAt = monotonicNow();
-    const record = await this.locks.findOneAndUpdate(
-      { _id: documentId, owner: ownerKey, token: ticket.token, ...UNEXPIRED } as Document,
-      [{ $set: { expiresAt: { $add: ['$$NOW', extension] } } }],
-      { returnDocument: 'after', projection: { _id: 0, fence: 1, acquiredAt: 1, expiresAt: 1, label: 1, ttl: 1, now: '$$NOW' } },
-    );
-    if (!record) throw await this.explainStaleTicket(documentId, ownerKey, ticket);
-    // The ttl this command added: the caller's, else the record's (what `$ifNull` chose).
-    const added = ttl ?? (typeof record.ttl === 'number' ? record.ttl : fallbackTtl);
-    return {
-      token: ticket.token,
-      fence: Number(record.fence),
-      acquiredAt: record.acquiredAt as Date,
-      expiresAt: record.expiresAt as Date,
-      // A retried findAndModify comes back without the projection (SERVER-31242, see acquire):
-      // then the command's `$$NOW` is the new expiry minus the ttl it added (a command sent
-      // after `sentAt`, so the lease stays conservative).
-      serverNow: record.now instanceof Date ? record.now : new Date((record.expiresAt as Date).getTime() - added),
-      sentAt,
-      label: typeof record.label === 'string' ? record.label : null,
-      ...(ttl === undefined ? { ttl: added } : {}),
-    };
+    // A resume moves the expiry of an acquisition that an instance of this process may carry:
+    // that instance's lease hears of it as of an extension (held-lock.ts, startResume; without
+    // the caller's ttl, the acquisition's, which the record stores).
+    const pending = startResume(documentId, ticket.token, sentAt, ttl);
+    let grant: Grant | undefined;
+    try {
+      const record = await this.locks.findOneAndUpdate(
+        { _id: documentId, owner: ownerKey, token: ticket.token, ...UNEXPIRED } as Document,
+        [{ $set: { expiresAt: { $add: ['$$NOW', extension] } } }],
+        { returnDocument: 'after', projection: { _id: 0, fence: 1, acquiredAt: 1, expiresAt: 1, label: 1, ttl: 1, now: '$$NOW' } },
+      );
+      if (record) {
+        // The ttl this command added: the caller's, else the record's (what `$ifNull` chose).
+        const added = ttl ?? (typeof record.ttl === 'number' ? record.ttl : fallbackTtl);
+        grant = {
+          token: ticket.token,
+          fence: Number(record.fence),
+          acquiredAt: record.acquiredAt as Date,
+          expiresAt: record.expiresAt as Date,
+          // A retried findAndModify comes back without the projection (SERVER-31242, see acquire):
+          // then the command's `$$NOW` is the new expiry minus the ttl it added (a command sent
+          // after `sentAt`, so the lease stays conservative).
+          serverNow: record.now instanceof Date ? record.now : new Date((record.expiresAt as Date).getTime() - added),
+          sentAt,
+          label: typeof record.label === 'string' ? record.label : null,
+          ...(ttl === undefined ? { ttl: added } : {}),
+        };
+      }
+    } finally {
+      if (pending) finishExtension(pending, grant);
+    }
+    if (!grant) throw await this.explainStaleTicket(documentId, ownerKey, ticket);
+    return grant;
   }
 
   /**
@@ -647,13 +740,13 @@ export class LockStore {
       },
       ...PRIMARY,
     });
-    // Gone: purged by the TTL index at least purgeAfter after it expired, or the lock collection
-    // was dropped or the record deleted. A ticket does not carry its expiry, so say both.
+    // Gone: purged by the TTL index at least purgeAfter after it expired or was released, or the
+    // lock collection was dropped or the record deleted. A ticket does not carry its expiry, so say all.
     if (!record) {
       return new LockNotHeldError(
         documentId,
         'vanished',
-        `The lock record of document ${describeId(documentId)} is gone: purged after this lock expired, or the lock collection was dropped or the record deleted. Nothing was written; lock the document again.`,
+        `The lock record of document ${describeId(documentId)} is gone: purged by the TTL index after this lock expired or was released, or the lock collection was dropped or the record deleted. Nothing was written; lock the document again.`,
       );
     }
     if (record.sameToken === true) {
@@ -686,31 +779,52 @@ export class LockStore {
   }
 
   /**
-   * The unexpired locks among `ids`, in one `find` through the `_id` index (`$in`), returned in
-   * one batch (`singleBatch`, `batchSize` = number of ids: mongod closes the cursor after the
-   * first batch, so no getMore follows; src/mongo/db/query/find.cpp shouldSaveCursor). With
-   * `ownerKey`, the server also says whether each lock is that owner's (`$eq` against a
+   * The unexpired locks among `ids`, in one `find` through the `_id` index (`$in`). `batchSize` is
+   * one more than the number of ids, so mongod reaches the end of the matches while filling the
+   * first batch and closes the cursor (no cursor is kept at EOF: src/mongo/db/query/find.cpp
+   * shouldSaveCursor), and no getMore follows, unless the records pass one 16 MiB batch
+   * (FindCommon::haveSpaceForNext, src/mongo/db/query/find_common.cpp): then the driver reads the
+   * rest with getMore, so no record is ever left out (a record left out would read as no lock).
+   * With `ownerKey`, the server also says whether each lock is that owner's (`$eq` against a
    * `$literal`), without returning any owner.
    */
   async statusOf(ids: unknown[], ownerKey: string | undefined): Promise<Document[]> {
     if (ids.length === 0) return [];
     const projection: Document = { acquiredAt: 1, expiresAt: 1, label: 1, now: '$$NOW' };
     if (ownerKey !== undefined) projection.mine = { $eq: ['$owner', lit(ownerKey)] };
-    return this.locks.find({ _id: { $in: ids }, ...UNEXPIRED } as Document, { projection, batchSize: ids.length, singleBatch: true, ...PRIMARY }).toArray();
+    return this.locks.find({ _id: { $in: ids }, ...UNEXPIRED } as Document, { projection, batchSize: ids.length + 1, ...PRIMARY }).toArray();
   }
 
   /**
-   * One page of unexpired locks in `_id` order, optionally only `ownerKey`'s: one `find` sorted
-   * on `_id`, starting after `after`, `limit + 1` documents in one batch (the extra one says
-   * whether there is a next page). With an owner it runs through the `{ owner: 1, _id: 1 }`
-   * index (equality on owner, then the range and the sort on `_id`); without, through `_id`.
+   * One page of unexpired locks in `_id` order, optionally only `ownerKey`'s: one `find` sorted on
+   * `_id`, starting after `after`, `limit + 1` documents (the extra one says whether there is a
+   * next page). `limit` makes mongod close the cursor once it is reached; should the records pass
+   * one 16 MiB batch (ids of many kilobytes), the driver reads the rest of the page with getMore
+   * (see statusOf), so a page is never cut short. With an owner it runs through the
+   * `{ owner: 1, _id: 1 }` index (equality on owner, then the range and the sort on `_id`);
+   * without, through `_id`.
+   *
+   * After `after`: `_id` greater than it, or of a BSON type that sorts after its type. A query's
+   * `$gt` only matches values of the operand's own type bracket (manual, "Comparison/Sort Order":
+   * "for most data types, comparison operators only perform comparisons on fields where the BSON
+   * type matches the query value's type"), while the sort orders every type (numbers, strings,
+   * binary data, ObjectIds, dates, in that order): on `_id`s of several types (a Mixed `_id`, or
+   * a lock collection shared by models of different `_id` types) `$gt` alone would end the
+   * listing at the first type boundary. Each branch of the `$or` is a range of the `_id` index
+   * (`$type` has index bounds), merged in `_id` order.
+   *
+   * Read with `useBigInt64`: an int64 `_id` comes back as a bigint, as a lock call's id is
+   * (id-value.ts), and not as a number (within 2^53) or a Long (beyond).
    */
-  async list(ownerKey: string | undefined, limit: number, after: { id: unknown } | undefined): Promise<{ records: Document[]; more: boolean }> {
+  async list(ownerKey: string | undefined, limit: number, after: { id: unknown; type: number } | undefined): Promise<{ records: Document[]; more: boolean }> {
     const filter: Document = { ...UNEXPIRED };
     if (ownerKey !== undefined) filter.owner = ownerKey;
-    if (after !== undefined) filter._id = { $gt: after.id };
+    if (after !== undefined) {
+      const later = typesSortingAfter(after.type);
+      filter.$or = later.length === 0 ? [{ _id: { $gt: after.id } }] : [{ _id: { $gt: after.id } }, { _id: { $type: later } }];
+    }
     const records = await this.locks
-      .find(filter, { projection: { acquiredAt: 1, expiresAt: 1, label: 1, now: '$$NOW' }, sort: { _id: 1 }, limit: limit + 1, batchSize: limit + 1, singleBatch: true, ...PRIMARY })
+      .find(filter, { projection: { acquiredAt: 1, expiresAt: 1, label: 1, now: '$$NOW' }, sort: { _id: 1 }, limit: limit + 1, batchSize: limit + 1, useBigInt64: true, ...PRIMARY })
       .toArray();
     return { records: records.slice(0, limit), more: records.length > limit };
   }
@@ -771,7 +885,7 @@ export class LockStore {
    * make the write wait for that transaction, R17).
    */
   async claimFree(documentId: unknown, ownerKey: string, ttl: number, label: string | null): Promise<Grant | null> {
-    if (callerTransactions.writing(this.locks.namespace, documentId)) return null;
+    if (this.writtenByCallerTransaction(documentId)) return null;
     for (let attempt = 1; ; attempt++) {
       const token = newLockToken();
       const sentAt = monotonicNow();
@@ -795,6 +909,9 @@ export class LockStore {
           },
         );
       } catch (error) {
+        // Only a duplicate `_id` (an insert race the server did not retry) is worth another attempt.
+        const foreign = foreignUniqueIndex(error, this.locks.collectionName);
+        if (foreign) throw foreign;
         if (!isDuplicateKey(error) || attempt >= ACQUIRE_ATTEMPTS) throw error;
         continue;
       }
@@ -813,6 +930,16 @@ export class LockStore {
         label: typeof record.label === 'string' ? record.label : null,
       };
     }
+  }
+
+  /**
+   * Whether an open caller transaction of this process writes `documentId`'s lock record (see
+   * refuseIfInOpenTransaction): nothing is sent. lockNext passes such a candidate over while the
+   * transaction is open instead of reading it again and again (it stays free to the candidate
+   * read, which runs outside that transaction).
+   */
+  writtenByCallerTransaction(documentId: unknown): boolean {
+    return callerTransactions.writing(this.locks.namespace, documentId);
   }
 
   // ---- Several documents under one acquisition (Model.lockMany, lockAll, the group handle). Each
@@ -847,7 +974,7 @@ export class LockStore {
    * with a duplicate key (the retries exhausted) is a write error of that statement alone; with
    * `ordered: false` the others still run (handleError), and it counts as not taken (R25).
    */
-  async takeGroup(targets: readonly { documentId: unknown; ownerKey: string }[], token: string, ttl: number, label: string | null): Promise<boolean> {
+  async takeGroup(targets: readonly { documentId: unknown; ownerKey: string }[], token: string, ttl: number, label: string | null): Promise<boolean | 'timedOut'> {
     const pipelines = new Map<string, Document[]>();
     const grant = (ownerKey: string): Document[] => {
       let pipeline = pipelines.get(ownerKey);
@@ -868,11 +995,16 @@ export class LockStore {
     try {
       const result = await this.locks.bulkWrite(
         targets.map((t) => ({ updateOne: { filter: { _id: t.documentId } as Document, update: grant(t.ownerKey), upsert: true } })),
-        { ordered: false },
+        // A statement whose record another process's transaction wrote waits for that transaction
+        // (R17), holding the statements before it: maxTimeMS bounds that (R26).
+        { ordered: false, maxTimeMS: groupRoundMaxTimeMS(targets.length) },
       );
       return result.modifiedCount + result.upsertedCount === targets.length;
     } catch (error) {
       if (onlyDuplicateKeys(error)) return false;
+      // MaxTimeMSExpired (50) fails the whole command (write_ops_exec.cpp handleError); the
+      // statements applied before it stay, and the caller releases them by token (R26).
+      if ((error as { code?: unknown }).code === 50) return 'timedOut';
       throw unwrapBulkError(error);
     }
   }
@@ -964,9 +1096,11 @@ export class LockStore {
    * order of `states`) that is known lost: expired with our token, taken over by another
    * acquisition, or purged; `afterOwnRelease` says the caller has just released the group itself,
    * so a released record says nothing about who released it and is named only when nothing else
-   * explains the shortfall. Marks no state; the caller does.
+   * explains the shortfall. Without `afterOwnRelease`, resolves to undefined when every lock is
+   * still held by this acquisition (the shortfall was a lock the caller released meanwhile). Marks
+   * no state; the caller does.
    */
-  async explainGroupLoss(states: readonly HeldLockState[], afterOwnRelease: boolean): Promise<LockNotHeldError> {
+  async explainGroupLoss(states: readonly HeldLockState[], afterOwnRelease: boolean): Promise<LockNotHeldError | undefined> {
     const first = states[0];
     if (!first) throw new Error('mongoose-pessimistic-lock: explainGroupLoss needs at least one lock');
     const token = first.lock.token;
@@ -995,6 +1129,7 @@ export class LockStore {
       if (!afterOwnRelease) return new LockNotHeldError(documentId, 'released');
       released ??= state;
     }
+    if (!afterOwnRelease) return undefined; // every lock is still this acquisition's
     return new LockNotHeldError((released ?? first).lock.documentId, 'released');
   }
 }
@@ -1011,11 +1146,12 @@ export function lockInfoFrom(documentId: unknown, record: Document): LockInfo {
   };
 }
 
-/** What stops a write, from a lock record read with `now: '$$NOW'` (or nothing known). */
+/** What stops a write, from a lock record read with `label` and `now: '$$NOW'` (or nothing known). */
 function blockerFrom(documentId: unknown, record: Document | null): Blocker {
   if (!record || !(record.expiresAt instanceof Date)) return { documentId };
   const expiresAt = record.expiresAt;
-  return { documentId, expiresAt, remainingMs: expiresAt.getTime() - (record.now as Date).getTime() };
+  const label = typeof record.label === 'string' ? record.label : null;
+  return { documentId, expiresAt, remainingMs: expiresAt.getTime() - (record.now as Date).getTime(), label };
 }
 
 /** A lock that stopped a group acquisition, with its holder's display label. */
@@ -1023,3 +1159,41 @@ export interface GroupBlocker extends Blocker {
   label: string | null;
 }
 
+
+/**
+ * The BSON types (as `$type` aliases) in mongod's sort order, by type bracket (manual,
+ * "Comparison/Sort Order": MinKey, Null, Numbers, Symbol and String, Object, Array, BinData,
+ * ObjectId, Boolean, Date, Timestamp, Regular Expression, MaxKey), from Numbers on: an `_id` is
+ * never null, MinKey, an array or undefined (mongod refuses them), and a lock's `_id` is one of
+ * the scalar types id-value.ts accepts.
+ */
+const SORT_BRACKETS: readonly (readonly string[])[] = [
+  ['double', 'int', 'long', 'decimal'],
+  ['symbol', 'string'],
+  ['object'],
+  ['binData'],
+  ['objectId'],
+  ['bool'],
+  ['date'],
+  ['timestamp'],
+  ['regex'],
+  ['maxKey'],
+];
+
+/** The bracket of each BSON type byte a lock's `_id` may have (id-value.ts, BSON_TYPE). */
+const BRACKET_OF_TYPE: ReadonlyMap<number, number> = new Map([
+  [0x01, 0],
+  [0x10, 0],
+  [0x12, 0],
+  [0x13, 0],
+  [0x02, 1],
+  [0x05, 3],
+  [0x07, 4],
+  [0x09, 6],
+]);
+
+/** The `$type` aliases of every type that sorts after the bracket of BSON type `type`. */
+function typesSortingAfter(type: number): string[] {
+  const bracket = BRACKET_OF_TYPE.get(type);
+  return bracket === undefined ? [] : SORT_BRACKETS.slice(bracket + 1).flat();
+}

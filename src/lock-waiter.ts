@@ -172,6 +172,14 @@ export class LockWatch {
   }
 }
 
+/** A signal that never aborts, for pauses of calls without one. */
+const NEVER = new AbortController().signal;
+
+/** Jittered exponential backoff for round `round`: between half and all of 20 ms doubling, capped at 1 s. */
+function backoff(round: number): number {
+  return Math.min(POLL_CAP_MS, POLL_BASE_MS * 2 ** round) * (0.5 + Math.random() / 2);
+}
+
 /** Resolves after `ms`, or as soon as `signal` aborts; never rejects. */
 function pause(ms: number, signal: AbortSignal): Promise<void> {
   return new Promise((resolve) => {
@@ -187,10 +195,52 @@ function pause(ms: number, signal: AbortSignal): Promise<void> {
 }
 
 /**
- * Acquires, waiting up to `waitMs` for the lock to become free. Rejects with LockedError
- * (saying how long it waited) when the deadline passes, or with the signal's reason on abort.
- * An attempt whose grants all arrived too late to count on (LockExpiredOnArrivalError) is
- * tried again at once while the wait lasts: the lock was free, the database was slow.
+ * Whether an AbortSignal's reason is a timeout: `AbortSignal.timeout(ms)` aborts with a
+ * DOMException named TimeoutError (WHATWG DOM, "AbortSignal.timeout"); any reason so named counts.
+ */
+function isTimeout(reason: unknown): boolean {
+  return typeof reason === 'object' && reason !== null && (reason as { name?: unknown }).name === 'TimeoutError';
+}
+
+/**
+ * Aborted, and not by a timeout: the caller called the call off. Every waiting lock call
+ * (lock, lockMany, lockNext) applies the same rule: a timeout ends the wait as `wait` running out
+ * does; an explicit abort rejects with the signal's reason (abortedWith).
+ */
+export function calledOff(signal: AbortSignal | undefined): boolean {
+  return signal !== undefined && signal.aborted && !isTimeout(signal.reason);
+}
+
+/**
+ * The reasons lock calls ended by an explicit abort rejected with, and each call's document (or
+ * undefined: lockNext names none), for lockErrorHandler, which answers those, and only those,
+ * 499. Objects only; weakly held.
+ */
+const abortedLockCalls = new WeakMap<object, unknown>();
+
+/** The document of the lock call that rejected with `error` because its signal was aborted, if it is one. */
+export function abortedLockCall(error: unknown): { documentId: unknown } | undefined {
+  return typeof error === 'object' && error !== null && abortedLockCalls.has(error) ? { documentId: abortedLockCalls.get(error) } : undefined;
+}
+
+/** The signal's reason, to reject a lock call with, remembered as such (abortedLockCall). */
+export function abortedWith(documentId: unknown, signal: AbortSignal): unknown {
+  const reason: unknown = signal.reason;
+  if (typeof reason === 'object' && reason !== null) abortedLockCalls.set(reason, documentId);
+  return reason;
+}
+
+/**
+ * Acquires, waiting up to `waitMs` for the lock to become free. One behaviour for a wait that ran
+ * out, whichever way it was bounded: when `waitMs` passes, or `signal` aborts with a timeout
+ * (AbortSignal.timeout), it rejects with LockedError (the lock is still someone else's: its
+ * expiry, retryAfterMs and label, how long it waited, and the signal's reason as `cause`). Like
+ * `wait: 0`, a timeout never prevents the first attempt, and the attempt the deadline falls on
+ * is made. An explicit abort (`controller.abort()`, any reason that is not a TimeoutError)
+ * rejects with the signal's reason, as fetch does, at once (before anything is sent when the
+ * signal was already aborted). An attempt in flight is not interrupted: a lock it got is returned.
+ * An attempt whose grants all arrived too late to count on (LockExpiredOnArrivalError) is tried
+ * again after a backoff while the wait lasts: the lock was free, the database was slow.
  */
 export async function acquireWaiting<T>(
   documentId: unknown,
@@ -201,23 +251,31 @@ export async function acquireWaiting<T>(
 ): Promise<T> {
   const started = performance.now();
   for (let round = 0; ; round++) {
-    signal?.throwIfAborted();
+    if (calledOff(signal)) throw abortedWith(documentId, signal!);
     // Subscribe before the attempt (no lost wake-up); the stream opens alongside the attempt.
     const subscription = watch.subscribe(documentId);
     try {
       try {
         return await attempt();
       } catch (error) {
-        if (error instanceof LockExpiredOnArrivalError && performance.now() - started < waitMs) continue;
+        if (error instanceof LockExpiredOnArrivalError && performance.now() - started < waitMs && !signal?.aborted) {
+          // The database answered too slowly to count on its grants: back off as polling does
+          // before asking again, never at once (a tight loop would load the slow database further
+          // and hold the lock for moments nobody can use). The loop's top hears an abort meanwhile.
+          await pause(Math.min(waitMs - (performance.now() - started), backoff(round)), signal ?? NEVER);
+          if (!signal?.aborted) continue;
+        }
         if (!(error instanceof LockedError)) throw error;
         const live = await subscription.live;
+        if (calledOff(signal)) throw abortedWith(documentId, signal!);
         // The stream only started capturing during this attempt: a release may have slipped
         // through before it did, so try once more before waiting.
-        if (live && !subscription.wasLive) continue;
+        if (live && !subscription.wasLive && !signal?.aborted) continue;
         const waited = performance.now() - started;
         const left = waitMs - waited;
-        if (left <= 0) {
-          throw new LockedError(documentId, error.expiresAt, ` Waited ${Math.round(waited)} ms for it.`, error.retryAfterMs, error.label);
+        if (left <= 0 || signal?.aborted) {
+          const cause: unknown = signal?.aborted ? signal.reason : undefined;
+          throw new LockedError(documentId, error.expiresAt, ` Waited ${Math.round(waited)} ms for it.`, error.retryAfterMs, error.label, cause);
         }
         subscription.waiting();
         const untilExpiry = error.retryAfterMs === undefined ? Infinity : error.retryAfterMs + 1;
@@ -231,7 +289,7 @@ export async function acquireWaiting<T>(
           signal?.removeEventListener('abort', onAbort);
           stopPause.abort(); // clears the timer when the change event won the race
         }
-        signal?.throwIfAborted();
+        // An explicit abort ends the call at the top of the loop; a timeout gets its last attempt.
       }
     } finally {
       subscription.cancel();

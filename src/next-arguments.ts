@@ -87,6 +87,18 @@ function sanitizes(model: AnyModel): boolean {
 }
 
 /**
+ * Whether Mongoose translates schema aliases in this model's query filters (`translateAliases`:
+ * the option's lookup order of Query.prototype._applyTranslateAliases, lib/query.js: the query's
+ * own option, which a filter passed here cannot carry, then the schema's, then the global one).
+ */
+function translatesAliases(model: AnyModel): boolean {
+  const schema = model.schema as unknown as { _userProvidedOptions?: { translateAliases?: unknown }; aliases?: Record<string, unknown> };
+  const base = model.base as unknown as { options?: { translateAliases?: unknown } };
+  const enabled = schema._userProvidedOptions?.translateAliases ?? base.options?.translateAliases;
+  return Boolean(enabled) && schema.aliases !== undefined && Object.keys(schema.aliases).length > 0;
+}
+
+/**
  * Validates the filter and returns it cast as `Model.find(filter)` casts it (the discriminator's
  * key included), ready for the candidate read's `$match`.
  */
@@ -101,6 +113,8 @@ export function castNextFilter(model: AnyModel, filter: unknown): Document {
     // execution sanitizes (when enabled) and casts the conditions (Query.prototype._castConditions).
     const query = model.find(filter);
     const conditions = query.getFilter() as Document;
+    // Before casting, as Query.prototype._find does (_applyTranslateAliases, then _castConditions).
+    if (translatesAliases(model)) (model as unknown as { translateAliases(raw: Document, errorOnDuplicates?: boolean): Document }).translateAliases(conditions, true);
     if (sanitizes(model)) (model.base as unknown as { sanitizeFilter(filter: Document): Document }).sanitizeFilter(conditions);
     return query.cast(model) as Document;
   } catch (error) {

@@ -1,6 +1,11 @@
 /** The plugin's options: their types, defaults and validation (run once, when `schema.plugin` runs). */
 import { InvalidLockOptionError } from './errors';
+import { MIN_TTL_MS } from './lease';
 
+/**
+ * The options of `schema.plugin(lockPlugin, options)`: every one optional; unknown or invalid
+ * ones throw InvalidLockOptionError when the plugin is applied.
+ */
 export interface LockPluginOptions {
   /** How long a lock lasts unless renewed or released, in milliseconds. Default 30 000. */
   ttl?: number;
@@ -58,11 +63,14 @@ export interface ResolvedLockOptions {
   changeStreams: 'auto' | 'never';
 }
 
+/** The default `ttl`: 30 seconds. */
 export const DEFAULT_TTL_MS = 30_000;
+export { MIN_TTL_MS };
 /** Upper bound for ttl: one year. Longer "locks" are ownership, not locking. */
 export const MAX_TTL_MS = 365 * 24 * 60 * 60 * 1000;
 const MIN_SECRET_BYTES = 16;
 
+/** The default `purgeAfter`: how long a released or expired lock record is kept, one day. */
 export const DEFAULT_PURGE_AFTER_MS = 24 * 60 * 60 * 1000;
 
 const KNOWN_OPTIONS: ReadonlySet<string> = new Set(['ttl', 'purgeAfter', 'collection', 'ownerStorage', 'ownerSecret', 'requireLock', 'transactions', 'changeStreams']);
@@ -72,8 +80,15 @@ export function validateTtl(value: unknown, option = 'ttl'): number {
   if (typeof value !== 'number' || !Number.isFinite(value) || !Number.isInteger(value)) {
     throw new InvalidLockOptionError(option, `expected a whole number of milliseconds, got ${describeValue(value)}.`);
   }
-  if (value < 1 || value > MAX_TTL_MS) {
-    throw new InvalidLockOptionError(option, `expected between 1 and ${MAX_TTL_MS} milliseconds (one year), got ${value}.`);
+  if (value < MIN_TTL_MS) {
+    // lease.ts, MIN_TTL_MS: the clock-drift allowance alone uses up such a lease, so no grant could ever be handed out.
+    throw new InvalidLockOptionError(
+      option,
+      `expected at least ${MIN_TTL_MS} milliseconds, got ${value}: a lease sets aside 2 ms and 1% of the ttl for clock drift, so a lock of ${value} ms could never be counted on (MIN_TTL_MS).`,
+    );
+  }
+  if (value > MAX_TTL_MS) {
+    throw new InvalidLockOptionError(option, `expected between ${MIN_TTL_MS} and ${MAX_TTL_MS} milliseconds (one year), got ${value}.`);
   }
   if (value < SECONDS_SUSPECT_BELOW_MS) warnTtlLooksLikeSeconds(value, option);
   return value;

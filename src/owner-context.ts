@@ -19,6 +19,12 @@ type AnyFunction = (...args: unknown[]) => unknown;
  * Runs `fn` as `owner`. What `fn` returns is returned unchanged (the same object), except that
  * deferred work in it runs as `owner` too: `runWithLockOwner(sid, () => Model.updateOne(...))`
  * returns the Query, and the Query's write, executed later by `await`, acts as `sid`.
+ *
+ * @example
+ * ```ts
+ * // The guard lets this write through only if no other owner holds the document's lock.
+ * await runWithLockOwner('report-job', () => Item.updateOne({ _id: id }, { $set: { done: true } }));
+ * ```
  */
 export function runWithLockOwner<T>(owner: string, fn: () => T): T {
   const who = validateOwner(owner);
@@ -59,11 +65,13 @@ export function currentLockOwner(): string | undefined {
 
 /** The smallest request shape the middleware needs; Express's Request fits it. */
 export interface RequestWithSession {
+  /** Set by express-session: the session's id, the default owner. */
   sessionID?: string;
   /** Set by express-session; its absence means the session middleware has not run (yet). */
   session?: unknown;
 }
 
+/** The options of `lockOwnerMiddleware(options)`. */
 export interface LockOwnerMiddlewareOptions<Req> {
   /** Picks the owner for a request. Default: `req.sessionID` (express-session). */
   owner?: (req: Req) => string | undefined;
@@ -76,6 +84,12 @@ export interface LockOwnerMiddlewareOptions<Req> {
  * With the default owner (`req.sessionID`) it must come after express-session's `session()`:
  * a request that reaches it without `req.session` fails with LockConfigurationError naming the
  * fix, instead of silently making every request anonymous.
+ *
+ * @example
+ * ```ts
+ * app.use(session({ secret, resave: false, saveUninitialized: false }));
+ * app.use(lockOwnerMiddleware()); // the owner is req.sessionID
+ * ```
  */
 export function lockOwnerMiddleware<Req = RequestWithSession>(options: LockOwnerMiddlewareOptions<Req> = {}) {
   if (options === null || typeof options !== 'object' || Array.isArray(options)) {

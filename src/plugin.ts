@@ -6,7 +6,7 @@
 import type { HydratedDocument, SaveOptions, mongo } from 'mongoose';
 import { idCaster, validateLockCallOptions, validateOwner, type ResolvedCallOptions } from './arguments';
 import { InvalidLockArgumentError, InvalidLockOptionError, LockExpiredOnArrivalError, LockNotHeldError, LockTargetNotFoundError, LockedError } from './errors';
-import { attachHeldLock, heldLockState, leaseLeft, lostError, newHeldLockState, releaseOutcomeUnknown, type HeldLock, type HeldLockFields, type HeldLockState } from './held-lock';
+import { attachHeldLock, heldLockState, leaseLeft, lostError, newHeldLockState, releaseKnownLease, releaseLease, releaseOutcomeUnknown, settleReleaseWithServer, type HeldLock, type HeldLockFields, type HeldLockState } from './held-lock';
 import { typedErrors } from './failures';
 import { loadDocument } from './document-load';
 import { idKey } from './id-key';
@@ -24,7 +24,7 @@ import { describeValue, resolveOptions, validateTtl, type LockPluginOptions } fr
 import { ownerKeyFunction } from './owner-key';
 import { pluginApplication } from './plugin-registration';
 import { runtimeFactory, type AnyModel, type AnySchema } from './runtime';
-import { cursorAfter, fromStoredId, validateListOptions, validateStatusIds, validateStatusIdsSize, validateUnlockOptions } from './status-arguments';
+import { cursorAfter, validateListOptions, validateStatusIds, validateStatusIdsSize, validateUnlockOptions } from './status-arguments';
 import { issueTicket, readTicket } from './ticket';
 
 type AnyDoc = HydratedDocument<unknown>;
@@ -56,24 +56,23 @@ async function confirmHeld(state: HeldLockState, store: LockStore): Promise<void
 }
 
 /**
- * Settles a release made in a caller's transaction that has ended, committed or not, with one
- * read of the lock record (LockStore.verify outside a transaction: is it still this acquisition,
- * unexpired by the server's clock?). Still ours: the transaction did not commit, so neither did
- * the release, and the lock is held (a retried `withTransaction` callback can save and release
- * again). Not ours: the read says why (released by the commit, expired, taken over). A read that
- * fails leaves the question open for the next call.
+ * The Mongoose plugin: gives the schema's model the lock statics (`Model.lock`, `acquireLock`,
+ * `lockMany`, `lockNext`, `releaseAllFor`, ...) and its documents the lock methods
+ * (`saveAndUnlock`, `unlock`, `extendLock`, `heldLock`), creates the sibling lock collection
+ * `<collection>.locks` and guards every Mongoose write path against other owners' locks.
+ * Register it before `model()`, on a schema or globally (`mongoose.plugin(lockPlugin)`).
+ *
+ * @example
+ * ```ts
+ * const schema = new Schema<Item, LockableModel<Item>, LockMethods>({ title: String });
+ * schema.plugin(lockPlugin, { ttl: 30_000 });
+ * const Item = model<Item, LockableModel<Item>>('Item', schema);
+ *
+ * const item = await Item.lock(id, req.sessionID);
+ * item.title = 'renamed';
+ * await item.saveAndUnlock();
+ * ```
  */
-async function settleReleaseWithServer(state: HeldLockState, store: LockStore): Promise<void> {
-  try {
-    await store.verify(state);
-    state.lost = undefined;
-  } catch (error) {
-    if (!(error instanceof LockNotHeldError)) throw error;
-    // verify recorded the reason in state.lost.
-  }
-  state.pendingRelease = undefined;
-}
-
 export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): void {
   // Decide first whether this application applies at all: the lock schemas themselves, a second
   // application, a schema already compiled, and embedded schemas reached by a global
@@ -81,7 +80,7 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
   const application = pluginApplication(schema, lockPlugin, rawOptions);
   if (application.skip) return;
   const options = resolveOptions(application.options);
-  const castId = idCaster(schema);
+  const { castId, castIdForLoad } = idCaster(schema);
   const ownerKey = ownerKeyFunction(options);
   const runtimeOf = runtimeFactory(options);
 
@@ -95,7 +94,7 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
    * then loads the document and attaches the lock to it.
    */
   async function lockAndLoad(model: AnyModel, id: unknown, owner: unknown, call: ResolvedCallOptions): Promise<{ doc: AnyDoc; state: HeldLockState }> {
-    const documentId = castId(model, id);
+    const { documentId, loadId } = castIdForLoad(model, id);
     const who = validateOwner(owner);
     const ticket = call.resume === undefined ? undefined : readTicket(call.resume, documentId, 'resume');
     const { store, watch, ready } = runtimeOf(model);
@@ -106,7 +105,11 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
     const resumeTtl = call.ttlGiven ? call.ttl : undefined;
     const grantOnce = ticket ? () => store.resume(documentId, key, ticket, resumeTtl, options.ttl) : () => store.acquire(documentId, key, call.ttl, call.label);
     // A grant that came too late is released by its owner and token (cmd-unlock-by-owner): only that acquisition, no second read.
-    const attempt = () => takeLease(model, documentId, who, call, grantOnce, ticket !== undefined, store, (grant) => store.releaseHeld(documentId, key, grant.token));
+    // Every instance of that acquisition in this process learns that it was released (held-lock.ts).
+    const releaseGrant = async (grant: Grant) => {
+      if (await store.releaseHeld(documentId, key, grant.token)) releaseKnownLease(documentId, grant.token);
+    };
+    const attempt = () => takeLease(model, documentId, loadId, who, call, grantOnce, ticket !== undefined, store, releaseGrant);
     return call.wait > 0 || call.signal ? acquireWaiting(documentId, attempt, watch, call.wait, call.signal) : attempt();
   }
 
@@ -122,6 +125,7 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
   async function takeLease(
     model: AnyModel,
     documentId: unknown,
+    loadId: unknown,
     who: string,
     call: ResolvedCallOptions,
     grantOnce: () => Promise<Grant>,
@@ -144,34 +148,43 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
       };
       const state = newHeldLockState(held, grant);
       if (leaseLeft(state) >= MIN_LEASE_MS) {
-        const doc = await loadLocked(model, documentId, state, store);
+        const doc = await loadLocked(model, documentId, loadId, state, store);
         if (leaseLeft(state) >= MIN_LEASE_MS) {
           attachHeldLock(doc, state);
           return { doc, state };
         }
       }
       const elapsedMs = monotonicNow() - grant.sentAt;
-      const last = attempt >= LAPSED_GRANT_ATTEMPTS;
+      // A caller that called the lock off meanwhile is not kept waiting for more late grants.
+      const abandoned = call.signal?.aborted === true;
+      const last = attempt >= LAPSED_GRANT_ATTEMPTS || abandoned;
       if (!resuming || last) await releaseGrant(grant).catch(() => undefined);
+      if (abandoned) call.signal?.throwIfAborted();
       if (last) throw new LockExpiredOnArrivalError(documentId, grant.expiresAt, { operation: resuming ? 'resume' : 'lock', ttl: grant.ttl ?? call.ttl, elapsedMs, attempts: attempt });
     }
   }
 
-  /** Loads the document just locked; releases the lock again if that fails or it does not exist. */
-  async function loadLocked(model: AnyModel, documentId: unknown, state: HeldLockState, store: LockStore): Promise<AnyDoc> {
+  /**
+   * Loads the document just locked (`documentId`) by `loadId`, the caller's id decoded from its
+   * BSON before the cast (CastId in arguments.ts): Mongoose casts it once, setters included, as
+   * `findById(id)` does, so it finds the document the lock is on also when an `_id` setter is not
+   * idempotent. From the primary whatever the connection's read preference: the holder must edit
+   * the latest version, not a secondary's older copy. Releases the lock again if the load fails,
+   * finds nothing, or finds a document whose `_id` is not the locked one (a setter that gives
+   * another value each time).
+   */
+  async function loadLocked(model: AnyModel, documentId: unknown, loadId: unknown, state: HeldLockState, store: LockStore): Promise<AnyDoc> {
     let doc: AnyDoc | null;
     try {
-      // The id as castId sent it to the lock collection (a fresh value, see id-value.ts), never the
-      // caller's object, whose serialization may differ the second time. The document is the one
-      // `findById(documentId).read('primary')` returns (document-load.ts), from the primary
-      // whatever the connection's read preference: the holder must edit the latest version, not a
-      // secondary's older copy.
-      doc = await loadDocument(model, documentId);
+      // The document `findById(loadId).read('primary')` returns (document-load.ts; loaded directly
+      // by `documentId`, its cast, where that is the same).
+      doc = await loadDocument(model, documentId, loadId);
     } catch (error) {
       await store.release(state).catch(() => undefined);
       throw error;
     }
-    if (!doc) {
+    // The stored `_id` (without a getter's transformation) must be the locked one.
+    if (!doc || idKey(doc.get('_id', null, { getters: false })) !== idKey(documentId)) {
       await store.release(state).catch(() => undefined);
       throw new LockTargetNotFoundError(documentId, model.modelName);
     }
@@ -192,6 +205,8 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
     await confirmHeld(state, store);
     await store.release(state);
     state.lost = 'released';
+    // Every instance of the acquisition learns it (a handle of this document aborts its signal).
+    releaseLease(state);
   }
 
   schema.static('lock', function lock(this: AnyModel, id: unknown, owner: unknown, callOptions?: unknown) {
@@ -263,21 +278,26 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
       const token = ticket === undefined ? undefined : readTicket(ticket, documentId, 'ticket').token;
       const { store, ready } = runtimeOf(this);
       await ready;
-      return store.releaseHeld(documentId, ownerKey(who), token);
+      const released = await store.releaseHeld(documentId, ownerKey(who), token);
+      // With a ticket the acquisition is known: its instances in this process (a handle) learn it.
+      if (released && token !== undefined) releaseKnownLease(documentId, token);
+      return released;
     });
   });
 
   schema.static('lockStatus', function lockStatus(this: AnyModel, ids: unknown, statusOptions?: unknown) {
     return typedErrors('lockStatus', async (): Promise<(LockStatus | null)[]> => {
+      // A fresh copy of the caller's array, each element read once (readArgumentArray).
       const { ids: list, owner } = validateStatusIds(ids, statusOptions);
-      const documentIds = list.map((id) => castId(this, id));
+      const documentIds: unknown[] = [];
+      for (const id of list) documentIds.push(castId(this, id));
       validateStatusIdsSize(documentIds);
       const key = owner === undefined ? undefined : ownerKey(owner);
       const { store, ready } = runtimeOf(this);
       await ready;
       const records = await store.statusOf(documentIds, key);
-      // Match records to the ids asked for by their stored BSON form (ObjectIds are not ===, and
-      // a Buffer id comes back as a Binary).
+      // Match records to the ids asked for by the value mongod compares (id-key.ts: ObjectIds are
+      // not ===, a Buffer id comes back as a Binary, an int64 as a number or a Long).
       const byId = new Map(records.map((record) => [idKey(record._id), record]));
       return documentIds.map((documentId) => {
         const record = byId.get(idKey(documentId));
@@ -289,25 +309,17 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
   schema.static('listLocks', function listLocks(this: AnyModel, listOptions?: unknown) {
     return typedErrors('listLocks', async (): Promise<LockPage> => {
       const { owner, limit, after } = validateListOptions(listOptions);
-      const start = after === undefined ? undefined : { id: castCursorId(this, after) };
       const key = owner === undefined ? undefined : ownerKey(owner);
       const { store, ready } = runtimeOf(this);
       await ready;
-      const { records, more } = await store.list(key, limit, start);
-      const locks = records.map((record) => lockInfoFrom(castId(this, fromStoredId(record._id)), record));
+      const { records, more } = await store.list(key, limit, after);
+      // Each `_id` as stored (not cast again: a setter would move it), read as a lock call's id is
+      // (an int64 as a bigint, binary data as a Binary).
+      const locks = records.map((record) => lockInfoFrom(record._id, record));
       const last = locks[locks.length - 1];
       return { locks, next: more && last ? cursorAfter(last.documentId) : null };
     });
   });
-
-  /** Reads a listing cursor back into an `_id` of this schema's type (refusing anything else). */
-  function castCursorId(model: AnyModel, cursor: { id: unknown }): unknown {
-    try {
-      return castId(model, fromStoredId(cursor.id));
-    } catch {
-      throw new InvalidLockOptionError('after', 'this is not a cursor from listLocks() for this model: pass `next` from the previous page unchanged.');
-    }
-  }
 
   schema.static('forceUnlock', function forceUnlock(this: AnyModel, id: unknown) {
     return typedErrors('forceUnlock', async () => {
@@ -383,6 +395,7 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
     state.lost = 'released';
     // In the caller's transaction the release stands only if that transaction commits.
     if (inCallerTransaction) state.pendingRelease = (callerSession as unknown as { transaction: object }).transaction;
+    else releaseLease(state);
   }
 
   /** The session a save of `doc` runs in: its options', the document's, or the transaction's of transactionAsyncLocalStorage. */
@@ -398,7 +411,7 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
   installNextStatics(schema, { runtimeOf, ownerKey, options, unlockDocument });
 
   // Several documents at once: Model.lockMany, acquireLocks, withLocks, unlockMany (group-statics.ts).
-  installGroupStatics(schema, { runtimeOf, castId, ownerKey, defaultTtl: options.ttl });
+  installGroupStatics(schema, { runtimeOf, castId: castIdForLoad, ownerKey, defaultTtl: options.ttl });
 
   installWriteGuard(schema, { runtimeOf, ownerKey, options });
 

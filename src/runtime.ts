@@ -65,7 +65,8 @@ export function runtimeFactory(options: ResolvedLockOptions): RuntimeOf {
         const watch = new LockWatch(collection, async () => options.changeStreams === 'auto' && (await supportsTransactions(model.db)));
         runtime = {
           lockModel,
-          store: new LockStore(collection),
+          // The TTL index keeps whole seconds (lock-collection-setup.ts); the store words lost locks by it.
+          store: new LockStore(collection, Math.ceil(options.purgeAfter / 1000) * 1000),
           watch,
           setup,
           // A getter: each lock call waits for the first setup attempt, and may start a due retry

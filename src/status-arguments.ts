@@ -5,24 +5,33 @@
  * go through validateOwner; nothing here ever reaches the server unchecked.
  */
 import { mongo } from 'mongoose';
-import { validateOwner } from './arguments';
+import { readArgumentArray, validateOwner } from './arguments';
 import { InvalidLockArgumentError, InvalidLockOptionError } from './errors';
-import { MAX_DOCUMENT_BYTES, idBytes } from './id-value';
+import { IdRefusal, MAX_DOCUMENT_BYTES, MAX_ID_BYTES, freshId, idBytes } from './id-value';
 import { describeValue } from './options';
 
 /** Most ids `lockStatus` accepts in one call (one page of a list view). */
 export const MAX_STATUS_IDS = 1_000;
 /** Largest page `listLocks` returns. */
 export const MAX_LIST_LIMIT = 1_000;
+/** Page size of `listLocks` when no `limit` is given. */
 export const DEFAULT_LIST_LIMIT = 50;
-/** Longest cursor accepted (a real one is well under 100 characters). */
-const MAX_CURSOR_LENGTH = 512;
+/** A cursor's prefix: its format's version. */
+const CURSOR_PREFIX = 'c2.';
+/**
+ * Longest cursor accepted: the prefix and the base64url (4 characters per 3 bytes, unpadded) of
+ * the BSON document `{ v: <id> }` (8 bytes of framing, see id-value.ts) holding the largest `_id`
+ * a lock call accepts (MAX_ID_BYTES). The plugin's own cursors are never longer.
+ */
+export const MAX_CURSOR_LENGTH = CURSOR_PREFIX.length + Math.ceil(((MAX_ID_BYTES + 8) * 4) / 3);
 
+/** The options of `Model.lockStatus(ids, options)`. */
 export interface LockStatusOptions {
   /** Also say, for each lock, whether this owner holds it (`mine`). The owner is hashed like everywhere else. */
   owner?: string;
 }
 
+/** The options of `Model.listLocks(options)`: a filter by owner and a page. */
 export interface ListLocksOptions {
   /** Only this owner's locks (matched by its hash; the owner is never returned). */
   owner?: string;
@@ -32,6 +41,7 @@ export interface ListLocksOptions {
   after?: string;
 }
 
+/** The options of `Model.unlock(id, owner, options)`. */
 export interface UnlockOptions {
   /** Release only the acquisition this lock ticket names (`doc.heldLock().ticket`). */
   ticket?: string;
@@ -51,44 +61,54 @@ function onlyKnown(options: Record<string, unknown>, known: readonly string[]): 
   }
 }
 
+/** The ids of one `lockStatus` call, read once into a fresh array (readArgumentArray), and its options. */
 export function validateStatusIds(ids: unknown, rawOptions: unknown): { ids: unknown[]; owner: string | undefined } {
-  if (!Array.isArray(ids)) throw new InvalidLockArgumentError('ids', `expected an array of document ids, got ${describeValue(ids)}.`);
-  if (ids.length > MAX_STATUS_IDS) throw new InvalidLockArgumentError('ids', `expected at most ${MAX_STATUS_IDS} ids (one page), got ${ids.length}.`);
+  const list = readArgumentArray(ids, 'ids', {
+    expected: 'an array of document ids',
+    max: MAX_STATUS_IDS,
+    tooMany: (length) => `expected at most ${MAX_STATUS_IDS} ids (one page), got ${length}.`,
+  });
   const options = plainObject(rawOptions, '(status options)', '{ owner: req.sessionID }');
   onlyKnown(options, ['owner']);
-  return { ids, owner: options.owner === undefined ? undefined : validateOwner(options.owner) };
+  return { ids: list, owner: options.owner === undefined ? undefined : validateOwner(options.owner) };
 }
 
 /**
- * Room each id of a `lockStatus` call needs in its reply besides the id itself: the record read
- * back as `{ _id, acquiredAt, expiresAt, label, now, mine }` is at most about 400 bytes more.
+ * mongod's limit on a command: an OP_MSG body is read as a BSON object of at most
+ * `BSONObjMaxInternalSize` = 16 MiB + 16 KiB (src/mongo/bson/util/builder.h).
  */
-const STATUS_RECORD_RESERVE_BYTES = 512;
-/** Room for the reply's envelope (cursor id, namespace, `ok`). */
-const STATUS_REPLY_RESERVE_BYTES = 16 * 1024;
+const MAX_COMMAND_BYTES = MAX_DOCUMENT_BYTES + 16 * 1024;
+/**
+ * Room the `find` of a `lockStatus` call needs besides its ids: the collection name, the filter's
+ * `$expr`, the projection (with an owner key), `$db`, `lsid`, `$clusterTime` and the read
+ * preference come to about 1 KiB; 16 KiB leaves a margin.
+ */
+const STATUS_COMMAND_RESERVE_BYTES = 16 * 1024;
+/** Each id in the `$in` array also takes its type byte and its index as a key ("999" and its NUL). */
+const ARRAY_ELEMENT_BYTES = 5;
 
 /**
- * Refuses `lockStatus` ids (cast, see idCaster) whose records may not come back in one reply.
- * The query is answered in one batch (`singleBatch`, lock-store.ts `statusOf`), and mongod stops
- * filling a batch at 16 MiB of documents (FindCommon::haveSpaceForNext with
- * kMaxBytesToReturnToClientAtOnce = BSONObjMaxUserSize, src/mongo/db/query/find_common.cpp): a
- * record left out would be reported as no lock. Within this bound the `find` command, which
- * carries every id once, also stays under mongod's 16 MiB + 16 KiB command limit.
+ * Refuses `lockStatus` ids (cast, see idCaster) that cannot travel in one `find` command: the
+ * command carries every id once, and mongod refuses a command above MAX_COMMAND_BYTES. So the ids
+ * of one call may total 16 MiB as BSON, which one id of MAX_ID_BYTES always fits. The reply sets
+ * no bound: mongod puts at least one document in every batch (FindCommon::haveSpaceForNext in
+ * src/mongo/db/query/find_common.cpp admits the first document whatever its size) and the records
+ * beyond one 16 MiB batch come in the next (LockStore.statusOf reads to the end of the cursor).
  */
 export function validateStatusIdsSize(ids: unknown[]): void {
-  let total = STATUS_REPLY_RESERVE_BYTES;
+  let total = STATUS_COMMAND_RESERVE_BYTES;
   for (const id of ids) {
-    total += idBytes(id) + STATUS_RECORD_RESERVE_BYTES;
-    if (total > MAX_DOCUMENT_BYTES) {
+    total += idBytes(id) + ARRAY_ELEMENT_BYTES;
+    if (total > MAX_COMMAND_BYTES) {
       throw new InvalidLockArgumentError(
         'ids',
-        `together too large: their locks come back in one reply, which MongoDB limits to 16 MiB, so the ids of one call may total at most about ${MAX_DOCUMENT_BYTES - STATUS_REPLY_RESERVE_BYTES - ids.length * STATUS_RECORD_RESERVE_BYTES} bytes as BSON. Ask for fewer ids at a time.`,
+        `together too large: they are sent in one find command, which MongoDB limits to 16 MiB + 16 KiB, so the ids of one call may total at most ${MAX_COMMAND_BYTES - STATUS_COMMAND_RESERVE_BYTES} bytes as BSON. Ask for fewer ids at a time.`,
       );
     }
   }
 }
 
-export function validateListOptions(rawOptions: unknown): { owner: string | undefined; limit: number; after: { id: unknown } | undefined } {
+export function validateListOptions(rawOptions: unknown): { owner: string | undefined; limit: number; after: ListStart | undefined } {
   const options = plainObject(rawOptions, '(list options)', '{ limit: 50 }');
   onlyKnown(options, ['owner', 'limit', 'after']);
   const owner = options.owner === undefined ? undefined : validateOwner(options.owner);
@@ -110,45 +130,43 @@ export function validateUnlockOptions(rawOptions: unknown): { ticket: unknown } 
   return { ticket: options.ticket };
 }
 
-/**
- * Canonical text of a document `_id` that keeps its BSON type, to match ids that are equal but
- * not `===` (two ObjectId instances) and to encode cursors.
- */
-export function canonicalId(id: unknown): string {
-  // EJSON writes a Buffer (and Mongoose's Buffer subclass) as an object of its bytes; as BSON it
-  // is a Binary, so encode it as one.
-  const value = Buffer.isBuffer(id) ? new mongo.Binary(Buffer.from(id), (id as { _subtype?: number })._subtype ?? mongo.Binary.SUBTYPE_DEFAULT) : id;
-  return mongo.BSON.EJSON.stringify({ id: value } as mongo.Document, { relaxed: false });
+/** Where a listing continues: after this `_id` (a fresh scalar, id-value.ts), of this BSON type. */
+export interface ListStart {
+  id: unknown;
+  type: number;
 }
 
 /**
- * A stored `_id` as the application passed it: the driver reads a Buffer `_id` back as a BSON
- * Binary (subtype 0, generic), which the schema's caster does not take; everything else comes
- * back as it went in.
+ * The cursor that continues a listing after `documentId` (an `_id` as LockStore.list read it).
+ * Opaque to callers: the prefix (the format's version), then the base64url of the BSON document
+ * `{ v: <the _id> }`, so it keeps the id's exact BSON type and value (an int64 stays an int64, a
+ * Binary keeps its subtype) and grows with the id only as base64 does (MAX_CURSOR_LENGTH).
  */
-export function fromStoredId(id: unknown): unknown {
-  return id instanceof mongo.Binary && id.sub_type === mongo.Binary.SUBTYPE_DEFAULT ? Buffer.from(id.value()) : id;
-}
-
-/** The cursor that continues a listing after `documentId`. Opaque to callers; it holds only that `_id`. */
 export function cursorAfter(documentId: unknown): string {
-  return `c1.${Buffer.from(canonicalId(documentId), 'utf8').toString('base64url')}`;
+  return `${CURSOR_PREFIX}${Buffer.from(mongo.BSON.serialize({ v: documentId } as mongo.Document)).toString('base64url')}`;
 }
 
 /**
- * Reads a cursor back into the `_id` it holds. The value is still untrusted (a caller can send
- * anything): plugin.ts casts it with the schema's `_id` caster, which refuses everything that is
- * not a scalar id, so a cursor can never smuggle an operator into the filter.
+ * Reads a cursor back into the `_id` it holds. The value is untrusted (a caller can send anything):
+ * it must be the BSON of a document with one field `v` whose value freshId (id-value.ts) accepts as
+ * an `_id` (a scalar: never a document, array, regular expression or code), so a cursor is only
+ * ever the operand of a range on `_id` (LockStore.list), never a query. Its value is not cast with
+ * the schema's `_id` caster: it is a stored `_id`, already cast when its lock was taken (a setter
+ * applied again would move it), and on a lock collection shared by several models it may be
+ * another model's.
  */
-function readCursor(cursor: unknown): { id: unknown } {
+function readCursor(cursor: unknown): ListStart {
   const invalid = () => new InvalidLockOptionError('after', 'this is not a cursor from listLocks(): pass `next` from the previous page unchanged.');
-  if (typeof cursor !== 'string' || cursor.length > MAX_CURSOR_LENGTH || !/^c1\.[A-Za-z0-9_-]+$/.test(cursor)) throw invalid();
-  let parsed: unknown;
+  if (typeof cursor !== 'string' || cursor.length > MAX_CURSOR_LENGTH || !cursor.startsWith(CURSOR_PREFIX) || !/^[A-Za-z0-9_-]+$/.test(cursor.slice(CURSOR_PREFIX.length))) throw invalid();
+  let decoded: mongo.Document;
   try {
-    parsed = mongo.BSON.EJSON.parse(Buffer.from(cursor.slice(3), 'base64url').toString('utf8'), { relaxed: true });
+    decoded = mongo.BSON.deserialize(Buffer.from(cursor.slice(CURSOR_PREFIX.length), 'base64url'), { useBigInt64: true, promoteBuffers: false, promoteValues: true });
   } catch {
     throw invalid();
   }
-  if (parsed === null || typeof parsed !== 'object' || !('id' in parsed) || Object.keys(parsed).length !== 1) throw invalid();
-  return { id: (parsed as { id: unknown }).id };
+  const keys = Object.keys(decoded);
+  if (keys.length !== 1 || keys[0] !== 'v') throw invalid();
+  const fresh = freshId(decoded.v);
+  if (fresh instanceof IdRefusal) throw invalid();
+  return { id: fresh.value, type: fresh.type };
 }

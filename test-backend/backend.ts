@@ -2,7 +2,9 @@
  * Picks the MongoDB the tests, the demo and the benchmarks run against:
  *   1. MONGODB_URI, when set (any real deployment);
  *   2. a real mongod as a one-node replica set through mongodb-memory-server, when its binary
- *      is on this machine or can be downloaded;
+ *      is on this machine (MONGOMS_SYSTEM_BINARY, `mongod` on PATH, or mongodb-memory-server's
+ *      cache), or is downloaded because that was asked for (MONGO_BACKEND=mongod, or
+ *      MONGOMS_RUNTIME_DOWNLOAD=1): offline, an unasked download only spends seconds failing;
  *   3. the project's own wire-protocol emulator (test-backend/emulator).
  * MONGO_BACKEND=uri|mongod|emulator forces one choice (and fails if it is not available).
  * MONGO_TOPOLOGY=replset|standalone (default replset) picks what the harness starts: a one-node
@@ -38,8 +40,8 @@ export interface Backend {
 
 /** Server parameters the real mongod is started with; the emulator gets the same. */
 const TTL_MONITOR_SLEEP_SECS = 1;
-/** How long mongodb-memory-server may take to find or fetch a binary before we fall through. */
-const MONGOD_RESOLVE_TIMEOUT_MS = Number(process.env.MONGO_BACKEND_MONGOD_TIMEOUT_MS ?? 8000);
+/** How long a download of mongod (asked for) may take before we give up on it. */
+const MONGOD_DOWNLOAD_TIMEOUT_MS = Number(process.env.MONGO_BACKEND_MONGOD_TIMEOUT_MS ?? 300_000);
 const MONGOD_START_TIMEOUT_MS = 60_000;
 
 function forcedKind(): BackendKind | undefined {
@@ -61,28 +63,61 @@ function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
 
-function systemMongod(): string | undefined {
-  if (process.env.MONGOMS_SYSTEM_BINARY) return process.env.MONGOMS_SYSTEM_BINARY;
+/** An error message on one line (mongodb-memory-server's put the reason on the next line). */
+function oneLine(message: string): string {
+  return message.split('\n').map((line) => line.trim()).filter(Boolean).join(' ');
+}
+
+interface MongodBinary {
+  path: string;
+  /** Where it came from (`from PATH`), for the one line the demo and the tests print. */
+  from: string;
+}
+
+function systemMongod(): MongodBinary | undefined {
+  if (process.env.MONGOMS_SYSTEM_BINARY) return { path: process.env.MONGOMS_SYSTEM_BINARY, from: 'MONGOMS_SYSTEM_BINARY' };
   try {
     const found = execFileSync('sh', ['-c', 'command -v mongod'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
-    return found || undefined;
+    return found ? { path: found, from: 'PATH' } : undefined;
   } catch {
     return undefined;
   }
 }
 
-/** Finds a mongod binary the way mongodb-memory-server does (system binary, cache, or download). */
-async function resolveMongodBinary(): Promise<string> {
+/** Whether fetching a mongod was asked for: MONGO_BACKEND=mongod, or mongodb-memory-server's own switch set explicitly. */
+function downloadAsked(): boolean {
+  if (forcedKind() === 'mongod') return true;
+  return ['1', 'on', 'yes', 'true'].includes((process.env.MONGOMS_RUNTIME_DOWNLOAD ?? '').toLowerCase());
+}
+
+/**
+ * Finds a mongod binary: MONGOMS_SYSTEM_BINARY or PATH, then mongodb-memory-server's cache
+ * (DryMongoBinary.locateBinary, the lookup MongoBinary.getPath makes before it downloads:
+ * MONGOMS_DOWNLOAD_DIR, node_modules/.cache/mongodb-memory-server, ~/.cache/mongodb-binaries),
+ * then a download, only when asked for.
+ */
+async function resolveMongodBinary(): Promise<MongodBinary> {
   const system = systemMongod();
   if (system) return system;
-  const { MongoBinary } = await import('mongodb-memory-server');
-  const path = await withTimeout(MongoBinary.getPath(), MONGOD_RESOLVE_TIMEOUT_MS, 'finding or downloading a mongod binary');
-  if (!path) throw new Error('mongodb-memory-server found no mongod binary');
-  return path;
+  const { DryMongoBinary, MongoBinary } = await import('mongodb-memory-server');
+  const cached = await DryMongoBinary.locateBinary(await DryMongoBinary.generateOptions());
+  if (cached) return { path: cached, from: "mongodb-memory-server's cache" };
+  if (!downloadAsked()) throw new Error("no mongod on PATH or in mongodb-memory-server's cache (MONGOMS_RUNTIME_DOWNLOAD=1 downloads one)");
+  const path = await withTimeout(MongoBinary.getPath(), MONGOD_DOWNLOAD_TIMEOUT_MS, 'downloading a mongod binary');
+  return { path, from: "mongodb-memory-server's download" };
 }
 
 async function startMongod(dbPath?: string, topology: Topology = requestedTopology()): Promise<Backend> {
-  const binaryPath = await resolveMongodBinary();
+  const binary = await resolveMongodBinary();
+  try {
+    return await startMongodBinary(binary, dbPath, topology);
+  } catch (error) {
+    throw new Error(`mongod ${binary.path} (from ${binary.from}) did not start: ${oneLine((error as Error).message)}`);
+  }
+}
+
+async function startMongodBinary(binary: MongodBinary, dbPath: string | undefined, topology: Topology): Promise<Backend> {
+  const binaryPath = binary.path;
   const args = ['--setParameter', 'enableTestCommands=1', '--setParameter', `ttlMonitorSleepSecs=${TTL_MONITOR_SLEEP_SECS}`];
   if (topology === 'standalone') {
     const { MongoMemoryServer } = await import('mongodb-memory-server');
@@ -99,7 +134,7 @@ async function startMongod(dbPath?: string, topology: Topology = requestedTopolo
       kind: 'mongod',
       uri,
       topology,
-      description: `real mongod (${binaryPath}) as a standalone via mongodb-memory-server at ${uri}`,
+      description: `real mongod ${binaryPath} (from ${binary.from}) as a standalone via mongodb-memory-server at ${uri}`,
       stop: async () => {
         await server.stop({ doCleanup: !dbPath, force: false });
       },
@@ -120,7 +155,7 @@ async function startMongod(dbPath?: string, topology: Topology = requestedTopolo
     kind: 'mongod',
     uri,
     topology,
-    description: `real mongod (${binaryPath}) as a one-node replica set via mongodb-memory-server at ${uri}`,
+    description: `real mongod ${binaryPath} (from ${binary.from}) as a one-node replica set via mongodb-memory-server at ${uri}`,
     stop: async () => {
       await replSet.stop({ doCleanup: !dbPath, force: false });
     },
@@ -157,7 +192,7 @@ export async function startBackend(notes: string[] = []): Promise<Backend> {
     return await startMongod();
   } catch (error) {
     if (forced === 'mongod') throw error;
-    notes.push(`no real mongod: ${(error as Error).message.split('\n')[0]}`);
+    notes.push(`no real mongod: ${oneLine((error as Error).message)}`);
   }
   return startEmulatorBackend();
 }

@@ -6,8 +6,8 @@
  * `id`, `sudo` and `apt-get` are stubs on PATH that log what they were asked to do; nothing is
  * installed. Also: the GitHub workflow passes actionlint, and a broken one does not.
  */
-import { spawnSync } from 'node:child_process';
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 
@@ -36,7 +36,10 @@ beforeEach(() => {
   // apt-get: logs; `install ... chromium` puts a browser at STUB_INSTALL_TARGET.
   script(join(bin, 'apt-get'), [
     'echo "apt-get $* (uid $(id -u), DEBIAN_FRONTEND=${DEBIAN_FRONTEND:-})" >> "$STUB_LOG"',
-    'if [ "$1" = install ]; then printf \'#!/bin/sh\\necho "Chromium 140.0.0.0"\\n\' > "$STUB_INSTALL_TARGET"; chmod +x "$STUB_INSTALL_TARGET"; fi',
+    'if [ "$1" = install ]; then case "$*" in',
+    '  *spin*) for t in spin gcc; do printf \'#!/bin/sh\\necho "%s 6.5.2"\\n\' "$t" > "$STUB_TOOL_DIR/$t"; chmod +x "$STUB_TOOL_DIR/$t"; done ;;',
+    '  *) printf \'#!/bin/sh\\necho "Chromium 140.0.0.0"\\n\' > "$STUB_INSTALL_TARGET"; chmod +x "$STUB_INSTALL_TARGET" ;;',
+    'esac; fi',
   ].join('\n'));
 });
 
@@ -146,6 +149,65 @@ describe('ci_ensure_browser', () => {
     expect(run.status).toBe(0);
     expect(run.calls).toEqual([]);
     expect(run.stdout).toContain(`Browser for the end-to-end tests: ${chrome} (Google Chrome 140.0.7339.80)`);
+  });
+});
+
+/**
+ * Runs `ci_ensure_model_checker <osRelease>` with a PATH of the stubs and a few system tools only,
+ * so that spin and gcc are missing unless `have` puts stubs of them there.
+ */
+function ensureModelChecker(opts: { uid: number; sudo: 'ok' | 'refused'; osRelease: string; have: string[] }): Run {
+  const sys = join(dir, 'sys');
+  mkdirSync(sys);
+  for (const tool of ['head', 'env', 'chmod']) symlinkSync(execFileSync('sh', ['-c', `command -v ${tool}`], { encoding: 'utf8' }).trim(), join(sys, tool));
+  for (const tool of opts.have) script(join(bin, tool), `echo "${tool} (already here)"`);
+  const env: NodeJS.ProcessEnv = { PATH: `${bin}:${sys}`, STUB_UID: String(opts.uid), STUB_SUDO: opts.sudo, STUB_LOG: log, STUB_TOOL_DIR: bin };
+  const result = spawnSync(execFileSync('sh', ['-c', 'command -v bash'], { encoding: 'utf8' }).trim(), ['-c', 'source "$0"; ci_ensure_model_checker "$1"', LIB, opts.osRelease], { env, encoding: 'utf8', timeout: 60_000 });
+  const calls = readFileSync(log, 'utf8').split('\n').filter(Boolean);
+  return { status: result.status, stdout: result.stdout, stderr: result.stderr, calls };
+}
+
+describe('ci_ensure_model_checker (spin and gcc for __tests__/model/)', () => {
+  test('root on Debian without spin: installs Debian\'s spin and gcc with apt-get, then finds them', () => {
+    const run = ensureModelChecker({ uid: 0, sudo: 'refused', osRelease: osRelease('debian'), have: ['gcc'] });
+    expect(run.status).toBe(0);
+    expect(run.calls).toEqual([
+      'apt-get update -qq (uid 0, DEBIAN_FRONTEND=)',
+      'apt-get install -y -qq --no-install-recommends spin gcc (uid 0, DEBIAN_FRONTEND=noninteractive)',
+    ]);
+    expect(run.stdout).toContain('Model checker: spin 6.5.2, gcc 6.5.2');
+  });
+
+  test('a user with passwordless sudo on Ubuntu (GitHub\'s runners): the same steps through sudo -n', () => {
+    const run = ensureModelChecker({ uid: 1001, sudo: 'ok', osRelease: osRelease('ubuntu', 'debian'), have: [] });
+    expect(run.status).toBe(0);
+    expect(run.calls).toEqual([
+      'sudo apt-get update -qq',
+      'apt-get update -qq (uid 1001, DEBIAN_FRONTEND=)',
+      'sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends spin gcc',
+      'apt-get install -y -qq --no-install-recommends spin gcc (uid 1001, DEBIAN_FRONTEND=noninteractive)',
+    ]);
+  });
+
+  test('both already on PATH: installs nothing and needs no root (a second run of .ci/run)', () => {
+    const run = ensureModelChecker({ uid: 1001, sudo: 'refused', osRelease: osRelease('debian'), have: ['spin', 'gcc'] });
+    expect(run.status).toBe(0);
+    expect(run.calls).toEqual([]);
+  });
+
+  test('not root and no passwordless sudo: fails naming the command that needs root', () => {
+    const run = ensureModelChecker({ uid: 1001, sudo: 'refused', osRelease: osRelease('debian'), have: [] });
+    expect(run.status).toBe(1);
+    expect(run.calls).toEqual([]);
+    expect(run.stderr).toContain('this step needs root, and this is not root and has no passwordless sudo:\n    apt-get update -qq\n');
+  });
+
+  test('not Debian: installs nothing and says what to install', () => {
+    const run = ensureModelChecker({ uid: 0, sudo: 'ok', osRelease: osRelease('fedora'), have: ['gcc'] });
+    expect(run.status).toBe(1);
+    expect(run.calls).toEqual([]);
+    expect(run.stderr).toContain('no spin on PATH for the model check');
+    expect(run.stderr).toContain('Install spin');
   });
 });
 

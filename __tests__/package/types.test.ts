@@ -1,7 +1,10 @@
 /**
  * Compile-time contract of the public types (ts-jest type-checks this file: a wrong type or an
- * unused @ts-expect-error fails the run). Runtime asserts only that the file ran.
+ * unused @ts-expect-error fails the run), then the packed package's declarations as an
+ * application compiles them with TypeScript 5.9, 6 and 7 (issue 18, item 2).
  */
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { Schema, model, type HydratedDocument } from 'mongoose';
 import mongoose from 'mongoose';
 import {
@@ -20,6 +23,7 @@ import {
   type LockableModel,
 } from '../../src';
 import * as api from '../../src';
+import { compiler, installPackedApp, type PackedApp } from '../support/packed-app';
 
 interface Ticket {
   title: string;
@@ -112,4 +116,101 @@ test('the typed API compiles', () => {
   expect(typeof handles).toBe('function');
   expect(typeof groups).toBe('function');
   expect((api as Record<string, unknown>).LockHandle).toBeUndefined();
+});
+
+/**
+ * An application's code over the packed package, the same for ESM (.mts), CommonJS (.cts) and a
+ * bundler (.ts). It uses what needs Node's types (Buffer ids and secrets, AbortSignal,
+ * `await using` on a handle), and the @ts-expect-error fails the compile if LockTargetId
+ * degrades to `any` (as it does when `Buffer` cannot be resolved under skipLibCheck).
+ */
+const APP_SOURCE = `
+import { Schema, Types, model } from 'mongoose';
+import { LockedError, lockErrorHandler, lockPlugin, type LockableModel, type LockMethods, type LockTargetId } from 'mongoose-pessimistic-lock';
+
+interface Item { title: string }
+const schema = new Schema<Item, LockableModel<Item>, LockMethods>({ title: String });
+schema.plugin(lockPlugin, { ttl: 10_000, ownerSecret: Buffer.from('a secret of at least 16 bytes') });
+export const Items = model<Item, LockableModel<Item>>('Item', schema);
+
+export const ids: LockTargetId[] = [new Types.ObjectId(), 'a1', 1, 2n, new Date(0), Buffer.from('ab'), new Types.UUID()];
+// @ts-expect-error a query is not a document id
+export const notAnId: LockTargetId = { $ne: null };
+
+export async function rename(id: LockTargetId, owner: string, title: string, signal: AbortSignal): Promise<string> {
+  await using handle = await Items.acquireLock(id, owner, { signal, ttl: 60_000 });
+  handle.document.title = title;
+  await handle.document.save();
+  return handle.document.title;
+}
+
+export async function tryWaiting(id: LockTargetId): Promise<boolean> {
+  try {
+    await Items.lock(id, 'worker', { wait: 1_000 });
+    return true;
+  } catch (error) {
+    if (error instanceof LockedError) return false;
+    throw error;
+  }
+}
+
+export const handler = lockErrorHandler();
+`;
+
+/** A strict application's settings. */
+const STRICT = { strict: true, exactOptionalPropertyTypes: true, noUncheckedIndexedAccess: true, noEmit: true };
+
+/**
+ * Every declaration file is type-checked (no skipLibCheck) once per major, at that major's
+ * default `types`, `lib` and `target` (from TypeScript 6, `types` is empty and the target
+ * ES2025). The two configurations with `"types": ["node"]` then set skipLibCheck, as `tsc --init`
+ * does: they check the application against the declarations, and the @ts-expect-error in the
+ * application catches a declaration that degraded to `any`. (Checking Mongoose's, the driver's
+ * and Node's declarations dominates the time, so it is done once per major.)
+ */
+const PROJECTS = {
+  'tsconfig.defaults.json': { compilerOptions: { ...STRICT, module: 'nodenext' }, files: ['app.mts', 'app.cts'] },
+  'tsconfig.nodenext.json': { compilerOptions: { ...STRICT, types: ['node'], skipLibCheck: true, module: 'nodenext' }, files: ['app.mts', 'app.cts'] },
+  'tsconfig.bundler.json': { compilerOptions: { ...STRICT, types: ['node'], skipLibCheck: true, target: 'es2022', module: 'esnext', moduleResolution: 'bundler' }, files: ['app.ts'] },
+};
+
+const MAJORS: [major: string, pkg: string][] = [
+  ['5', 'typescript'],
+  ['6', 'typescript6'],
+  ['7', 'typescript7'],
+];
+
+/** Diagnostics reported inside this package's own declarations. */
+const packageErrors = (output: string) => output.split('\n').filter((line) => line.includes('node_modules/mongoose-pessimistic-lock/'));
+
+describe('the packed declarations, as an application compiles them', () => {
+  // One build, one pack and one install shared by every major and configuration.
+  let app: PackedApp;
+  beforeAll(() => {
+    app = installPackedApp();
+    for (const file of ['app.mts', 'app.cts', 'app.ts']) writeFileSync(join(app.dir, file), APP_SOURCE);
+    for (const [file, config] of Object.entries(PROJECTS)) writeFileSync(join(app.dir, file), JSON.stringify(config, null, 2));
+  }, 240_000);
+  afterAll(() => app?.remove());
+
+  describe.each(MAJORS)('TypeScript %s', (major, pkg) => {
+    const tsc = compiler(pkg);
+
+    test(`is TypeScript ${major} (${pkg})`, () => {
+      expect(tsc.version().split('.')[0]).toBe(major);
+    });
+
+    test("at the compiler's default types, lib and target, no error comes from the package's declarations (module nodenext, ESM and CommonJS)", () => {
+      const { output } = tsc.check(app.dir, 'tsconfig.defaults.json');
+      expect(packageErrors(output)).toEqual([]);
+    }, 120_000);
+
+    test('a strict app with "types": ["node"] compiles: module nodenext, ESM and CommonJS', () => {
+      expect(tsc.check(app.dir, 'tsconfig.nodenext.json')).toEqual({ status: 0, output: '' });
+    }, 120_000);
+
+    test('a strict app with "types": ["node"] compiles: moduleResolution bundler', () => {
+      expect(tsc.check(app.dir, 'tsconfig.bundler.json')).toEqual({ status: 0, output: '' });
+    }, 120_000);
+  });
 });

@@ -6,7 +6,7 @@
  */
 import { createHash } from 'node:crypto';
 import { inspect } from 'node:util';
-import type { Types } from 'mongoose';
+import { mongo, type Types } from 'mongoose';
 import { InvalidLockOptionError, LockedError, MAX_LABEL_LENGTH } from '../../src';
 import { connect, testDatabase, type MonitoredConnection } from '../support/db';
 import { workItemModel, type WorkItemModel } from '../support/work-item';
@@ -177,8 +177,25 @@ describe('listLocks: an admin listing', () => {
   });
 
   test('forged cursors and bad limits are refused before anything is sent', async () => {
-    const forged = `c1.${Buffer.from(JSON.stringify({ id: { $gt: '' } })).toString('base64url')}`;
-    const cases: unknown[] = [{ limit: 0 }, { limit: 1001 }, { limit: 2.5 }, { after: 'nope' }, { after: forged }, { after: 'c1.' + 'A'.repeat(600) }, { owner: '' }, { sort: 1 }, 'all'];
+    // Cursors in the current format (c2. + base64url of BSON { v: <id> }) holding what is no id.
+    const forged = (value: unknown) => `c2.${Buffer.from(mongo.BSON.serialize({ v: value } as mongo.Document)).toString('base64url')}`;
+    const oldFormat = `c1.${Buffer.from(JSON.stringify({ id: { $gt: '' } })).toString('base64url')}`;
+    const cases: unknown[] = [
+      { limit: 0 },
+      { limit: 1001 },
+      { limit: 2.5 },
+      { after: 'nope' },
+      { after: oldFormat },
+      { after: forged({ $gt: '' }) },
+      { after: forged(/./) },
+      { after: forged([1]) },
+      { after: forged(null) },
+      { after: `${forged('x')}AA` }, // trailing bytes
+      { after: 'c2.' + 'A'.repeat(600) },
+      { owner: '' },
+      { sort: 1 },
+      'all',
+    ];
     for (const options of cases) {
       conn.resetCommands();
       await expect(WorkItem.listLocks(options as never)).rejects.toMatchObject({ code: expect.stringMatching(/^INVALID_/) });

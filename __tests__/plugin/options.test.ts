@@ -8,6 +8,7 @@ test.each<[string, unknown, string]>([
   ['an unknown option', { ttl: 1000, tll: 5 }, 'tll'],
   ['a negative ttl', { ttl: -1 }, 'ttl'],
   ['a zero ttl', { ttl: 0 }, 'ttl'],
+  ['a ttl below MIN_TTL_MS (no lease could cover it)', { ttl: 3 }, 'ttl'],
   ['NaN as ttl', { ttl: NaN }, 'ttl'],
   ['Infinity as ttl', { ttl: Infinity }, 'ttl'],
   ['a fractional ttl', { ttl: 1.5 }, 'ttl'],
@@ -37,7 +38,7 @@ test.each<[string, unknown, string]>([
 });
 
 test('valid options are accepted', () => {
-  expect(apply({ ttl: 1, collection: 'my.locks', ownerStorage: 'hash', ownerSecret: Buffer.alloc(16, 1), requireLock: true, transactions: 'never' })).not.toThrow();
+  expect(apply({ ttl: 4, collection: 'my.locks', ownerStorage: 'hash', ownerSecret: Buffer.alloc(16, 1), requireLock: true, transactions: 'never' })).not.toThrow();
   expect(apply(undefined)).not.toThrow();
 });
 

@@ -164,8 +164,13 @@ test('an id that serializes differently on each read is sent exactly as first re
 });
 
 test('listLocks refuses a cursor that decodes to a query', async () => {
-  const cursor = `c1.${Buffer.from(JSON.stringify({ id: { $ne: null } }), 'utf8').toString('base64url')}`;
-  conn.resetCommands();
-  await expect(WorkItem.listLocks({ after: cursor })).rejects.toMatchObject({ code: 'INVALID_OPTION', option: 'after' });
-  expect(conn.commands).toEqual([]);
+  for (const cursor of [
+    `c2.${Buffer.from(mongo.BSON.serialize({ v: { $ne: null } })).toString('base64url')}`,
+    `c2.${Buffer.from(mongo.BSON.serialize({ v: forgedObjectId() })).toString('base64url')}`,
+    `c1.${Buffer.from(JSON.stringify({ id: { $ne: null } }), 'utf8').toString('base64url')}`,
+  ]) {
+    conn.resetCommands();
+    await expect(WorkItem.listLocks({ after: cursor })).rejects.toMatchObject({ code: 'INVALID_OPTION', option: 'after' });
+    expect(conn.commands).toEqual([]);
+  }
 });

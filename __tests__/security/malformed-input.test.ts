@@ -12,7 +12,7 @@
  * The web story (issue 11) adds: Model.unlock, Model.lockStatus, Model.listLocks, lock tickets
  * (`resume`, unlock's `ticket`) and labels.
  */
-import { Schema, Types } from 'mongoose';
+import { Schema, Types, mongo } from 'mongoose';
 import {
   InvalidLockArgumentError,
   InvalidLockOptionError,
@@ -431,8 +431,9 @@ describe('the web story (issue 11): unlock, lockStatus, listLocks, tickets, labe
     ['limit above 1000', { limit: 1001 }, 'limit'],
     ['after an object', { after: { $gt: '' } }, 'after'],
     ['after not a cursor', { after: 'page-2' }, 'after'],
-    ['after a cursor holding an operator', { after: `c1.${Buffer.from('{"id":{"$where":"1"}}').toString('base64url')}` }, 'after'],
-    ['after a cursor that is not JSON', { after: 'c1.AAAA' }, 'after'],
+    ['after a cursor holding an operator', { after: `c2.${Buffer.from(mongo.BSON.serialize({ v: { $where: '1' } })).toString('base64url')}` }, 'after'],
+    ['after a cursor of the old format', { after: `c1.${Buffer.from('{"id":{"$where":"1"}}').toString('base64url')}` }, 'after'],
+    ['after a cursor that is not BSON', { after: 'c2.AAAA' }, 'after'],
     ['an unknown option', { skip: 5 }, 'skip'],
     ['options that are an array', [], '(list options)'],
   ])('listLocks refuses %s', (_label, options, names) =>

@@ -122,10 +122,10 @@ test('a large id within the bound (1 MiB, far above the index key limit mongod h
   await expect(Strings.lock('w'.repeat(1024 * 1024 + 1), 'alice')).rejects.toBeInstanceOf(LockTargetNotFoundError);
 }, 60_000);
 
-test('lockStatus refuses ids that together would not come back in one reply', async () => {
+test('lockStatus refuses ids that together would not fit in its one find command', async () => {
   const nine = (c: string) => c.repeat(9 * 1024 * 1024);
   const error = await refusedWithoutCommands(() => Strings.lockStatus([nine('a'), nine('b')]), 'ids');
-  expect(error.message).toMatch(/one reply/);
+  expect(error.message).toMatch(/one find command/);
 });
 
 const notIds: [string, unknown][] = [

@@ -14,8 +14,11 @@ export type Outcome =
   | 'yes'
   /** Refused loudly, before anything is sent, for everyone (a typed error naming the way around). */
   | 'refused'
-  /** Creates a new document: nothing to guard. */
-  | 'nothing to guard'
+  /**
+   * Creates a new document, unchecked (README, Limits, "Inserts are not checked"): a new document
+   * has no lock, except one whose `_id` a holder deleted and kept locked.
+   */
+  | 'not checked'
   /** Not guarded (documented). */
   | 'no';
 
@@ -265,7 +268,7 @@ export const WRITE_PATHS: WritePath[] = [
   {
     name: 'Model.create / insertOne / insertMany / new Model().save() / bulkWrite insertOne',
     readme: README_ROWS.inserts,
-    outcome: 'nothing to guard',
+    outcome: 'not checked',
     methods: ['Model.create', 'Model.insertOne', 'Model.insertMany', 'Collection.insertOne', 'Collection.insertMany'],
     effect: 'insert',
     run: async (f) => {

@@ -3,8 +3,11 @@ import { LockedError, describeId } from '../errors';
 
 /** What the batches committed before a guarded multi-document write was refused had written. */
 export interface CommittedWrites {
+  /** Documents the committed batches matched (updates). */
   matchedCount: number;
+  /** Documents the committed batches modified (updates). */
   modifiedCount: number;
+  /** Documents the committed batches deleted (deletes). */
   deletedCount: number;
 }
 
@@ -17,6 +20,7 @@ export interface CommittedWrites {
  * so is this.
  */
 export class LockedDuringWriteError extends LockedError {
+  /** What the batches committed before the refusal had written. */
   readonly committed: CommittedWrites;
 
   constructor(blocker: LockedError, committed: CommittedWrites) {
@@ -26,6 +30,7 @@ export class LockedDuringWriteError extends LockedError {
       blocker.expiresAt,
       ` The lock was taken while the write ran: earlier batches had already committed (${written}); the rest was not written.`,
       blocker.retryAfterMs,
+      blocker.label,
     );
     this.committed = committed;
   }

@@ -21,6 +21,7 @@
  */
 import type { mongo } from 'mongoose';
 import { idKey } from '../id-key';
+import { monotonicNow } from '../lease';
 
 /** mongod's default transactionLifetimeLimitSeconds (60), in milliseconds. */
 export const OPEN_TRANSACTION_LIMIT_MS = 60_000;
@@ -28,6 +29,10 @@ const PRUNE_FROM = 1_024;
 
 interface Entry {
   transaction: object;
+  /**
+   * monotonicNow() when the guard first wrote in it: the monotonic clock, never Date.now(), so a
+   * wall-clock step (NTP, a resumed VM) cannot make an open transaction look 60 s old (or young).
+   */
   since: number;
 }
 
@@ -44,7 +49,7 @@ export class CallerTransactions {
   note(namespace: string, ids: unknown[], session: mongo.ClientSession): void {
     const transaction = (session as unknown as { transaction?: object }).transaction;
     if (!transaction) return;
-    const now = Date.now();
+    const now = monotonicNow();
     for (const id of ids) {
       const key = `${namespace} ${idKey(id)}`;
       const list = this.entries.get(key);
@@ -68,7 +73,7 @@ export class CallerTransactions {
     const key = `${namespace} ${idKey(id)}`;
     const list = this.entries.get(key);
     if (!list) return false;
-    const now = Date.now();
+    const now = monotonicNow();
     const kept = list.filter((entry) => open(entry, now));
     if (kept.length === 0) this.entries.delete(key);
     else this.entries.set(key, kept);

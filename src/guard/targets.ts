@@ -24,9 +24,16 @@ function isOperatorObject(value: unknown): value is Record<string, unknown> {
   return keys.length > 0 && keys.every((key) => key.startsWith('$'));
 }
 
-/** A value that `{ _id: value }` compares by equality (a regex would match by pattern instead). */
+/**
+ * A value that `{ _id: value }` compares by equality (a regex would match by pattern instead).
+ * Judged on values as they will be sent (sent-values.ts replaced the write's `_id` conditions by
+ * the values decoded from their BSON): anything whose serialization is not its own shape (a Map,
+ * an object with `toBSON`, a function) is no equality value here.
+ */
 export function isEqualityValue(value: unknown): boolean {
   if (value === undefined || value === null || value instanceof RegExp || Array.isArray(value)) return false;
+  if (typeof value === 'function' || typeof value === 'symbol' || value instanceof Map) return false;
+  if (typeof value === 'object' && typeof (value as { toBSON?: unknown }).toBSON === 'function') return false;
   if (typeof value === 'object' && (value as { _bsontype?: unknown })._bsontype === 'BSONRegExp') return false;
   if (typeof value === 'object' && !isOperatorObject(value) && (value as { _bsontype?: unknown })._bsontype === undefined) {
     // An embedded-document _id is compared by equality too, unless it hides operators.
@@ -38,7 +45,9 @@ export function isEqualityValue(value: unknown): boolean {
 /**
  * The `_id`s a filter names by equality at its top level (`{ _id: v }`, `{ _id: { $eq: v } }`,
  * `{ _id: { $in: [...] } }`, alone or beside other conditions): the write can only touch these,
- * so no target search is needed. Undefined when the filter does not name its `_id`s.
+ * so no target search is needed. Undefined when the filter does not name its `_id`s. The filter
+ * is the one the guard sends (sentFilter): its `_id` condition is what the server receives, so a
+ * value that serializes to an operator (`{ $ne: null }`) reads as the operator and names nothing.
  */
 export function idsNamedBy(filter: Document | undefined): unknown[] | undefined {
   if (!filter || typeof filter !== 'object' || !Object.prototype.hasOwnProperty.call(filter, '_id')) return undefined;
@@ -119,10 +128,10 @@ export function narrowedTo(filter: Document, ids: unknown[], upsert: boolean): D
 }
 
 /** The read options of a find that selects what `options`' write selects. */
-function findOptions(options: SelectionOptions, session: mongo.ClientSession | undefined, limit: number | undefined): mongo.FindOptions {
+function findOptions(options: SelectionOptions, session: mongo.ClientSession | undefined, limit: number | undefined, projection: Document = { _id: 1 }): mongo.FindOptions {
   // From the primary whatever the connection's read preference: a lagging secondary would miss
   // documents the write then reaches unchecked. (Inside a transaction it must be primary anyway.)
-  const out: mongo.FindOptions = { projection: { _id: 1 }, session, readPreference: 'primary' };
+  const out: mongo.FindOptions = { projection, session, readPreference: 'primary' };
   if (options.sort !== undefined) out.sort = options.sort as mongo.Sort;
   if (options.collation !== undefined) out.collation = options.collation as mongo.CollationOptions;
   if (options.hint !== undefined) out.hint = options.hint as mongo.Hint;
@@ -144,4 +153,20 @@ export async function findTargets(
 ): Promise<unknown[]> {
   const docs = await collection.find(filter, findOptions(options, session, limit)).toArray();
   return docs.map((doc) => doc._id);
+}
+
+/**
+ * The documents `filter` selects, each with `_id` and the fields `projection` names (check mode's
+ * sorted single-document writes read their sort keys this way: sort-key.ts), read like
+ * findTargets.
+ */
+export async function findTargetDocuments(
+  collection: mongo.Collection<Document>,
+  filter: Document,
+  options: SelectionOptions,
+  session: mongo.ClientSession | undefined,
+  limit: number | undefined,
+  projection: Document,
+): Promise<Document[]> {
+  return collection.find(filter, findOptions(options, session, limit, projection)).toArray();
 }

@@ -93,12 +93,12 @@ export function upsertWithId(filter: Document, update: unknown): UpsertWithId {
  * src/mongo/db/exec/upsert_stage.cpp):
  *  1. the equalities of the canonicalized query (`populateDocumentWithQueryFields`,
  *     src/mongo/db/update/update_driver.cpp; `_extractFullEqualityMatches`,
- *     src/mongo/db/update/path_support.cpp, collects EQ nodes under ANDs). Canonicalizing may turn
- *     other conditions into equalities (`$in` of one value, a one-child `$or` / `$and`, `$all`),
- *     so every value the query compares `_id` with by `$eq`, `$in`, `$all`, `$ne` or `$nin`, at
- *     any depth of `$and` / `$or` / `$nor` / `$not`, is a candidate: canonicalizing never invents
- *     a value. Paths under `_id` (`'_id.x'`) seed an embedded-document `_id`, which cannot be
- *     locked (src/arguments.ts takes scalar ids only);
+ *     src/mongo/db/update/path_support.cpp, collects EQ nodes under ANDs and descends into nothing
+ *     else). Canonicalizing may turn other conditions into equalities (`$in` of one value, a
+ *     one-child `$or` / `$and`, `$all`), and never invents a value, so every value the query
+ *     compares `_id` with positively is a candidate (idsFilterMaySeed: by polarity). Paths under
+ *     `_id` (`'_id.x'`) seed an embedded-document `_id`, which cannot be locked (src/arguments.ts
+ *     takes scalar ids only);
  *  2. then the update, run over that seed: `$set` / `$setOnInsert` of `_id` (only when the query
  *     seeded none: "If the update operation modifies any of the immutable paths, this will
  *     throw"), a replacement's `_id`, a `$rename` whose source the seed holds;
@@ -125,26 +125,43 @@ function mayBeLocked(value: unknown): boolean {
   return isEqualityValue(value) && !(typeof value === 'object' && value !== null && isPlain(value));
 }
 
-/** Query operators on `_id` whose operands are candidates (they are, or may become, equalities). */
+/** Query operators on `_id` that compare it with their operand (`$ne` / `$nin` negated: see idsFilterMaySeed). */
 const COMPARED_WITH = new Set(['$eq', '$ne']);
 const COMPARED_WITH_EACH = new Set(['$in', '$nin', '$all']);
+/** The operators mongod parses as the negation of another: `$ne` as NOT(EQ), `$nin` as NOT(IN). */
+const NEGATING = new Set(['$ne', '$nin']);
 /** Query operators on `_id` that never become an equality: range and type tests (R21). */
 const NEVER_EQUAL = new Set(['$gt', '$gte', '$lt', '$lte', '$exists', '$type', '$regex', '$options', '$mod', '$size', '$bitsAllSet', '$bitsAnySet', '$bitsAllClear', '$bitsAnyClear']);
 /** Top-level query operators that hold no condition on `_id` (`$expr` is refused in an upsert, R1). */
 const NO_FIELD_CONDITION = new Set(['$comment', '$text', '$where', '$expr', '$sampleRate', '$alwaysTrue', '$alwaysFalse']);
 
-/** The values a query compares `_id` with (see idsUpsertMayInsert, 1), or undefined. */
-function idsFilterMaySeed(filter: unknown): unknown[] | undefined {
+/**
+ * The values a query compares `_id` with under an even number of negations (see
+ * idsUpsertMayInsert, 1), or undefined when it cannot tell. Polarity: mongod parses `$ne` as
+ * NOT(EQ) and `$nin` as NOT(IN) (parseSubField, src/mongo/db/matcher/expression_parser.cpp:
+ * `NOT_EQUAL` / `NOT_IN` wrap the EqualityMatchExpression / InMatchExpression in a
+ * NotMatchExpression), `$not` as NOT and `$nor` as NOR; the seed takes only EQ nodes reached
+ * through ANDs (`_extractFullEqualityMatches`, src/mongo/db/update/path_support.cpp), and
+ * canonicalizing (CanonicalQuery, MatchExpression::optimize; NotMatchExpression::getOptimizer
+ * only optimizes its child) keeps what the query means. A value that occurs only under an odd
+ * number of negations is one the query EXCLUDES for `_id` wherever it occurs: the query is
+ * negative-unate in that condition, so no rewriting of it (the Boolean simplifier's prime
+ * implicants included) has that condition unnegated, and no seeding equality can name the value
+ * (the query could not match a document with that `_id` either). An even number
+ * (`{ $not: { $ne: X } }`, `{ $nor: [{ _id: { $ne: X } }] }`) is a positive condition again and
+ * stays a candidate.
+ */
+function idsFilterMaySeed(filter: unknown, negated = false): unknown[] | undefined {
   if (filter === undefined || filter === null) return [];
   if (typeof filter !== 'object' || !isPlain(filter)) return undefined;
   const out: unknown[] = [];
   for (const [key, value] of Object.entries(filter)) {
     if (key === '_id') {
-      if (!idCondition(value, out)) return undefined;
+      if (!idCondition(value, negated, out)) return undefined;
     } else if (key === '$and' || key === '$or' || key === '$nor') {
       if (!Array.isArray(value)) continue; // mongod refuses it (BadValue)
       for (const clause of value) {
-        const inner = idsFilterMaySeed(clause);
+        const inner = idsFilterMaySeed(clause, key === '$nor' ? !negated : negated);
         if (inner === undefined) return undefined;
         out.push(...inner);
       }
@@ -155,23 +172,25 @@ function idsFilterMaySeed(filter: unknown): unknown[] | undefined {
   return out;
 }
 
-/** Adds the candidates of one condition on `_id` to `out`; false when it cannot tell. */
-function idCondition(value: unknown, out: unknown[]): boolean {
+/** Adds the candidates of one condition on `_id` (under `negated` negations, see idsFilterMaySeed) to `out`; false when it cannot tell. */
+function idCondition(value: unknown, negated: boolean, out: unknown[]): boolean {
   if (value === null || typeof value !== 'object' || value instanceof RegExp || (value as { _bsontype?: unknown })._bsontype !== undefined || !isPlain(value)) {
-    out.push(value);
+    if (!negated) out.push(value);
     return true;
   }
   const keys = Object.keys(value);
   if (keys.length === 0 || !keys.some((key) => key.startsWith('$'))) {
-    out.push(value); // an embedded document, compared as a whole
+    if (!negated) out.push(value); // an embedded document, compared as a whole
     return true;
   }
   for (const [op, operand] of Object.entries(value)) {
-    if (COMPARED_WITH.has(op)) out.push(operand);
-    else if (COMPARED_WITH_EACH.has(op)) {
-      if (Array.isArray(operand)) out.push(...(operand as unknown[]));
+    const positive = NEGATING.has(op) ? negated : !negated;
+    if (COMPARED_WITH.has(op)) {
+      if (positive) out.push(operand);
+    } else if (COMPARED_WITH_EACH.has(op)) {
+      if (positive && Array.isArray(operand)) out.push(...(operand as unknown[]));
     } else if (op === '$not') {
-      if (operand !== null && typeof operand === 'object' && !(operand instanceof RegExp) && !idCondition(operand, out)) return false;
+      if (operand !== null && typeof operand === 'object' && !(operand instanceof RegExp) && !idCondition(operand, !negated, out)) return false;
     } else if (!NEVER_EQUAL.has(op)) return false;
   }
   return true;

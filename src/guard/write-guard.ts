@@ -21,16 +21,18 @@ import { mongo, type Connection } from 'mongoose';
 import { supportsTransactions } from '../deployment';
 import { InvalidLockArgumentError, InvalidLockOptionError, LockDatabaseError, LockNotHeldError, LockedError } from '../errors';
 import { toLockError } from '../failures';
-import { lostError, settleRelease } from '../held-lock';
+import { lostError, releaseOutcomeUnknown, settleReleaseWithServer } from '../held-lock';
 import { ClaimRaceError, type Blocker, type ClaimResult, type LockStore } from '../lock-store';
 import type { OwnerKey } from '../owner-key';
 import { documentWriteFor, inBulkSave, isSaveWrite, type DocumentWrite } from './document-context';
 import { LockedDuringWriteError, type CommittedWrites } from './errors';
 import { takeLockOptions } from './options';
 import { distinctIds, idKey } from '../id-key';
-import { containsString, findTargets, idsNamedBy, isCollated, isEqualityValue, narrowedTo, trustedIds, type SelectionOptions } from './targets';
+import { containsString, findTargetDocuments, findTargets, idsNamedBy, isCollated, isEqualityValue, narrowedTo, trustedIds, type SelectionOptions } from './targets';
+import { sortKeyCondition, sortPaths, sortProjection } from './sort-key';
 import { TRANSACTION_RETRY_BUDGET_MS, backedOff, refuseUnusableSession, runInTransaction } from './transaction';
 import { idsUpsertMayInsert, upsertWithId } from './upsert-id';
+import { sentFilter, sentUpsertUpdate, sentValue, serializeSettings, type SerializeSettings } from './sent-values';
 
 type ClientSession = mongo.ClientSession;
 type Document = mongo.Document;
@@ -84,11 +86,18 @@ type Mode = { kind: 'joined'; session: ClientSession } | { kind: 'atomic'; sessi
 
 const REFUSED = ' The write was refused; nothing was written.';
 
+/** The holder's label goes with the refusal, as `Model.lock` refused by the same lock reports it. */
 function refusal(blocker: Blocker): LockedError {
-  return new LockedError(blocker.documentId, blocker.expiresAt, REFUSED, blocker.remainingMs);
+  return new LockedError(blocker.documentId, blocker.expiresAt, REFUSED, blocker.remainingMs, blocker.label ?? null);
 }
 
-/** Runs one of the guard's own commands, converting driver errors as every plugin boundary does. */
+/**
+ * Runs one of the guard's own commands (on the lock collection), converting driver errors as every
+ * plugin boundary does. Not the target search (findTargets): it runs the caller's filter, sort,
+ * collation, hint and `let` on the caller's collection, so its errors (a filter the server
+ * refuses, `$where` where it is disabled, an unknown hint, a network error) are the caller's, and
+ * reach the caller as the driver made them, as the unguarded write would have returned them.
+ */
 async function own<T>(operation: string, run: () => Promise<T>): Promise<T> {
   try {
     return await run();
@@ -146,9 +155,22 @@ export class WriteGuard {
     if (lockOptions.skip) return invoke(args);
 
     await this.settings.ready;
-    const filter = method === 'bulkWrite' ? undefined : ((args[0] ?? {}) as Document);
-    const document = DOCUMENT_METHODS.has(method) ? documentWriteFor(this.collection, filter?._id) : undefined;
-    const writer = this.writerFor(document, lockOptions.owner, method === 'bulkWrite' && inBulkSave(this.collection), filter);
+    const givenFilter = method === 'bulkWrite' ? undefined : ((args[0] ?? {}) as Document);
+    const document = DOCUMENT_METHODS.has(method) ? documentWriteFor(this.collection, givenFilter?._id) : undefined;
+    const writer = await this.writerFor(document, lockOptions.owner, method === 'bulkWrite' && inBulkSave(this.collection), givenFilter);
+    // From here on the guard reads, and sends, the parts of the write it judges as the driver will
+    // serialize them (sent-values.ts): a filter `_id` that serializes to an operator, a Map, a
+    // stateful value cannot be one thing to the guard and another to the server.
+    const serialize = serializeSettings(options, this.settings.connection.readyState === 1 ? this.raw() : undefined);
+    let filter = givenFilter;
+    let idsUnreadable = false;
+    if (filter !== undefined && args[0] !== null && typeof args[0] === 'object') {
+      const sent = sentFilter(args[0], serialize);
+      args[0] = sent.filter;
+      filter = sent.filter as Document;
+      idsUnreadable = sent.unreadable;
+    }
+    if (method === 'bulkWrite' && writer.kind === 'owner') args[0] = sentOperations(args[0], serialize);
     if (writer.kind === 'holder' && isCollated(options.collation) && containsString(filter?._id)) {
       // The holder's write is sent as it is, unsearched: under such a collation `{ _id: 'abc' }`
       // also matches `'ABC'` (see isCollated), which someone else may hold. Refused before anything
@@ -164,18 +186,27 @@ export class WriteGuard {
     let insertable: unknown[] = [];
     if (writer.kind === 'owner') {
       if (method === 'bulkWrite') refuseUnknownBulkUpsertIds(args[0]);
-      else if (WITH_UPDATE.has(method) && options.upsert === true) insertable = insertableIds(REPLACING.has(method) ? 'replacement' : 'update', filter, args[1], REPLACING.has(method));
+      else if (WITH_UPDATE.has(method) && options.upsert === true) {
+        const argument = REPLACING.has(method) ? 'replacement' : 'update';
+        const update = sentUpsertUpdate(args[1], argument, serialize);
+        if (update === undefined || idsUnreadable) throw unknownInsertedId(argument);
+        args[1] = update;
+        insertable = insertableIds(argument, filter, update, REPLACING.has(method));
+      }
     }
     const mode = await this.modeFor(options.session as ClientSession | undefined);
-    const call: Call = { method, args, optionsAt, options, invoke, invokeBulk, writer, mode, insertable };
+    const call: Call = { method, args, optionsAt, options, invoke, invokeBulk, writer, mode, insertable, idsUnreadable };
     if (method === 'bulkWrite') return this.bulk(call);
     if (SINGLE_DOCUMENT.has(method)) return this.single(call, filter!);
     return this.multi(call, filter!);
   }
 
-  private writerFor(document: DocumentWrite | undefined, owner: string | undefined, bulkSave: boolean, filter: Document | undefined): Writer {
+  private async writerFor(document: DocumentWrite | undefined, owner: string | undefined, bulkSave: boolean, filter: Document | undefined): Promise<Writer> {
     if (document?.state) {
-      settleRelease(document.state);
+      // A release made in a caller's transaction that has ended, whose outcome only the server
+      // knows (held-lock.ts, releaseOutcomeUnknown), is settled by asking it (one read), as
+      // saveAndUnlock does: the lock may still be held (the commit failed), and then the holder writes.
+      if (releaseOutcomeUnknown(document.state)) await settleReleaseWithServer(document.state, this.settings.store);
       // An instance whose lock is gone stays refused: retrying a refused save cannot slip
       // through once the lock looks free.
       if (document.state.lost !== undefined) throw lostError(document.state);
@@ -333,15 +364,15 @@ export class WriteGuard {
    */
   private single(call: Call, filter: Document): Promise<unknown> {
     const selection = call.options as SelectionOptions;
-    const named = trustedIds(filter, selection.collation);
+    const named = call.idsUnreadable ? undefined : trustedIds(filter, selection.collation);
     const collated = isCollated(selection.collation);
     const upsert = call.options.upsert === true;
     const search = async (session: ClientSession | undefined): Promise<unknown[]> => {
-      const found = await own(call.method, () => findTargets(this.raw(), filter, selection, session, collated ? undefined : 1));
-      if (collated && found.some(containsString)) return this.withCollatedEquals(call, found, selection.collation, session);
+      const found = await findTargets(this.raw(), filter, selection, session, collated ? undefined : 1);
+      if (collated && found.some(containsString)) return this.withCollatedEquals(found, selection.collation, session);
       return found.slice(0, 1);
     };
-    if (call.mode.kind === 'check' && call.writer.kind === 'owner' && !named) return this.checkThenWrite(call, filter, search);
+    if (call.mode.kind === 'check' && call.writer.kind === 'owner' && !named) return this.checkThenWrite(call, filter, this.sortedSearch(call, filter, search));
     const attempt = async (session: ClientSession | undefined, atomic: boolean): Promise<unknown> => {
       let targets: unknown[];
       let writeFilter = filter;
@@ -371,13 +402,36 @@ export class WriteGuard {
   }
 
   /**
+   * Check mode's search for a sorted single-document write: the first document by the write's
+   * sort, with a condition on its sort-key values (sort-key.ts), so that a found document that no
+   * longer sorts where it did matches nothing at the write and is searched again, as one that
+   * stopped matching is. Without a sort, or under a collation where the search checks every match
+   * (string `_id`s: the write then picks among checked documents itself), `search` as it is; and
+   * where the sort key cannot be compared exactly, the `_id` alone (README, Limits).
+   */
+  private sortedSearch(call: Call, filter: Document, search: (session: ClientSession | undefined) => Promise<unknown[]>): (session: ClientSession | undefined) => Promise<Found> {
+    const selection = call.options as SelectionOptions;
+    const paths = sortPaths(selection.sort);
+    const plain = async (session: ClientSession | undefined): Promise<Found> => ({ ids: await search(session) });
+    if (!SINGLE_DOCUMENT.has(call.method) || paths === undefined || paths.length === 0) return plain;
+    return async (session) => {
+      const collated = isCollated(selection.collation);
+      const docs = await findTargetDocuments(this.raw(), filter, selection, session, collated ? undefined : 1, sortProjection(paths));
+      const ids = docs.map((doc) => doc._id as unknown);
+      if (collated && ids.some(containsString)) return { ids: await this.withCollatedEquals(ids, selection.collation, session) };
+      if (docs.length === 0) return { ids: [] };
+      return { ids: ids.slice(0, 1), sortKey: sortKeyCondition(docs[0]!, paths) };
+    };
+  }
+
+  /**
    * Check mode (no transaction: `transactions: 'never'`, standalone servers), a non-holder's write
    * whose filter does not name its `_id`s: single-document writes, and updateMany upserts. Each
    * round searches (`search`), checks what it found and sends the write narrowed to it, so the
    * write can only touch checked documents. A found document can stop matching before the write
-   * reaches it (someone changed or deleted it; no lock involved); the write must then do what the
-   * unguarded write would have done at some instant of the call, never something no serial
-   * execution of it could do:
+   * reaches it (someone changed or deleted it; no lock involved), or, for a sorted write, stop
+   * sorting where it did (sortedSearch); the write must then do what the unguarded write would
+   * have done at some instant of the call, never something no serial execution of it could do:
    *  - What was found is written WITHOUT `upsert`: a narrowed upsert whose target stopped matching
    *    would insert (narrowedTo keeps the filter's equalities), while another document may match
    *    and the unguarded upsert would update it. A write that matched nothing searches again, as
@@ -392,41 +446,51 @@ export class WriteGuard {
    *    (narrowedTo): it matches no stored document, so it can only insert, and what it inserts is
    *    what the unguarded upsert inserts when nothing matches (R21): the right outcome at the
    *    search. Every `_id` it may insert was checked (`call.insertable`, R22). A duplicate-key
-   *    error (a matching document inserted meanwhile, under a unique index) searches again,
-   *    once: mongod retries such an upsert as an update itself when its query is the index's
-   *    equalities (`shouldRetryDuplicateKeyException`, R9), which the narrowed query is not; if
-   *    the search right after it finds nothing either, the error is the unguarded upsert's (the
-   *    key belongs to a document the filter does not match) and reaches the caller.
+   *    error (a matching document inserted meanwhile, under a unique index) searches again. mongod
+   *    retries such an upsert itself, as an update, when its query is nothing but equalities on
+   *    exactly the unique index's fields and the duplicated key is the query's
+   *    (`shouldRetryDuplicateKeyException`, R9), without bound on 6.0 and 7.0; the narrowed query
+   *    never is, so the guard does what mongod would have done with the caller's query
+   *    (retriesDuplicateKey): for such a query it keeps searching and inserting, round after round
+   *    (the document holding the key may come and go); for any other, the unguarded upsert gets the
+   *    error too, so after one more search that finds nothing the error reaches the caller.
    *  - A search that found nothing for a non-upsert sends the write narrowed to nothing (its
    *    result says it matched nothing).
-   * Rounds repeat with the backoff and the 120 s budget of the guard's transactions
-   * (transaction.ts); when the budget is spent, nothing was written and the call fails with a
-   * retryable LockDatabaseError.
+   * Rounds repeat with the backoff of the guard's transactions (transaction.ts) within the budget
+   * (checkBudget: 120 s, or less when the write carries `maxTimeMS` / `timeoutMS`); when it is
+   * spent, nothing was written and the call fails with a retryable LockDatabaseError (with the
+   * duplicate-key error, when that is what kept it going, as a bounded server's retry returns it).
+   * The guard needs each round's counts: an unacknowledged write (`w: 0`) is sent acknowledged
+   * (`w: 1`) and the caller gets what the driver returns for an unacknowledged write
+   * (unacknowledgedResult).
    */
-  private async checkThenWrite(call: Call, filter: Document, search: (session: ClientSession | undefined) => Promise<unknown[]>): Promise<unknown> {
+  private async checkThenWrite(call: Call, filter: Document, search: (session: ClientSession | undefined) => Promise<Found>): Promise<unknown> {
     const session = call.mode.session;
     const upsert = call.options.upsert === true;
-    const deadline = Date.now() + TRANSACTION_RETRY_BUDGET_MS;
+    const budget = checkBudget(call.options, this.raw());
+    const deadline = Date.now() + budget.ms;
+    const unacknowledged = isUnacknowledged(call.options, this.raw());
+    const answer = (result: unknown) => (unacknowledged ? unacknowledgedResult(call.method, call.options) : result);
+    const sendable: Call = unacknowledged ? { ...call, options: acknowledgedOptions(call.options) } : call;
     let duplicate: unknown;
     for (let round = 0; ; round++) {
-      const targets = await search(session);
-      if (targets.length > 0 || !upsert) {
+      const found = await search(session);
+      if (found.ids.length > 0 || !upsert) {
         duplicate = undefined;
-        await this.check(call, distinctIds([...targets, ...call.insertable]), session, false);
-        const result = await this.writeNarrowed(call, filter, targets, session);
-        if (targets.length === 0 || !touchedNothing(call.method, result)) return result;
+        await this.check(call, distinctIds([...found.ids, ...call.insertable]), session, false);
+        const result = await this.writeNarrowed(sendable, filter, found.ids, session, undefined, found.sortKey);
+        if (found.ids.length === 0 || !touchedNothing(call.method, result)) return answer(result);
       } else {
-        if (duplicate !== undefined) throw duplicate;
+        if (duplicate !== undefined && !retriesDuplicateKey(call.method, filter, duplicate)) throw duplicate;
         await this.check(call, call.insertable, session, false);
         try {
-          return await this.write(call, undefined, session, this.withFilterAndSession(call, narrowedTo(filter, [], true), session));
+          return answer(await this.write(sendable, undefined, session, this.withFilterAndSession(sendable, narrowedTo(filter, [], true), session)));
         } catch (error) {
           if (!isDuplicateKey(error)) throw error;
           duplicate = error;
-          continue;
         }
       }
-      if (!(await backedOff(round, deadline))) throw stoppedMatching(call.method);
+      if (!(await backedOff(round, deadline))) throw duplicate ?? stoppedMatching(call.method, budget);
     }
   }
 
@@ -435,11 +499,15 @@ export class WriteGuard {
    * deleteMany beyond GUARD_BATCH_SIZE of them as one bulk write of one statement per
    * GUARD_BATCH_SIZE `_id`s.
    */
-  private async writeNarrowed(call: Call, filter: Document, ids: unknown[], session: ClientSession | undefined, claimed?: ClaimResult): Promise<unknown> {
+  private async writeNarrowed(call: Call, filter: Document, ids: unknown[], session: ClientSession | undefined, claimed?: ClaimResult, sortKey?: Document): Promise<unknown> {
     if (SINGLE_DOCUMENT.has(call.method) || ids.length <= GUARD_BATCH_SIZE) {
-      return this.write(call, claimed, session, this.withFilterAndSession(call, narrowedTo(filter, ids, false), session, true));
+      const narrowed = narrowedTo(filter, ids, false);
+      return this.write(call, claimed, session, this.withFilterAndSession(call, sortKey ? { $and: [narrowed, sortKey] } : narrowed, session, true));
     }
-    return manyResult(call.method, (await this.write(call, claimed, session, this.perChunk(call, filter, ids, session), call.invokeBulk)) as CommittedWrites);
+    const written = await this.write(call, claimed, session, this.perChunk(call, filter, ids, session), call.invokeBulk);
+    // Sent as the caller asked (check mode: with its write concern); an unacknowledged bulk reports no counts.
+    if (call.mode.kind === 'check' && isUnacknowledged(call.options, this.raw())) return unacknowledgedResult(call.method, call.options);
+    return manyResult(call.method, written as CommittedWrites);
   }
 
   /**
@@ -467,13 +535,13 @@ export class WriteGuard {
    */
   private async multi(call: Call, filter: Document): Promise<unknown> {
     const selection = call.options as SelectionOptions;
-    const named = trustedIds(filter, selection.collation);
+    const named = call.idsUnreadable ? undefined : trustedIds(filter, selection.collation);
     const { mode } = call;
     const upsert = call.options.upsert === true;
     const asOneWrite = () =>
       this.inMode(call, async (session, atomic) => {
-        let targets = named ? distinctIds(named) : await own(call.method, () => findTargets(this.raw(), filter, selection, session));
-        if (!named) targets = await this.withCollatedEquals(call, targets, selection.collation, session);
+        let targets = named ? distinctIds(named) : await findTargets(this.raw(), filter, selection, session);
+        if (!named) targets = await this.withCollatedEquals(targets, selection.collation, session);
         const claimed = await this.check(call, upsert ? distinctIds([...targets, ...call.insertable]) : targets, session, atomic);
         let result: unknown;
         if (named) result = await this.write(call, claimed, session, this.withFilterAndSession(call, undefined, session));
@@ -483,10 +551,10 @@ export class WriteGuard {
         return result;
       });
     if (mode.kind === 'check' && upsert && !named) {
-      return this.checkThenWrite(call, filter, async (session) => this.withCollatedEquals(call, await own(call.method, () => findTargets(this.raw(), filter, selection, session)), selection.collation, session));
+      return this.checkThenWrite(call, filter, async (session) => ({ ids: await this.withCollatedEquals(await findTargets(this.raw(), filter, selection, session), selection.collation, session) }));
     }
     if (mode.kind !== 'atomic' || upsert) return asOneWrite();
-    const targets = named ? distinctIds(named) : await own(call.method, () => findTargets(this.raw(), filter, selection, mode.session));
+    const targets = named ? distinctIds(named) : await findTargets(this.raw(), filter, selection, mode.session);
     // Nothing matched the search above, which ran before any transaction existed: documents may
     // have started to match since (someone else's save). asOneWrite searches again INSIDE the
     // guard's transaction, whose first statement fixes its snapshot, checks (claims) whatever that
@@ -524,9 +592,9 @@ export class WriteGuard {
    * are searched (one `find` of `{ _id: { $in: ids } }` with the collation) and checked too.
    * Unchanged (nothing sent) otherwise.
    */
-  private async withCollatedEquals(call: Call, ids: unknown[], collation: unknown, session: ClientSession | undefined): Promise<unknown[]> {
+  private async withCollatedEquals(ids: unknown[], collation: unknown, session: ClientSession | undefined): Promise<unknown[]> {
     if (!isCollated(collation) || !ids.some(containsString)) return ids;
-    const equal = await own(call.method, () => findTargets(this.raw(), { _id: { $in: ids } }, { collation }, session));
+    const equal = await findTargets(this.raw(), { _id: { $in: ids } }, { collation }, session);
     return distinctIds([...ids, ...equal]);
   }
 
@@ -577,7 +645,7 @@ export class WriteGuard {
    * an earlier operation of the same bulk wrote it was claimed for that earlier operation.
    */
   private bulk(call: Call): Promise<unknown> {
-    const operations = call.args[0] as Record<string, { filter?: Document; collation?: unknown; hint?: unknown; upsert?: boolean; document?: Document; update?: unknown; replacement?: Document }>[];
+    const operations = call.args[0] as Record<string, BulkBody>[];
     const selection: SelectionOptions = { let: call.options.let };
     return this.inMode(call, async (session, atomic) => {
       const targets: unknown[] = [];
@@ -597,38 +665,42 @@ export class WriteGuard {
           // the guard assigns it first, the same way, so that it is known.
           // As the driver decides it (`document._id == null`, read through the getter a Mongoose
           // document passed by Model.bulkWrite has, not as an own property).
-          if (ordered && body?.document) {
-            if (body.document._id == null && call.options.forceServerObjectId !== true) body.document._id = new mongo.ObjectId();
-            if (body.document._id != null) before.push(body.document._id);
+          const document = insertedDocument(body);
+          if (ordered && document) {
+            if (document._id == null && call.options.forceServerObjectId !== true) document._id = new mongo.ObjectId();
+            // Only a plain value (sentOperations replaced it by what it serializes to).
+            if (isEqualityValue(document._id)) before.push(document._id);
           }
           sent.push(operation);
           continue;
         }
         const opFilter = body?.filter ?? {};
-        const named = trustedIds(opFilter, body?.collation);
+        // Every `_id` an upsert may insert is checked like a target, whatever its filter
+        // (idsUpsertMayInsert; run() refused the upserts for which it cannot tell): a filter naming
+        // two `_id`s seeds none, and its `$setOnInsert` / `$set` / replacement `_id` is inserted.
+        // Checked, they are also ids later operations may reach.
+        const insertable = body?.upsert === true ? insertableIds(`bulkWrite operation ${sent.length}`, opFilter, kind === 'replaceOne' ? body.replacement : body.update, kind === 'replaceOne') : [];
+        const named = unreadableFilters.has(body) ? undefined : trustedIds(opFilter, body?.collation);
         if (named) {
-          targets.push(...named);
-          before.push(...named);
+          targets.push(...named, ...insertable);
+          before.push(...named, ...insertable);
           sent.push(operation);
           continue;
         }
-        let found = await own('bulkWrite', () => findTargets(this.raw(), opFilter, { ...selection, collation: body?.collation, hint: body?.hint }, session));
-        found = await this.withCollatedEquals(call, found, body?.collation, session);
+        let found = await findTargets(this.raw(), opFilter, { ...selection, collation: body?.collation, hint: body?.hint }, session);
+        found = await this.withCollatedEquals(found, body?.collation, session);
         // The ids of earlier operations this one is narrowed to match, under its collation, every
         // `_id` the collation makes equal to them: those are searched and checked too.
-        const collatedBefore = await this.withCollatedEquals(call, distinctIds(before), body?.collation, session);
+        const collatedBefore = await this.withCollatedEquals(distinctIds(before), body?.collation, session);
         const seen = new Set(distinctIds([...before, ...found]).map(idKey));
         found.push(...collatedBefore.filter((id) => !seen.has(idKey(id))));
-        targets.push(...found);
-        before.push(...found);
+        targets.push(...found, ...insertable);
+        before.push(...found, ...insertable);
         const narrowed = { ...body, filter: narrowedTo(opFilter, distinctIds(before), body?.upsert === true) };
         // What an ordered bulk's upsert inserts is reached by its later operations once its _id is
         // known: named by the update or the replacement, or given by the guard (upsert-id.ts).
         // A pipeline upsert, or a replacement without an _id, still gets it from the server
         // (README, Limits).
-        // Every `_id` an upsert may insert is checked like a target (idsUpsertMayInsert; run()
-        // refused the upserts for which it cannot tell).
-        if (body?.upsert === true) targets.push(...insertableIds(`bulkWrite operation ${sent.length}`, opFilter, kind === 'replaceOne' ? body.replacement : body.update, kind === 'replaceOne'));
         if (ordered && body?.upsert === true && call.options.forceServerObjectId !== true) {
           let known: { value: unknown; generated: boolean } | undefined;
           if (kind === 'updateOne' || kind === 'updateMany') {
@@ -652,6 +724,12 @@ export class WriteGuard {
   }
 }
 
+/** What one round of checkThenWrite found: the `_id`s to write, and for a sorted single-document write the condition that keeps the first one first (sort-key.ts). */
+interface Found {
+  ids: unknown[];
+  sortKey?: Document;
+}
+
 interface Call {
   method: GuardedMethod;
   args: unknown[];
@@ -663,6 +741,8 @@ interface Call {
   mode: Mode;
   /** A non-holder's upsert (not bulkWrite): the `_id`s it may insert (insertableIds), checked with its targets. */
   insertable: unknown[];
+  /** The filter's `_id` condition could not be read as it will be sent (sentFilter): nothing named is trusted. */
+  idsUnreadable: boolean;
 }
 
 /**
@@ -690,12 +770,72 @@ async function writingRecords<T>(store: LockStore, joined: ClientSession | undef
 function insertableIds(argument: string, filter: unknown, update: unknown, replacement: boolean): unknown[] {
   const ids = idsUpsertMayInsert(filter, update, replacement ? 'replacement' : 'update');
   if (ids !== undefined) return ids;
-  throw new InvalidLockArgumentError(
+  throw unknownInsertedId(argument);
+}
+
+/** Refusal of an upsert whose inserted `_id` the guard cannot tell before it is sent. */
+function unknownInsertedId(argument: string): InvalidLockArgumentError {
+  return new InvalidLockArgumentError(
     argument,
     'the write guard cannot tell which _id this upsert would insert before it is sent (an update operator other than $set / $setOnInsert on _id, a $rename onto _id, ' +
-      'a pipeline stage that sets _id or replaces the document, a query operator on _id or at the top level it does not read, or an update or filter in a form it cannot read), ' +
+      'a pipeline stage that sets _id or replaces the document, a query operator on _id or at the top level it does not read, or an update, filter or _id value in a form it cannot read as it will be serialized), ' +
       'so it cannot check that nobody holds a lock on that _id. Nothing was sent. Name the _id with $setOnInsert or by equality in the filter, or pass { skipLockCheck: true } where no lock can apply.',
   );
+}
+
+/**
+ * The operations of a non-holder's bulkWrite as the guard reads and sends them (sent-values.ts):
+ * each operation body copied, with its filter, and an upsert's update or replacement, as they
+ * will be serialized (an upsert that cannot be read is refused, nothing sent); an `insertOne`'s
+ * `_id` replaced by what it serializes to, so the `_id` a later operation is narrowed to is the
+ * one inserted. The `insertOne` document itself stays the caller's object (the driver adds an
+ * `_id` to it, and so does the guard).
+ */
+/** One operation of a bulkWrite, as the guard reads it. */
+interface BulkBody {
+  filter?: Document;
+  collation?: unknown;
+  hint?: unknown;
+  upsert?: boolean;
+  document?: Document;
+  update?: unknown;
+  replacement?: Document;
+}
+
+/** Operation bodies (copies made by sentOperations) whose filter `_id` could not be read as it will be sent: nothing named is trusted. */
+const unreadableFilters = new WeakSet<object>();
+
+function sentOperations(operations: unknown, serialize: SerializeSettings): unknown {
+  if (!Array.isArray(operations)) return operations;
+  return operations.map((operation: Record<string, BulkBody | null>, index) => {
+    const kind = Object.keys(operation)[0];
+    const body = operation[kind];
+    if (body === null || typeof body !== 'object') return operation;
+    if (kind === 'insertOne') {
+      const document = insertedDocument(body);
+      if (document && document._id != null) {
+        const sent = sentValue(document._id, serialize);
+        if (typeof sent === 'object' && isEqualityValue(sent.value)) document._id = sent.value;
+      }
+      return operation;
+    }
+    const copy: BulkBody = { ...body };
+    let unreadable = false;
+    if (body.filter !== null && typeof body.filter === 'object') {
+      const sent = sentFilter(body.filter, serialize);
+      copy.filter = sent.filter as Document;
+      unreadable = sent.unreadable;
+      if (unreadable) unreadableFilters.add(copy);
+    }
+    if (body.upsert === true) {
+      const argument = kind === 'replaceOne' ? 'replacement' : 'update';
+      const update = sentUpsertUpdate(argument === 'replacement' ? body.replacement : body.update, argument, serialize);
+      if (update === undefined || unreadable) throw unknownInsertedId(`bulkWrite operation ${index}`);
+      if (argument === 'replacement') copy.replacement = update as Document;
+      else copy.update = update;
+    }
+    return { [kind]: copy };
+  });
 }
 
 /** Refuses, before anything is sent, a bulkWrite upsert whose inserted `_id` the guard cannot tell (insertableIds). */
@@ -708,18 +848,137 @@ function refuseUnknownBulkUpsertIds(operations: unknown): void {
   });
 }
 
+/**
+ * The document a bulkWrite `insertOne` inserts, as the driver picks it: `op.insertOne.document`,
+ * or, when that is null or undefined, the `insertOne` object itself (mongodb 6 and 7,
+ * `BulkOperationBase.raw` in lib/bulk/common.js: `op.insertOne && op.insertOne.document == null ?
+ * op.insertOne : op.insertOne.document`, "TODO(NODE-6003): remove support for omitting the
+ * `documents` subdocument in bulk inserts"). Undefined when there is none (the driver refuses it).
+ */
+function insertedDocument(body: { document?: Document } | null | undefined): Document | undefined {
+  if (body === null || body === undefined || typeof body !== 'object') return undefined;
+  const document = body.document == null ? (body as Document) : body.document;
+  return document !== null && typeof document === 'object' ? document : undefined;
+}
+
 /** A duplicate-key error (11000) of the write itself. */
 function isDuplicateKey(error: unknown): boolean {
   return (error as { code?: unknown } | null)?.code === 11000;
 }
 
-/** checkThenWrite's budget is spent: every round's target stopped matching before its write. */
-function stoppedMatching(method: GuardedMethod): LockDatabaseError {
+/** How long checkThenWrite's rounds may go on, and what set the bound. */
+interface Budget {
+  ms: number;
+  /** The caller's option that shortened it, if any. */
+  option?: 'maxTimeMS' | 'timeoutMS';
+}
+
+/**
+ * checkThenWrite's budget: the guard transactions' 120 s, capped by the write's own `maxTimeMS`
+ * (the server's limit on each command; a guarded call that keeps searching must not outlast it)
+ * and `timeoutMS` (the driver's client-side timeout, from the write's options or its collection).
+ * 0 means no limit for both, as for the driver.
+ */
+function checkBudget(options: Record<string, unknown>, collection: { timeoutMS?: number }): Budget {
+  let budget: Budget = { ms: TRANSACTION_RETRY_BUDGET_MS };
+  const timeoutMS = typeof options.timeoutMS === 'number' ? options.timeoutMS : collection.timeoutMS;
+  for (const [option, value] of [['maxTimeMS', options.maxTimeMS], ['timeoutMS', timeoutMS]] as const) {
+    if (typeof value === 'number' && value > 0 && value < budget.ms) budget = { ms: value, option };
+  }
+  return budget;
+}
+
+/** checkThenWrite's budget is spent: every round's target stopped matching (or sorting where it did) before its write. */
+function stoppedMatching(method: GuardedMethod, budget: Budget): LockDatabaseError {
+  const within = budget.option ? `within the write's ${budget.option} (${budget.ms} ms)` : `for ${budget.ms / 1000} s`;
   const cause = new Error(
-    `every document the write guard found for this ${method}() stopped matching its filter before the write reached it, on every attempt for ${TRANSACTION_RETRY_BUDGET_MS / 1000} s ` +
+    `every document the write guard found for this ${method}() stopped matching its filter (or sorting first) before the write reached it, on every attempt ${within} ` +
       '(other writers keep changing the documents it matches); nothing was written',
   );
   return new LockDatabaseError(method, cause, true);
+}
+
+/**
+ * Whether the write is unacknowledged (`w: 0`): its own write concern (`writeConcern`, or the
+ * legacy `w` option), else its collection's.
+ */
+function isUnacknowledged(options: Record<string, unknown>, collection: { writeConcern?: { w?: unknown } }): boolean {
+  const own = (options.writeConcern as { w?: unknown } | undefined)?.w ?? options.w;
+  return (own ?? collection.writeConcern?.w) === 0;
+}
+
+/** The write's options with an acknowledged write concern (`w: 1`) in place of `w: 0`. */
+function acknowledgedOptions(options: Record<string, unknown>): Record<string, unknown> {
+  const out: Record<string, unknown> = { ...options, writeConcern: { w: 1 } };
+  for (const legacy of ['w', 'j', 'wtimeout', 'fsync']) delete out[legacy];
+  return out;
+}
+
+/**
+ * What the driver returns for an unacknowledged write of `method` (mongodb 6 and 7: the reply is
+ * `{ ok: 1 }`, moreToCome; `UpdateOneOperation.handleOk` and its siblings in
+ * lib/operations/update.js and delete.js build `acknowledged: false` and counts read from that
+ * reply, i.e. undefined; `FindAndModifyOperation.handleOk` returns `value ?? null`, or the reply
+ * itself with `includeResultMetadata`).
+ */
+function unacknowledgedResult(method: GuardedMethod, options: Record<string, unknown>): unknown {
+  switch (method) {
+    case 'updateOne':
+    case 'updateMany':
+    case 'replaceOne':
+      return { acknowledged: false, modifiedCount: undefined, upsertedId: null, upsertedCount: 0, matchedCount: undefined };
+    case 'deleteOne':
+    case 'deleteMany':
+      return { acknowledged: false, deletedCount: undefined };
+    default:
+      return options.includeResultMetadata === true ? { ok: 1 } : null;
+  }
+}
+
+/**
+ * Whether mongod retries an upsert with the caller's `filter` after `error`, a duplicate-key
+ * error of its insert (R9; `shouldRetryDuplicateKeyException`, write_ops_exec.cpp, 6.0 to 8.0):
+ * a single-document upsert whose query is nothing but equalities (`matchContainsOnlyAndedEqualityNodes`)
+ * on exactly the fields of the unique index that raised it (`keyPattern`), each equal to the
+ * duplicated key's value (`keyValue`, compared by value, ignoring field names, without collation).
+ * Read conservatively: top-level fields with a plain value or `{ $eq }`, and `$and` lists of such;
+ * anything else (an operator, `$or`, a dotted path the error names otherwise) is not retried.
+ */
+function retriesDuplicateKey(method: GuardedMethod, filter: Document, error: unknown): boolean {
+  if (!SINGLE_DOCUMENT.has(method)) return false;
+  const info = error as { keyPattern?: unknown; keyValue?: unknown } | null;
+  const keyPattern = info?.keyPattern;
+  const keyValue = info?.keyValue;
+  if (keyPattern === null || typeof keyPattern !== 'object' || keyValue === null || typeof keyValue !== 'object') return false;
+  const equalities = new Map<string, unknown>();
+  if (!collectEqualities(filter, equalities)) return false;
+  const fields = Object.keys(keyPattern);
+  const values = Object.values(keyValue);
+  if (fields.length === 0 || fields.length !== equalities.size || values.length !== fields.length) return false;
+  return fields.every((field, i) => equalities.has(field) && idKey(equalities.get(field)) === idKey(values[i]));
+}
+
+/** Adds the equalities of a filter made only of them (see retriesDuplicateKey) to `out`; false for any other condition. */
+function collectEqualities(filter: unknown, out: Map<string, unknown>): boolean {
+  if (filter === null || typeof filter !== 'object' || Array.isArray(filter)) return false;
+  for (const [key, value] of Object.entries(filter)) {
+    if (key === '$comment') continue; // no match expression (parseComment)
+    if (key === '$and') {
+      if (!Array.isArray(value) || !value.every((clause) => collectEqualities(clause, out))) return false;
+      continue;
+    }
+    if (key.startsWith('$')) return false;
+    let operand = value;
+    if (operand !== null && typeof operand === 'object' && !Array.isArray(operand) && (operand as { _bsontype?: unknown })._bsontype === undefined && !(operand instanceof Date)) {
+      const keys = Object.keys(operand);
+      if (keys.length === 1 && keys[0] === '$eq') operand = (operand as Document).$eq;
+      else if (keys.some((k) => k.startsWith('$'))) return false;
+    }
+    if (!isEqualityValue(operand) && operand !== null) return false;
+    if (out.has(key)) return false; // two equalities on one path: mongod refuses it (NotSingleValueField)
+    out.set(key, operand);
+  }
+  return true;
 }
 
 /** What updateMany / deleteMany return, from the counts of the bulk writes that carried it. */

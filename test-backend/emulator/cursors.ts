@@ -3,11 +3,21 @@
  * asynchronous `CursorSource`s (change streams). Ids are Longs; idle cursors
  * are reaped like mongod's cursorTimeoutMillis (10 minutes).
  */
-import { Long, type Document, type Timestamp } from 'bson';
+import { Long, calculateObjectSize, type Document, type Timestamp } from 'bson';
 import type { CursorSource } from './hooks';
 import { Codes, MongoCommandError } from './errors';
 
 const IDLE_MS = 10 * 60 * 1000;
+
+/**
+ * Bytes of documents one batch holds: FindCommon::kMaxBytesToReturnToClientAtOnce =
+ * BSONObjMaxUserSize (src/mongo/db/query/find_common.cpp). FindCommon::haveSpaceForNext admits
+ * the first document of a batch whatever its size ("to ensure we can always make progress"),
+ * then the next only while the batch stays within this many bytes (fitsInBatch); the batch's
+ * array overhead is counted per document (BSONArrayResponseSizeTracker: type byte, the index's
+ * digits, its NUL).
+ */
+const MAX_BATCH_BYTES = 16 * 1024 * 1024;
 
 class ArraySource implements CursorSource {
   private pos = 0;
@@ -15,10 +25,19 @@ class ArraySource implements CursorSource {
     readonly ns: string,
     private readonly docs: Document[],
   ) {}
+  /** The next batch: at most `n` documents (0: no count limit), at most MAX_BATCH_BYTES (see above). */
   take(n: number): Document[] {
     const end = n > 0 ? Math.min(this.docs.length, this.pos + n) : this.docs.length;
-    const out = this.docs.slice(this.pos, end);
-    this.pos = end;
+    let stop = this.pos;
+    let bytes = 0;
+    while (stop < end) {
+      const size = calculateObjectSize(this.docs[stop]!) + 2 + String(stop - this.pos).length;
+      if (stop > this.pos && bytes + size > MAX_BATCH_BYTES) break;
+      bytes += size;
+      stop++;
+    }
+    const out = this.docs.slice(this.pos, stop);
+    this.pos = stop;
     return out;
   }
   get exhausted(): boolean {

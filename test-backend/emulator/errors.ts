@@ -25,6 +25,7 @@ export const Codes = {
   TransactionTooOld: 225,
   OperationNotSupportedInTransaction: 263,
   ExceededTimeLimit: 262,
+  MaxTimeMSExpired: 50,
   Location40324: 40324,
   InvalidPipelineOperator: 168,
   DuplicateKey: 11000,

@@ -45,14 +45,40 @@ export function isModifier(u: UpdateSpec): boolean {
   return !Array.isArray(u) && Object.keys(u).some((k) => k.startsWith('$'));
 }
 
-/** Runs `fn` again after the transaction holding a document finishes (non-transactional writes wait, like mongod). */
-export async function waitingForLocks<T>(fn: () => T): Promise<T> {
+/**
+ * The interruption of a command whose `maxTimeMS` ran out: MaxTimeMSExpired (50), "operation exceeded
+ * time limit" (OperationContext::checkForInterruptNoAssert, src/mongo/db/operation_context.cpp, with
+ * the deadline the command's maxTimeMS set with MaxTimeMSExpired as its timeout error).
+ */
+export function maxTimeExpired(): MongoCommandError {
+  return new MongoCommandError(Codes.MaxTimeMSExpired, 'operation exceeded time limit');
+}
+
+/**
+ * Runs `fn` again after the transaction holding a document finishes (non-transactional writes wait,
+ * like mongod). With `deadline` (the command's maxTimeMS, as a `performance.now()` instant) the wait
+ * ends there with MaxTimeMSExpired: on mongod the write conflict is retried by the plan executor,
+ * which yields and checks for interruption before each retry (PlanExecutorImpl, yieldOrInterrupt:
+ * src/mongo/db/query/plan_executor_impl.cpp), so the operation's deadline interrupts the wait.
+ */
+export async function waitingForLocks<T>(fn: () => T, deadline?: number): Promise<T> {
   for (;;) {
     try {
       return fn();
     } catch (e) {
       if (e instanceof WaitForLock) {
-        await e.holder.finished;
+        if (deadline === undefined) await e.holder.finished;
+        else {
+          const left = deadline - performance.now();
+          if (left <= 0) throw maxTimeExpired();
+          let timer: NodeJS.Timeout | undefined;
+          const expired = await Promise.race([
+            e.holder.finished.then(() => false),
+            new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(true), left))),
+          ]);
+          clearTimeout(timer);
+          if (expired) throw maxTimeExpired();
+        }
         continue;
       }
       throw e;

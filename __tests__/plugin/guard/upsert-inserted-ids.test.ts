@@ -1,7 +1,8 @@
 /**
  * The `_id`s an upsert may insert, as the guard reads them before sending it
  * (src/guard/upsert-id.ts, idsUpsertMayInsert; issue 16 item 2): every value the query compares
- * `_id` with (canonicalizing may turn it into the seeding equality, R21), the `_id` a `$set` /
+ * `_id` with under an even number of negations (canonicalizing may turn it into the seeding
+ * equality, R21; a value only excluded, by `$ne` / `$nin` / `$not` / `$nor`, never), the `_id` a `$set` /
  * `$setOnInsert` or a replacement names (R22), nothing for a server-generated one, and
  * `undefined` (the write is refused) where the guard cannot tell. No server involved.
  */
@@ -10,6 +11,7 @@ import { idsUpsertMayInsert } from '../../../src/guard/upsert-id';
 
 const X = new mongo.ObjectId();
 const Y = new mongo.ObjectId();
+const Z = new mongo.ObjectId();
 
 describe('ids an update-style upsert may insert', () => {
   test.each<[string, unknown, unknown, unknown[] | undefined]>([
@@ -21,7 +23,10 @@ describe('ids an update-style upsert may insert', () => {
     ['$in of ids', { _id: { $in: [X, Y] } }, { $set: { n: 1 } }, [X, Y]],
     ['a one-child $or (canonicalized into _id: X)', { $or: [{ _id: X }] }, { $set: { n: 1 } }, [X]],
     ['$all of one value', { _id: { $all: [X] } }, { $set: { n: 1 } }, [X]],
-    ['nested $and / $nor / $not', { $and: [{ $nor: [{ _id: { $ne: X } }] }, { _id: { $not: { $in: [Y] } } }] }, { $set: { n: 1 } }, [X, Y]],
+    ['nested $and / $nor / $not: a double negation is a candidate, a single one is not', { $and: [{ $nor: [{ _id: { $ne: X } }] }, { _id: { $not: { $in: [Y] } } }] }, { $set: { n: 1 } }, [X]],
+    ['$ne, $nin, $not: { $eq }, a one-clause $nor exclude their values (NOT(EQ), NOT(IN)): no candidate', { _id: { $ne: X, $nin: [Y] }, $nor: [{ _id: Z }], $and: [{ _id: { $not: { $eq: X } } }] }, { $set: { n: 1 } }, []],
+    ['$not: { $ne } and $not: { $nin } are positive again', { $or: [{ _id: { $not: { $ne: X } } }, { _id: { $not: { $nin: [Y] } } }] }, { $set: { n: 1 } }, [X, Y]],
+    ['a value excluded in one place and named in another is a candidate', { $or: [{ _id: X }, { _id: { $ne: X } }] }, { $set: { n: 1 } }, [X]],
     ['a range on _id seeds nothing', { _id: { $gt: X } }, { $set: { n: 1 } }, []],
     ['a path under _id seeds an embedded _id, which cannot be locked', { '_id.a': 1 }, { $set: { n: 1 } }, []],
     ['a null _id cannot be locked', { title: 't' }, { $setOnInsert: { _id: null } }, []],

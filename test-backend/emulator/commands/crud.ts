@@ -12,6 +12,7 @@ import { deleteStatement, insertOne, sortDocs, updateStatement, waitingForLocks,
 import { isPlainObject, keyOf } from '../values';
 import { ensureColl, getColl } from '../namespaces';
 import { parseWriteStage, runWriteStage } from '../aggregate-write';
+import { checkMatchClausesInStage } from '../match-stage-refusals';
 import { rejectSystemViews, runOnView, viewNotCollection } from '../views';
 import { collectionlessAggregate, collectionlessDocs } from '../collectionless-aggregate';
 import { numKind, toNumber } from '../numbers';
@@ -69,13 +70,19 @@ function rejectOnView(ctx: CommandCtx, c: Document): void {
 async function runStatements<T>(ctx: CommandCtx, items: T[], run: (item: T, index: number) => void): Promise<Document[]> {
   const ordered = ctx.cmd.ordered !== false;
   const writeErrors: Document[] = [];
+  // maxTimeMS bounds the wait for a transaction's lock (waitingForLocks); statements already applied stay.
+  const maxTimeMS = ctx.cmd.maxTimeMS;
+  const deadline = typeof maxTimeMS === 'number' && maxTimeMS > 0 ? performance.now() + maxTimeMS : undefined;
   for (let i = 0; i < items.length; i++) {
     try {
-      await waitingForLocks(() => run(items[i], i));
+      await waitingForLocks(() => run(items[i], i), deadline);
     } catch (e) {
       const err = toCommandError(e);
       // In a transaction the first error aborts it and is reported as a command error.
       if (ctx.txn) throw err;
+      // An interruption fails the whole batch (write_ops_exec.cpp handleError: "These have always
+      // failed the whole batch"), ordered or not.
+      if (err.code === Codes.MaxTimeMSExpired) throw err;
       writeErrors.push(err.toWriteError(i));
       if (ordered) break;
     }
@@ -493,6 +500,8 @@ const aggregate: Handler = async (ctx) => {
     if (isPlainObject(stage) && Object.keys(stage).length !== 1) throw new MongoCommandError(40323, 'A pipeline stage specification object must contain exactly one field.');
     const op = isPlainObject(stage) ? Object.keys(stage)[0] : undefined;
     if (op && UNSUPPORTED_STAGES.has(op)) throw unsupported(`aggregation stage ${op}`);
+    // $where/$near/$nearSphere in any $match of the stage, sub-pipelines included (match-stage-refusals.ts).
+    checkMatchClausesInStage(stage);
     if (op) checkStageSpec(op, stage[op]);
     // mongod refuses a $changeStream that is not first (Pipeline::validateCommon's 40602 for stages
     // whose position is kFirst, src/mongo/db/pipeline/pipeline.cpp), but which of its expanded

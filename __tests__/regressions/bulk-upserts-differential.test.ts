@@ -4,9 +4,9 @@
  * give the same counts and leave the same documents as without the plugin, across timestamps,
  * discriminators, arrayFilters, hint, strict and duplicate-key stops.
  *
- * Fails: 'duplicate key mid-bulk' - Model.bulkWrite's insertOne with an existing `_id` is inserted
- * under a NEW ObjectId by the guard (see attack11-model-bulkwrite-insert): no E11000, the ordered
- * bulk goes on, a second document appears and the later updateMany runs.
+ * Failed before its fix: 'duplicate key mid-bulk' - Model.bulkWrite's insertOne with an existing
+ * `_id` was inserted under a NEW ObjectId by the guard (see model-bulkwrite-insert-document-id.test.ts):
+ * no E11000, the ordered bulk went on, a second document appeared and the later updateMany ran.
  */
 import { deploymentFacts } from '../conformance/support/server';
 import { Schema, type Model } from 'mongoose';
@@ -45,7 +45,8 @@ const cases: [string, (m: { base: Model<any>; child: Model<any> }) => Promise<un
     { updateMany: { filter: { key: 'b' }, update: { $set: { n: 5 }, $push: { tags: { t: 'x', v: 1 } } }, upsert: true } },
     { updateOne: { filter: { key: 'b' }, update: { $set: { 'tags.$[e].v': 9 } }, arrayFilters: [{ 'e.t': 'x' }] } },
     { deleteOne: { filter: { key: 'a', n: 2 } } },
-  ])],
+    // Mongoose 8's bulkWrite types refuse a $push on a Model<any> (PushOperator<any>); Mongoose 9's accept it.
+  ] as never)],
   ['discriminator upsert then update', (m) => m.child.bulkWrite([
     { updateOne: { filter: { key: 'c' }, update: { $set: { extra: 'e' } }, upsert: true } },
     { updateOne: { filter: { key: 'c' }, update: { $set: { n: 3 } } } },

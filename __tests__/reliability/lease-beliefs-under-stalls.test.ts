@@ -1,0 +1,327 @@
+/**
+ * PRODUCT.md properties 1 and 13 under random stalls, checked against the server's own history:
+ * at no instant does one owner believe it holds the lock (a handle's `msLeft()` > 0) while the
+ * server grants it to another owner.
+ *
+ * Owners (one connection and appName each) take the lock on one document over and over with
+ * `acquireLock` (random ttl 300-1200 ms, `wait`, autoExtend on or off), hold it for a random time
+ * (up to 2.5 ttls, so renewals must work), sometimes save through the guard, and release. Meanwhile
+ * faults arrive at random: the server holds one owner's findAndModify or update
+ * (`failCommand` blockConnection, past the ttl), one owner's replies reach it late (the process
+ * pauses as the reply arrives: support/late-replies.ts), or the whole process stands still (a
+ * busy loop longer than a ttl: a GC pause, a blocked event loop).
+ *
+ * The independent record:
+ *  - the server's grants come from a change stream on the lock collection (owners stored in
+ *    clear, `ownerStorage: 'plain'`): a grant starts at its `acquiredAt` (the command's `$$NOW`)
+ *    and ends at the last `expiresAt` written while its token was current (an extension moves it,
+ *    a release sets it to the release's `$$NOW`);
+ *  - each owner's belief is sampled every few milliseconds: at wall time t its handle says
+ *    msLeft() = m, so it believes it holds the lock over [t, t + m].
+ * The emulator runs on this machine, so the server's dates and `Date.now()` read one clock.
+ * Belief samples that overlap another owner's grant are violations of property 13; grants that
+ * overlap each other, of property 1. The abort EVENT of each handle is also compared with the
+ * next owner's grant, and its lateness reported (a timer on a loaded event loop can fire late;
+ * reading `signal` re-checks the lease, README "Keeping a lock alive").
+ *
+ * Needs change streams and fail points: skipped on a standalone server.
+ */
+import { performance } from 'node:perf_hooks';
+import { mongo } from 'mongoose';
+import type { LockTargetId } from '../../src';
+import { deploymentFacts, testUri } from '../conformance/support/server';
+import { blockCommands, failPointOff } from '../plugin/guard/support';
+import { connect, sleep, testDatabase, type MonitoredConnection } from '../support/db';
+import { usesFailPoints } from '../support/fail-point-lock';
+import { lateReplies, on, type LateReplies } from '../support/late-replies';
+import { replicaSetOnly } from '../support/topology';
+import { workItemModel, type WorkItemModel } from '../support/work-item';
+
+usesFailPoints();
+
+const db = testDatabase('leasebeliefs');
+const OWNERS = 4;
+const RUN_MS = Number(process.env.MPL_LEASE_BELIEFS_MS ?? 30_000);
+
+interface Owner {
+  name: string;
+  app: string;
+  conn: MonitoredConnection;
+  model: WorkItemModel;
+  late: LateReplies;
+}
+
+interface Grant {
+  owner: string;
+  token: string;
+  start: number;
+  /** When the server stopped granting it: its expiry, its release, or the next acquisition. */
+  end: number;
+  /**
+   * Each expiry the server wrote for it (its grant, extensions, its release), with the change
+   * event's wall time: what the server granted at a given moment is the last one written by then.
+   */
+  expiries: Array<{ at: number; expiresAt: number }>;
+}
+
+/** The expiry the server had granted `grant` at wall time `t`. */
+function grantedAt(grant: Grant, t: number): number {
+  let expiry = grant.expiries[0]!.expiresAt;
+  for (const entry of grant.expiries) if (entry.at <= t) expiry = entry.expiresAt;
+  return expiry;
+}
+
+interface Belief {
+  owner: string;
+  token: string;
+  t: number;
+  m: number;
+}
+
+let owners: Owner[] = [];
+let admin: MonitoredConnection;
+let adminModel: WorkItemModel;
+
+beforeAll(async () => {
+  if (!deploymentFacts().failPoints) return;
+  admin = await connect(db.name);
+  adminModel = await workItemModel(admin.connection, { ttl: 30_000, ownerStorage: 'plain' }, 'Beliefs');
+  for (let i = 0; i < OWNERS; i++) {
+    const app = `mpl-beliefs-${i}-${process.pid}`;
+    const conn = await connect(db.name, { appName: app });
+    const model = await workItemModel(conn.connection, { ttl: 30_000, ownerStorage: 'plain' }, 'Beliefs');
+    owners.push({ name: `owner-${i}`, app, conn, model, late: lateReplies(conn.connection) });
+  }
+}, 60_000);
+
+afterAll(async () => {
+  if (!admin) return;
+  await failPointOff(admin.connection).catch(() => undefined);
+  for (const owner of owners) owner.late.stop();
+  await db.drop(admin.connection);
+  await Promise.all([admin.close(), ...owners.map((owner) => owner.conn.close())]);
+  owners = [];
+});
+
+const rand = (lo: number, hi: number) => lo + Math.floor(Math.random() * (hi - lo));
+const pick = <T>(items: T[]): T => items[Math.floor(Math.random() * items.length)]!;
+
+/** Replays the lock collection's change events (one document) into grants per token. */
+function grantsFrom(events: mongo.ChangeStreamDocument[]): Grant[] {
+  const grants = new Map<string, Grant>();
+  let current: string | null = null;
+  let owner: string | null = null;
+  for (const event of events) {
+    if (event.operationType === 'delete') {
+      current = null;
+      owner = null;
+      continue;
+    }
+    let fields: Record<string, unknown>;
+    if (event.operationType === 'insert' || event.operationType === 'replace') fields = event.fullDocument as Record<string, unknown>;
+    else if (event.operationType === 'update') fields = event.updateDescription.updatedFields as Record<string, unknown>;
+    else continue;
+    const expiresAt = fields.expiresAt instanceof Date ? fields.expiresAt.getTime() : undefined;
+    const at = (event as { wallTime?: Date }).wallTime?.getTime() ?? 0;
+    // A diff names only the fields that changed: an owner that takes its own lock again keeps it.
+    if ('owner' in fields) owner = (fields.owner as string | null) ?? null;
+    if (typeof fields.token === 'string' && fields.token !== current) {
+      // A new acquisition: from the command's $$NOW (acquiredAt) to the expiry it wrote. It ends
+      // the acquisition it replaced (the same owner renewing, or the previous one expired).
+      const start = (fields.acquiredAt as Date).getTime();
+      const replaced = current === null ? undefined : grants.get(current);
+      if (replaced && replaced.end > start) replaced.end = start;
+      current = fields.token;
+      grants.set(current, { owner: owner!, token: current, start, end: expiresAt!, expiries: [{ at, expiresAt: expiresAt! }] });
+    } else if ('token' in fields && fields.token === null) {
+      // A release: the grant that was current ends at the release's $$NOW (its expiresAt).
+      const grant = current === null ? undefined : grants.get(current);
+      if (grant && expiresAt !== undefined) {
+        grant.end = expiresAt;
+        grant.expiries.push({ at, expiresAt });
+      }
+      current = null;
+    } else if (expiresAt !== undefined && current !== null) {
+      // An extension or a resume of the current acquisition.
+      const grant = grants.get(current)!;
+      grant.end = expiresAt;
+      grant.expiries.push({ at, expiresAt });
+    }
+  }
+  return [...grants.values()].sort((a, b) => a.start - b.start);
+}
+
+replicaSetOnly('change streams and fail points need a replica set')(
+  "under random stalls, pauses and late replies no owner believes it holds the lock while the server grants it to another",
+  async () => {
+    const { _id: id } = await adminModel.create({ title: 'contended' });
+    const locksName = adminModel.lockModel().collection.collectionName;
+    // A client of its own (not the plugin's, not recorded as a plugin command).
+    const watcher = new mongo.MongoClient(testUri());
+    await watcher.connect();
+    const stream: mongo.ChangeStream = watcher.db(db.name).collection(locksName).watch([], {});
+    const events: mongo.ChangeStreamDocument[] = [];
+    // The first tryNext opens the stream: from then on every change is captured.
+    const first = await stream.tryNext();
+    if (first) events.push(first);
+    const collecting = (async () => {
+      try {
+        for (;;) {
+          const event = await stream.next();
+          events.push(event);
+        }
+      } catch {
+        // closed
+      }
+    })();
+
+    const beliefs: Belief[] = [];
+    const aborts: Array<{ owner: string; token: string; at: number }> = [];
+    const live = new Map<string, { token: string; handle: Awaited<ReturnType<WorkItemModel['acquireLock']>> }>();
+    const sampler = setInterval(() => {
+      for (const [owner, { token, handle }] of live) {
+        const t = Date.now();
+        const m = handle.msLeft();
+        if (m > 0) beliefs.push({ owner, token, t, m });
+      }
+    }, 3);
+
+    const stopAt = Date.now() + RUN_MS;
+    const outcomes = new Map<string, number>();
+    const log: string[] = [];
+    /** Counts an outcome by its kind; the detail goes to the log only (dumped on a violation). */
+    const count = (kind: string, detail = '') => {
+      log.push(`${Date.now()} ${kind} ${detail}`);
+      outcomes.set(kind, (outcomes.get(kind) ?? 0) + 1);
+    };
+
+    async function work(owner: Owner): Promise<void> {
+      while (Date.now() < stopAt) {
+        const ttl = rand(300, 1_200);
+        let handle: Awaited<ReturnType<WorkItemModel['acquireLock']>>;
+        try {
+          handle = await owner.model.acquireLock(id as LockTargetId, owner.name, { ttl, wait: 3_000, autoExtend: Math.random() < 0.7 });
+        } catch (error) {
+          count(`acquire: ${(error as Error).constructor.name}`, owner.name);
+          continue;
+        }
+        count('acquired', `${owner.name} ${handle.document.heldLock()!.token} ttl ${ttl}`);
+        const token = handle.document.heldLock()!.token;
+        live.set(owner.name, { token, handle });
+        handle.signal.addEventListener('abort', () => aborts.push({ owner: owner.name, token, at: Date.now() }));
+        const holdFor = rand(0, Math.round(ttl * 2.5));
+        const until = performance.now() + holdFor;
+        try {
+          while (performance.now() < until && !handle.signal.aborted) {
+            await sleep(Math.min(50, until - performance.now()));
+            if (Math.random() < 0.03) {
+              // An explicit extension, sometimes shorter than what is left.
+              const extendTo = rand(200, 1_500);
+              await handle.extend(extendTo).then(
+                () => count('extended', `${owner.name} to ${extendTo}`),
+                (error: unknown) => count(`extend: ${(error as Error).constructor.name}`, owner.name),
+              );
+            }
+            if (Math.random() < 0.05) {
+              handle.document.edits += 1;
+              await handle.document.save().then(
+                () => count('saved'),
+                (error: unknown) => count(`save: ${(error as Error).constructor.name}`, owner.name),
+              );
+            }
+          }
+        } finally {
+          live.delete(owner.name);
+          await handle.release().then(
+            () => count('released', owner.name),
+            (error: unknown) => count(`release: ${(error as Error).constructor.name}`, `${owner.name} ${(error as Error).message}`),
+          );
+        }
+      }
+    }
+
+    async function faults(): Promise<void> {
+      while (Date.now() < stopAt) {
+        await sleep(rand(200, 800));
+        const victim = pick(owners);
+        const kind = rand(0, 5);
+        try {
+          if (kind === 0) {
+            await blockCommands(admin.connection, { appName: victim.app, namespace: `${db.name}.${locksName}`, commands: ['findAndModify'], blockTimeMS: rand(300, 1_500), times: rand(1, 3) });
+            count('fault: findAndModify held', victim.name);
+          } else if (kind === 1) {
+            await blockCommands(admin.connection, { appName: victim.app, namespace: `${db.name}.${locksName}`, commands: ['update'], blockTimeMS: rand(300, 1_500), times: 1 });
+            count('fault: update held', victim.name);
+          } else if (kind === 2) {
+            victim.late.arm(on('findAndModify', locksName), rand(200, 1_300));
+            count('fault: late reply', victim.name);
+          } else if (kind === 3) {
+            const end = performance.now() + rand(300, 1_300);
+            while (performance.now() < end) {
+              // the whole process stands still
+            }
+            count('fault: process pause');
+          }
+        } catch {
+          count('fault: could not arm');
+        }
+      }
+      await failPointOff(admin.connection);
+    }
+
+    await Promise.all([...owners.map((owner) => work(owner)), faults()]);
+    clearInterval(sampler);
+    await sleep(500);
+    await stream.close();
+    await collecting;
+    await watcher.close();
+
+    const grants = grantsFrom(events);
+    // Property 1 on the server's own history.
+    const serverOverlaps: string[] = [];
+    for (let i = 1; i < grants.length; i++) {
+      const previous = grants[i - 1]!;
+      const next = grants[i]!;
+      if (next.owner !== previous.owner && next.start < previous.end) serverOverlaps.push(`${previous.owner} until ${previous.end} / ${next.owner} from ${next.start}`);
+    }
+    // Property 13, two ways. At the instant t of a sample its owner believes it holds the lock:
+    // no other owner's grant may cover t. And what it counts on, t + m, must not reach past the
+    // expiry the server had granted that very acquisition at t (a later shorter extension, or its
+    // own release, may end it sooner: the owner learns of those when it sends them).
+    const byToken = new Map(grants.map((grant) => [grant.token, grant]));
+    const beliefOverlaps: string[] = [];
+    const violating: Belief[] = [];
+    for (const belief of beliefs) {
+      const before = beliefOverlaps.length;
+      const other = grants.find((grant) => grant.owner !== belief.owner && grant.start + 1 < belief.t && belief.t < grant.end);
+      if (other) beliefOverlaps.push(`${belief.owner} believed at ${belief.t} (for ${Math.round(belief.m)} ms) while ${other.owner} held [${other.start}, ${other.end}]`);
+      const own = byToken.get(belief.token);
+      if (!own) beliefOverlaps.push(`${belief.owner} believed at ${belief.t} in an acquisition the server never granted (${belief.token})`);
+      else if (belief.t + belief.m > grantedAt(own, belief.t) + 1) {
+        beliefOverlaps.push(`${belief.owner} counted at ${belief.t} on its lock until ${Math.round(belief.t + belief.m)}, the server had granted it until ${grantedAt(own, belief.t)}`);
+      }
+      if (beliefOverlaps.length > before) violating.push(belief);
+    }
+    // The abort events: how late after another owner's grant began (reported, not asserted).
+    let worstAbortLateness = 0;
+    for (const abort of aborts) {
+      const next = grants.find((grant) => grant.owner !== abort.owner && grant.start >= (grants.find((g) => g.token === abort.token)?.start ?? Infinity));
+      if (next && abort.at > next.start) worstAbortLateness = Math.max(worstAbortLateness, abort.at - next.start);
+    }
+    process.stdout.write(
+      `lease beliefs: ${grants.length} grants, ${beliefs.length} belief samples, ${aborts.length} aborts (worst abort event ${worstAbortLateness} ms after another's grant), ` +
+        `outcomes ${JSON.stringify(Object.fromEntries(outcomes))}\n`,
+    );
+    if (beliefOverlaps.length > 0 && process.env.MPL_LEASE_BELIEFS_DUMP) {
+      const { writeFileSync } = await import('node:fs');
+      writeFileSync(
+        process.env.MPL_LEASE_BELIEFS_DUMP,
+        JSON.stringify({ grants, beliefs: violating, events, log }, null, 1),
+      );
+    }
+    expect(grants.length).toBeGreaterThan(10);
+    expect(serverOverlaps).toEqual([]);
+    expect(beliefOverlaps.slice(0, 5)).toEqual([]);
+  },
+  RUN_MS + 120_000,
+);

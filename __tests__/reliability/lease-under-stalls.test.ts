@@ -1,0 +1,82 @@
+/**
+ * Leases of lockNext and lockMany under server stalls, across processes (PRODUCT.md properties 1,
+ * 13, 14, 15): child processes (workers/lease-checker.ts) take locks with a short ttl while the
+ * server holds back a share of their commands (failCommand `blockConnection` with an activation
+ * probability, limited to their appName: the candidate read, the acquisitions, the grants read, the
+ * loads and the releases), and check every lock they are handed against the server with a
+ * connection that is never stalled: a lock the process counts on (`msLeft() > 0`, read after the
+ * server's answer arrived) must be this acquisition's and unexpired on the server. An overlap
+ * detector no lock code touches counts two holders inside one document, entered and left while
+ * every lease lasted.
+ */
+import { connect, testDatabase, type MonitoredConnection } from '../support/db';
+import { usesFailPoints } from '../support/fail-point-lock';
+import { jobModel } from '../support/job';
+import { killAll, spawnWorker } from './support/children';
+import type { LeaseCheckerConfig, LeaseCheckerReport } from './workers/lease-checker';
+
+usesFailPoints();
+
+const PROCESSES = Number(process.env.MPL_LEASE_PROCESSES ?? 3);
+const WORKERS = Number(process.env.MPL_LEASE_WORKERS ?? 4);
+const BUDGET_MS = Number(process.env.MPL_LEASE_BUDGET_MS ?? 30_000);
+const TTL_MS = 1_200;
+const APP = 'lease-under-stalls';
+
+const db = testDatabase('lease_stalls');
+let conn: MonitoredConnection;
+
+beforeAll(async () => {
+  conn = await connect(db.name);
+});
+
+afterAll(async () => {
+  await killAll();
+  await conn.connection.getClient().db('admin').command({ configureFailPoint: 'failCommand', mode: 'off' }).catch(() => undefined);
+  await db.drop(conn.connection).catch(() => undefined);
+  await conn.close();
+});
+
+async function run(mode: 'next' | 'many'): Promise<LeaseCheckerReport[]> {
+  const modelName = mode === 'next' ? 'LeaseNext' : 'LeaseMany';
+  const Job = await jobModel(conn.connection, { ttl: TTL_MS }, modelName);
+  const docs = await Job.insertMany(Array.from({ length: mode === 'next' ? 40 : 8 }, (_, i) => ({ priority: i % 5, payload: `j${i}` })));
+  await conn.connection.getClient().db('admin').command({
+    configureFailPoint: 'failCommand',
+    mode: { activationProbability: 0.15 },
+    data: { appName: APP, failCommands: ['aggregate', 'findAndModify', 'find', 'update'], blockConnection: true, blockTimeMS: Number(process.env.MPL_LEASE_STALL_MS ?? 1_300) },
+  });
+  const deadline = Date.now() + BUDGET_MS;
+  const children = Array.from({ length: PROCESSES }, (_, p) => {
+    const config: LeaseCheckerConfig = {
+      uri: process.env.MONGODB_URI!,
+      dbName: db.name,
+      appName: APP,
+      modelName,
+      process: p,
+      workers: WORKERS,
+      ttl: TTL_MS,
+      mode,
+      ids: docs.map((d) => d._id.toHexString()),
+      deadline,
+    };
+    return spawnWorker('lease-checker.ts', { MPL_LEASE_CHECKER: JSON.stringify(config) }, BUDGET_MS + 120_000);
+  });
+  const codes = await Promise.all(children.map((c) => c.exited));
+  await conn.connection.getClient().db('admin').command({ configureFailPoint: 'failCommand', mode: 'off' });
+  children.forEach((child, p) => {
+    if (codes[p] !== 0) throw new Error(`child ${p} ended with ${codes[p]}: ${child.stderr()}`);
+  });
+  const reports = children.map((c) => JSON.parse(c.lines[c.lines.length - 1]) as LeaseCheckerReport);
+  console.log(`${mode}: ${JSON.stringify(reports)}`);
+  return reports;
+}
+
+test.each(['next', 'many'] as const)('%s: no lock counted on beyond the server grant, no overlap, under stalls', async (mode) => {
+  const reports = await run(mode);
+  const sum = (f: (r: LeaseCheckerReport) => number) => reports.reduce((t, r) => t + f(r), 0);
+  expect(sum((r) => r.granted)).toBeGreaterThan(20);
+  expect(reports.flatMap((r) => r.believedExamples)).toEqual([]);
+  expect(sum((r) => r.believed)).toBe(0);
+  expect(sum((r) => r.overlaps)).toBe(0);
+}, BUDGET_MS + 180_000);
