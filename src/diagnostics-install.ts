@@ -4,7 +4,9 @@
  * Installed once, after every static and method exists, so the modules that implement them
  * stay free of tracing code.
  */
-import { describeModelOf, traceCall, type LockTraceContext, type LockTraceKind } from './diagnostics';
+import { describeModelOf, observed, traceCall, type LockTraceContext, type LockTraceKind } from './diagnostics';
+import { LockGroupHandle } from './lock-group-handle';
+import { LockHandle } from './lock-handle';
 import { heldLockState } from './held-lock';
 import type { AnyModel, AnySchema } from './runtime';
 
@@ -42,11 +44,25 @@ const METHODS: readonly (readonly [name: string, kind: LockTraceKind, operation:
   ['extendLock', 'lock', 'extendLock'],
 ];
 
-/** The `_id` of what a call returned (a document, a handle, a group): read as the document's own `_id`, nothing else of it. */
-function documentIdOf(result: unknown): unknown {
+/**
+ * The document a call returned, or the one its handle holds (a LockHandle's; a group's has
+ * several). A document is told from a handle by class: a document may have a path of its own
+ * named `document`.
+ */
+function documentOf(result: unknown): object | undefined {
   if (result === null || typeof result !== 'object') return undefined;
-  const document = (result as { document?: unknown }).document ?? result;
-  return (document as { _id?: unknown })._id;
+  if (result instanceof LockGroupHandle) return undefined;
+  return result instanceof LockHandle ? (result.document as object) : result;
+}
+
+/** Fills in the end of a call's context from its result, without keeping the result: the document's `_id` and the label its lock shows. */
+function describeLockedDocument(result: unknown, context: LockTraceContext): void {
+  const document = documentOf(result);
+  if (!document) return;
+  const state = heldLockState(document as never);
+  context.documentId = state ? state.lock.documentId : (document as { _id?: unknown })._id;
+  // The label as the lock holds it, not re-read from the caller's options (a subscriber reads no argument).
+  if (state && state.lock.label !== null) context.label = state.lock.label;
 }
 
 /** Fills in the end of a call's context from its result, without keeping the result. */
@@ -56,12 +72,12 @@ function finishWith(name: string, result: unknown, context: LockTraceContext): v
     case 'lockNext':
     case 'acquireNext':
       context.succeeded = result !== null;
-      if (result !== null) context.documentId = documentIdOf(result);
+      if (result !== null) describeLockedDocument(result, context);
       break;
     case 'lock':
     case 'acquireLock':
       context.succeeded = true;
-      context.documentId = documentIdOf(result);
+      describeLockedDocument(result, context);
       break;
     case 'unlock':
     case 'forceUnlock':
@@ -79,28 +95,45 @@ function finishWith(name: string, result: unknown, context: LockTraceContext): v
   }
 }
 
-function labelOf(options: unknown): string | null | undefined {
-  const label = (options as { label?: unknown } | null | undefined)?.label;
-  return typeof label === 'string' ? label : undefined;
+/** How many ids or documents a several-documents call names (an array's length). */
+function countOf(list: unknown): number | undefined {
+  return Array.isArray(list) ? list.length : undefined;
 }
 
-/** Replaces the schema's traced statics and methods with traced wrappers. */
+/** The model a static was called on, if it was called on one (`const { lock } = Model` has none). */
+function modelContext(operation: string, self: unknown): LockTraceContext {
+  const model = typeof self === 'function' ? (self as AnyModel) : undefined;
+  const collection = model?.collection as { collectionName?: unknown } | undefined;
+  return {
+    operation,
+    model: typeof model?.modelName === 'string' ? model.modelName : undefined,
+    collection: typeof collection?.collectionName === 'string' ? collection.collectionName : undefined,
+  };
+}
+
+/**
+ * Replaces the schema's traced statics and methods with traced wrappers. Unobserved, a wrapper
+ * calls the original with the same `this` and arguments and allocates nothing (no rest array, no
+ * closure) before the `observed()` check.
+ */
 export function installDiagnostics(schema: AnySchema): void {
   const statics = schema.statics as Record<string, Fn>;
   for (const [name, kind, first] of STATICS) {
     const original = statics[name];
     if (typeof original !== 'function') continue;
-    const tracedStatic = function tracedStatic(this: unknown, ...args: unknown[]) {
-      const model = this as AnyModel;
+    const tracedStatic = function tracedStatic(this: unknown): Promise<unknown> {
+      // eslint-disable-next-line prefer-rest-params -- `arguments` passed on as is: no array built on the unobserved path
+      if (!observed(kind)) return original.apply(this, arguments as unknown as unknown[]);
+      // eslint-disable-next-line prefer-rest-params
+      const args = Array.prototype.slice.call(arguments) as unknown[];
       return traceCall(
         kind,
         () => {
-          const context: LockTraceContext = { operation: name, model: model.modelName, collection: model.collection?.collectionName };
-          if (first === 'ids' && Array.isArray(args[0])) context.count = args[0].length;
-          if (first === 'docs' && Array.isArray(args[0])) context.count = args[0].length;
-          // The options are the last argument of every traced static but unlock's and releaseAllFor's.
-          const label = labelOf(args[name.startsWith('with') ? 3 : 2]);
-          if (label !== undefined) context.label = label;
+          const context = modelContext(name, this);
+          if (first === 'ids' || first === 'docs') {
+            const count = countOf(args[0]);
+            if (count !== undefined) context.count = count;
+          }
           return context;
         },
         () => original.apply(this, args),
@@ -115,7 +148,11 @@ export function installDiagnostics(schema: AnySchema): void {
   for (const [name, kind, operation] of METHODS) {
     const original = methods[name];
     if (typeof original !== 'function') continue;
-    methods[name] = function tracedMethod(this: unknown, ...args: unknown[]) {
+    methods[name] = function tracedMethod(this: unknown): Promise<unknown> {
+      // eslint-disable-next-line prefer-rest-params -- as tracedStatic
+      if (!observed(kind)) return original.apply(this, arguments as unknown as unknown[]);
+      // eslint-disable-next-line prefer-rest-params
+      const args = Array.prototype.slice.call(arguments) as unknown[];
       return traceCall(
         kind,
         () => {
@@ -133,10 +170,17 @@ export function installDiagnostics(schema: AnySchema): void {
 
 /** Traces a module-level function (lockAll and its forms): `count` is its targets' number. */
 export function tracedFunction<F extends (...args: never[]) => Promise<unknown>>(kind: LockTraceKind, operation: string, fn: F): F {
-  const wrapper = function (this: unknown, ...args: Parameters<F>) {
+  const wrapper = function (this: unknown): Promise<unknown> {
+    // eslint-disable-next-line prefer-rest-params -- as tracedStatic
+    if (!observed(kind)) return fn.apply(this, arguments as unknown as Parameters<F>);
+    // eslint-disable-next-line prefer-rest-params
+    const args = Array.prototype.slice.call(arguments) as Parameters<F>;
     return traceCall(
       kind,
-      () => ({ operation, model: undefined, collection: undefined, ...(Array.isArray(args[0]) ? { count: (args[0] as unknown[]).length } : {}) }),
+      () => {
+        const count = countOf(args[0]);
+        return { operation, model: undefined, collection: undefined, ...(count !== undefined ? { count } : {}) };
+      },
       () => fn.apply(this, args),
       (_result, context) => {
         context.succeeded = true;

@@ -19,8 +19,8 @@
  *
  * Privacy: no message ever carries an owner, an owner key, a token or a ticket; the document id,
  * the model, the collection and the holder's label (user data the holder chose to show) are fine.
- * Cost: when nobody subscribes, a traced call costs a few property reads and nothing is built
- * (`npm run bench`, benchmark 10, measures it).
+ * Cost: when nobody subscribes, a traced call costs the `observed()` check (a few property
+ * reads) before it calls the function it wraps (`npm run bench`, benchmark 10, measures it).
  */
 import * as dc from 'node:diagnostics_channel';
 import { LockedError, LockExpiredError, LockNotHeldError } from './errors';
@@ -96,14 +96,30 @@ export function observed(kind: LockTraceKind): boolean {
   return traced(tracingChannelOf(kind)) || refusedChannel.hasSubscribers || expiredChannel.hasSubscribers || takenOverChannel.hasSubscribers || lostChannel.hasSubscribers;
 }
 
-/** Publishes the named event an error stands for, if any (never an owner or a token: only the error's public fields). */
+/**
+ * Errors whose named event is told, or must never be: a named event is published once, by the
+ * innermost traced call the error passed through (where it originated: a guarded write inside
+ * saveAndUnlock, a refused lock inside withLock's callback), and never for an error a caller's
+ * callback threw (withLock & co. mark those, callerError), which is the caller's own.
+ */
+const told = new WeakSet<object>();
+
+/** Marks an error thrown by a caller's callback (`fn` of withLock & co.) as the caller's own: no named event for it. */
+export function callerError(error: unknown): unknown {
+  if (typeof error === 'object' && error !== null) told.add(error);
+  return error;
+}
+
+/** Publishes the named event an error stands for, if any and not told yet (never an owner or a token: only the error's public fields). */
 export function publishErrorEvent(context: LockTraceContext, error: unknown): void {
+  if (!(error instanceof LockNotHeldError || error instanceof LockedError) || told.has(error)) return;
+  told.add(error);
   const base = { operation: context.operation, model: context.model, collection: context.collection };
   if (error instanceof LockedError) {
     if (refusedChannel.hasSubscribers) refusedChannel.publish({ ...base, documentId: error.documentId, label: error.label ?? null, retryAfterMs: error.retryAfterMs } satisfies LockEvent);
   } else if (error instanceof LockExpiredError) {
     if (expiredChannel.hasSubscribers) expiredChannel.publish({ ...base, documentId: error.documentId, reason: error.reason } satisfies LockEvent);
-  } else if (error instanceof LockNotHeldError && error.reason === 'taken_over') {
+  } else if (error.reason === 'taken_over') {
     if (takenOverChannel.hasSubscribers) takenOverChannel.publish({ ...base, documentId: error.documentId, reason: error.reason } satisfies LockEvent);
   }
 }
@@ -128,12 +144,23 @@ export function publishLost(operation: 'handle' | 'group handle', document: unkn
  * then asyncStart and asyncEnd when it settled (error before them if it rejected), as
  * TracingChannel.tracePromise does, but with a context the plugin builds itself, so the
  * resolved value (a document carrying its lock, hence its owner and token) never reaches a
- * subscriber. `finish` reads what may be told about the result. Unobserved: `run()` and nothing else.
+ * subscriber. `finish` reads what may be told about the result.
+ *
+ * The caller checks `observed(kind)` first and calls `run` directly when it is false (the
+ * wrappers in diagnostics-install.ts and guard/install.ts: nothing allocated then). Observed, a
+ * subscriber changes nothing of the call: `context` reads no argument the call reads itself, and
+ * a context that cannot be built (a static called without its model) is a bare one; an error
+ * `run` throws synchronously is thrown as it would have been, a rejection stays a rejection.
  */
 export function traceCall<T>(kind: LockTraceKind, context: () => LockTraceContext, run: () => Promise<T>, finish?: (result: T, context: LockTraceContext) => void): Promise<T> {
   if (!observed(kind)) return run();
   const channel = tracingChannelOf(kind);
-  const ctx = context();
+  let ctx: LockTraceContext;
+  try {
+    ctx = context();
+  } catch {
+    ctx = { operation: kind, model: undefined, collection: undefined };
+  }
   const settle = (): void => {
     channel.asyncStart.publish(ctx);
     channel.asyncEnd.publish(ctx);

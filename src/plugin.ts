@@ -10,7 +10,7 @@ import { attachHeldLock, heldLockState, leaseLeft, lostError, newHeldLockState, 
 import { typedErrors } from './failures';
 import { loadDocument } from './document-load';
 import { idKey } from './id-key';
-import { publishErrorEvent } from './diagnostics';
+import { callerError, publishErrorEvent } from './diagnostics';
 import { installDiagnostics } from './diagnostics-install';
 import { installGroupStatics } from './group-statics';
 import { installWriteGuard, saveWithContext } from './guard/install';
@@ -236,8 +236,12 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
     if (typeof fn !== 'function') throw new InvalidLockArgumentError('fn', 'expected a function (doc, signal) => result to run while the lock is held.');
     const handle = await typedErrors('withLock', () => openHandle(this, id, owner, callOptions));
     try {
-      // Errors thrown by fn are the caller's own and reach it unchanged.
-      return await (fn as (doc: AnyDoc, signal: AbortSignal) => unknown)(handle.document, handle.signal);
+      // Errors thrown by fn are the caller's own and reach it unchanged (no named diagnostics event for them).
+      try {
+        return await (fn as (doc: AnyDoc, signal: AbortSignal) => unknown)(handle.document, handle.signal);
+      } catch (error) {
+        throw callerError(error);
+      }
     } finally {
       await typedErrors('withLock', () => handle[asyncDispose]());
     }

@@ -7,7 +7,7 @@
 import * as dc from 'node:diagnostics_channel';
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { inspect } from 'node:util';
-import { createHash } from 'node:crypto';
+import { createHash, createHmac, type Hash, type Hmac } from 'node:crypto';
 import type { Types } from 'mongoose';
 import { LockedError, LockExpiredError, lockAll, type LockEvent, type LockTraceContext } from '../../src';
 import { traceCall } from '../../src/diagnostics';
@@ -182,29 +182,48 @@ test('lockNext, lockMany, lockAll, unlockMany, releaseAllFor and saveAndUnlock a
   expect(of(recorder.events, 'write').length).toBeGreaterThan(0);
 });
 
-test('no message ever carries an owner, an owner key, a token or a ticket', async () => {
-  const owner = 'owner-secret-7f3a';
-  const other = 'owner-secret-9c1d';
-  const id = await newItem();
-  recorder = record();
-  const item = await WorkItem.lock(id, owner, { label: 'Shown' });
-  const { token, ticket } = item.heldLock()!;
-  await expect(WorkItem.lock(id, other)).rejects.toBeInstanceOf(LockedError);
-  await expect(WorkItem.updateOne({ _id: id }, { $set: { status: 'done' } }, { lockOwner: other })).rejects.toBeInstanceOf(LockedError);
-  await WorkItem.updateOne({ _id: id }, { $set: { status: 'done' } }, { lockOwner: owner });
-  item.title = 'x';
-  await item.saveAndUnlock();
-  const handle = await WorkItem.acquireLock(id, owner);
-  await WorkItem.forceUnlock(id);
-  await expect(handle.extend()).rejects.toMatchObject({ reason: 'released' });
-  await WorkItem.releaseAllFor(owner);
+/**
+ * Every form an owner key can take in storage (owner-key.ts: SHA-256, or HMAC-SHA-256 with
+ * `ownerSecret`, stored base64url), and the other usual encodings of the same digest, so that a
+ * change of encoding cannot make this check blind.
+ */
+function ownerKeyForms(owner: string, secret?: string): string[] {
+  const digest = (): Hash | Hmac => (secret === undefined ? createHash('sha256') : createHmac('sha256', secret));
+  return (['base64url', 'base64', 'hex'] as const).map((encoding) => digest().update(owner, 'utf8').digest(encoding));
+}
 
-  expect(recorder.events.length).toBeGreaterThan(20);
-  const secrets = [owner, other, token, ticket, ...[owner, other].map((o) => createHash('sha256').update(o).digest('hex'))];
-  for (const event of recorder.events) {
-    const text = `${event.snapshot}\n${inspect(event.message, { depth: 6 })}\n${JSON.stringify(event.message, (_k, v: unknown) => (typeof v === 'bigint' ? String(v) : v))}`;
-    for (const secret of secrets) expect({ channel: event.channel, event: event.event, leaks: text.includes(secret) }).toEqual({ channel: event.channel, event: event.event, leaks: false });
-  }
+describe.each([
+  { storage: 'hashed owners (SHA-256)', secret: undefined },
+  { storage: 'owners keyed by ownerSecret (HMAC-SHA-256)', secret: 'diagnostics-secret-5b7e' },
+])('with $storage', ({ secret }) => {
+  test('no message ever carries an owner, an owner key, a token or a ticket', async () => {
+    const Model = secret === undefined ? WorkItem : await workItemModel(conn.connection, { ttl: 30_000, ownerSecret: secret });
+    const owner = 'owner-secret-7f3a';
+    const other = 'owner-secret-9c1d';
+    const id = (await Model.create({ title: 'traced' }))._id;
+    recorder = record();
+    const item = await Model.lock(id, owner, { label: 'Shown' });
+    const { token, ticket } = item.heldLock()!;
+    // The owner key the lock collection really holds is one of the forms checked below.
+    const stored = (await Model.lockModel().collection.findOne({ _id: id as never })) as { owner?: unknown } | null;
+    expect(ownerKeyForms(owner, secret)).toContain(stored?.owner);
+    await expect(Model.lock(id, other)).rejects.toBeInstanceOf(LockedError);
+    await expect(Model.updateOne({ _id: id }, { $set: { status: 'done' } }, { lockOwner: other })).rejects.toBeInstanceOf(LockedError);
+    await Model.updateOne({ _id: id }, { $set: { status: 'done' } }, { lockOwner: owner });
+    item.title = 'x';
+    await item.saveAndUnlock();
+    const handle = await Model.acquireLock(id, owner);
+    await Model.forceUnlock(id);
+    await expect(handle.extend()).rejects.toMatchObject({ reason: 'released' });
+    await Model.releaseAllFor(owner);
+
+    expect(recorder.events.length).toBeGreaterThan(20);
+    const secrets = [owner, other, token, ticket, ...ownerKeyForms(owner, secret), ...ownerKeyForms(other, secret)];
+    for (const event of recorder.events) {
+      const text = `${event.snapshot}\n${inspect(event.message, { depth: 6 })}\n${JSON.stringify(event.message, (_k, v: unknown) => (typeof v === 'bigint' ? String(v) : v))}`;
+      for (const leaked of secrets) expect({ channel: event.channel, event: event.event, leaks: text.includes(leaked) }).toEqual({ channel: event.channel, event: event.event, leaks: false });
+    }
+  });
 });
 
 test('a store bound to a tracing channel is active inside the call: a guarded write inside saveAndUnlock sees the unlock call as its parent', async () => {

@@ -15,7 +15,7 @@
 import { createHash } from 'node:crypto';
 import type { Connection, HydratedDocument, mongo } from 'mongoose';
 import { InvalidLockArgumentError, InvalidLockOptionError, LockNotHeldError, describeId } from '../errors';
-import { traceCall } from '../diagnostics';
+import { observed, traceCall } from '../diagnostics';
 import { toLockError } from '../failures';
 import { heldLockState } from '../held-lock';
 import { currentLockOwner } from '../owner-context';
@@ -104,6 +104,7 @@ export function guardModel(model: AnyModel, context: GuardContext): void {
       writable: true,
       value: marked(function guardedWrite(...args: unknown[]) {
         // On the diagnostics channel `write` (diagnostics.ts); unobserved, just the guard.
+        if (!observed('write')) return guard.run(method, args, (final) => original.apply(collection, final) as Promise<unknown>, invokeBulk);
         return traceCall(
           'write',
           () => ({ operation: method, model: model.modelName, collection: collection.collectionName }),
