@@ -70,16 +70,12 @@ export interface LockEvent {
   reason?: string;
 }
 
-const tracing = new Map<LockTraceKind, dc.TracingChannel<object, LockTraceContext>>();
+const KINDS: readonly LockTraceKind[] = ['lock', 'lockNext', 'lockMany', 'unlock', 'releaseAllFor', 'write'];
+/** One tracing channel per kind, made when the module loads (a property read on every traced call, not a lookup). */
+const tracing = Object.fromEntries(KINDS.map((kind) => [kind, dc.tracingChannel<object, LockTraceContext>(`${DIAGNOSTICS_PREFIX}:${kind}`)])) as Record<LockTraceKind, dc.TracingChannel<object, LockTraceContext>>;
 function tracingChannelOf(kind: LockTraceKind): dc.TracingChannel<object, LockTraceContext> {
-  let channel = tracing.get(kind);
-  if (!channel) {
-    channel = dc.tracingChannel<object, LockTraceContext>(`${DIAGNOSTICS_PREFIX}:${kind}`);
-    tracing.set(kind, channel);
-  }
-  return channel;
+  return tracing[kind];
 }
-for (const kind of ['lock', 'lockNext', 'lockMany', 'unlock', 'releaseAllFor', 'write'] as const) tracingChannelOf(kind);
 
 export const refusedChannel = dc.channel(`${DIAGNOSTICS_PREFIX}:refused`);
 export const expiredChannel = dc.channel(`${DIAGNOSTICS_PREFIX}:expired`);
