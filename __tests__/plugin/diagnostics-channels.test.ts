@@ -197,10 +197,10 @@ describe.each([
   { storage: 'owners keyed by ownerSecret (HMAC-SHA-256)', secret: 'diagnostics-secret-5b7e' },
 ])('with $storage', ({ secret }) => {
   test('no message ever carries an owner, an owner key, a token or a ticket', async () => {
-    const Model = secret === undefined ? WorkItem : await workItemModel(conn.connection, { ttl: 30_000, ownerSecret: secret });
+    const Model: WorkItemModel = secret === undefined ? WorkItem : await workItemModel(conn.connection, { ttl: 30_000, ownerSecret: secret });
     const owner = 'owner-secret-7f3a';
     const other = 'owner-secret-9c1d';
-    const id = (await Model.create({ title: 'traced' }))._id;
+    const id: Types.ObjectId = (await Model.create({ title: 'traced' }))._id;
     recorder = record();
     const item = await Model.lock(id, owner, { label: 'Shown' });
     const { token, ticket } = item.heldLock()!;
