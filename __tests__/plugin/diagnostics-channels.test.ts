@@ -208,8 +208,8 @@ describe.each([
     const stored = (await Model.lockModel().collection.findOne({ _id: id as never })) as { owner?: unknown } | null;
     expect(ownerKeyForms(owner, secret)).toContain(stored?.owner);
     await expect(Model.lock(id, other)).rejects.toBeInstanceOf(LockedError);
-    await expect(Model.updateOne({ _id: id }, { $set: { status: 'done' } }, { lockOwner: other })).rejects.toBeInstanceOf(LockedError);
-    await Model.updateOne({ _id: id }, { $set: { status: 'done' } }, { lockOwner: owner });
+    await expect(Model.updateOne({ _id: id }, { $set: { status: 'done' } }, { lockOwner: other } as never)).rejects.toBeInstanceOf(LockedError);
+    await Model.updateOne({ _id: id }, { $set: { status: 'done' } }, { lockOwner: owner } as never);
     item.title = 'x';
     await item.saveAndUnlock();
     const handle = await Model.acquireLock(id, owner);
