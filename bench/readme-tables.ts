@@ -108,6 +108,20 @@ export function readLatestIdenticalResults(): { replayed?: ReplayedFigures[]; ma
   return JSON.parse(readFileSync(join(__dirname, 'results', 'latest-identical.json'), 'utf8')) as { replayed?: ReplayedFigures[]; machine: string };
 }
 
+/** The diagnostics channels' cost (benchmark 10), from bench/results/latest-diagnostics.json (`BENCH_ONLY=diagnostics npm run bench`). */
+export function diagnosticsFigures(results: BenchResults): string[] {
+  const d = results.diagnostics;
+  if (!d) return [];
+  return [
+    `With nobody subscribed, a traced static of a model costs ${d.overheadNs} ns more than calling the static it wraps directly with the same arguments (${d.unobservedNs} ns against ${d.directNs} ns, ${d.calls.toLocaleString('en-US')} calls, best of 5), ${d.unobservedShareOfCyclePercent}% of a lock + unlock cycle (p50 ${ms(d.unobserved.p50)} ms) in the same run.`,
+    `With a no-op subscriber on every channel, ${d.cycles} lock + unlock cycles interleaved with unobserved ones: p50 ${ms(d.observed.p50)} / p99 ${ms(d.observed.p99)} ms against ${ms(d.unobserved.p50)} / ${ms(d.unobserved.p99)} ms (${ratio(d.observedRatioP50)}).`,
+  ];
+}
+
+export function readLatestDiagnosticsResults(): BenchResults {
+  return JSON.parse(readFileSync(join(__dirname, 'results', 'latest-diagnostics.json'), 'utf8')) as BenchResults;
+}
+
 export function readLatestManyResults(): BenchResults {
   return JSON.parse(readFileSync(join(__dirname, 'results', 'latest-many.json'), 'utf8')) as BenchResults;
 }
@@ -121,4 +135,5 @@ if (require.main === module) {
   for (const line of readmeNextFigures(readLatestNextResults())) console.log(line);
   for (const line of readmeManyFigures(readLatestManyResults())) console.log(line);
   for (const line of identicalFigures(readLatestIdenticalResults())) console.log(line);
+  for (const line of diagnosticsFigures(readLatestDiagnosticsResults())) console.log(line);
 }

@@ -27,7 +27,7 @@
  *
  * Sizes can be lowered with BENCH_SCALE (e.g. 0.2) for a quick look. BENCH_ONLY=core runs only 1-5,
  * BENCH_ONLY=identical only 1b, guard only 6, scale only 7 (also `npm run bench:scale`), next only
- * 8, many only 9; each writes its results to bench/results/latest-<name>.json.
+ * 8, many only 9, diagnostics only 10; each writes its results to bench/results/latest-<name>.json.
  */
 import { createHash } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -43,6 +43,7 @@ import { recordCommands, stripEnvelope, type ReplayComparison } from './replay';
 import { benchScale, reportScale, type ScaleBenchResults } from './scale';
 import { benchLockNext, reportLockNext, type LockNextBenchResults } from './lock-next';
 import { benchLockMany, reportLockMany, type LockManyBenchResults } from './lock-many';
+import { benchDiagnostics, reportDiagnostics, type DiagnosticsBenchResults } from './diagnostics';
 import { renderSvg } from './svg';
 
 const SCALE = Number(process.env.BENCH_SCALE ?? 1);
@@ -91,6 +92,7 @@ export interface BenchResults {
   scale?: ScaleBenchResults;
   lockNext?: LockNextBenchResults;
   lockMany?: LockManyBenchResults;
+  diagnostics?: DiagnosticsBenchResults;
 }
 
 function percentile(sorted: number[], p: number): number {
@@ -187,6 +189,8 @@ async function main(): Promise<void> {
     if (ONLY === undefined || ONLY === 'next') results.lockNext = await benchLockNext(backend.uri, db, SCALE);
     // ---- 9. Several documents at once -----------------------------------------------------------
     if (ONLY === undefined || ONLY === 'many') results.lockMany = await benchLockMany(connection, countCommands, SCALE);
+    // ---- 10. The diagnostics channels ------------------------------------------------------------
+    if (ONLY === undefined || ONLY === 'diagnostics') results.diagnostics = await benchDiagnostics(connection, SCALE);
   } finally {
     await connection.getClient().db(dbName).dropDatabase().catch(() => undefined);
     await connection.close();
@@ -456,6 +460,7 @@ function report(results: BenchResults): void {
     if (results.scale) reportScale(results.scale);
     if (results.lockNext) reportLockNext(results.lockNext);
     if (results.lockMany) reportLockMany(results.lockMany);
+    if (results.diagnostics) reportDiagnostics(results.diagnostics);
     const dir = join(__dirname, 'results');
     mkdirSync(dir, { recursive: true });
     writeFileSync(join(dir, `latest-${ONLY}.json`), `${JSON.stringify(results, null, 2)}\n`);
@@ -481,6 +486,7 @@ function report(results: BenchResults): void {
   if (results.scale) reportScale(results.scale);
   if (results.lockNext) reportLockNext(results.lockNext);
   if (results.lockMany) reportLockMany(results.lockMany);
+  if (results.diagnostics) reportDiagnostics(results.diagnostics);
 
   const dir = join(__dirname, 'results');
   mkdirSync(dir, { recursive: true });

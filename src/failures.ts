@@ -5,6 +5,13 @@
  * from `withLock`'s fn), and errors labelled for the transaction protocol
  * (TransientTransactionError, UnknownTransactionCommitResult), which `withTransaction` and
  * the caller's own retry loops must see as the driver made them.
+ *
+ * A server error about one of the plugin's own commands is handed on as a copy without what the
+ * server and the driver attach about the command (sanitizedServerError): a MongoBulkWriteError's
+ * write errors keep the failed statement (`writeErrors[i].err.op`, mongodb bulk/common.ts
+ * mergeBatchResults), that is a lock record's owner key and token as literals, and a
+ * DocumentValidationFailure names the value that failed (`errInfo.details.consideredValue`,
+ * src/mongo/db/matcher/doc_validation_error.cpp). No error the plugin throws carries them.
  */
 import { mongo } from 'mongoose';
 import { LockDatabaseError, LockError } from './errors';
@@ -37,13 +44,33 @@ export function isTransient(error: mongo.MongoError): boolean {
   return typeof error.code === 'number' && TRANSIENT_CODES.has(error.code);
 }
 
+/**
+ * A server error without the command it answered: its message, code, codeName and error labels
+ * (what isTransient, withTransaction and a caller's retry loop read), nothing else. mongod's
+ * errmsg names no field value for the errors the lock collection can raise (validation:
+ * "Document failed validation", the values only in errInfo). Errors that are no server answer
+ * (network, server selection, timeouts) carry no command and stay as the driver made them.
+ */
+export function sanitizedServerError(error: mongo.MongoError): mongo.MongoError {
+  if (!(error instanceof mongo.MongoServerError)) return error;
+  const copy = new mongo.MongoServerError({
+    message: error.message,
+    ...(error.code !== undefined ? { code: error.code } : {}),
+    ...(typeof error.codeName === 'string' ? { codeName: error.codeName } : {}),
+    errorLabels: [...error.errorLabels],
+  });
+  if (error.stack !== undefined) copy.stack = error.stack;
+  return copy;
+}
+
 /** The error to hand the caller for a failure during `operation`. */
 export function toLockError(operation: string, error: unknown): unknown {
   if (error instanceof LockError) return error;
   if (!(error instanceof mongo.MongoError)) return error;
   if (error.code === 11000) return error; // a duplicate key in the caller's own data
-  if (error.hasErrorLabel('TransientTransactionError') || error.hasErrorLabel('UnknownTransactionCommitResult')) return error;
-  return new LockDatabaseError(operation, error, isTransient(error));
+  // Labelled for the transaction protocol: the labels, code and class are what withTransaction reads.
+  if (error.hasErrorLabel('TransientTransactionError') || error.hasErrorLabel('UnknownTransactionCommitResult')) return sanitizedServerError(error);
+  return new LockDatabaseError(operation, sanitizedServerError(error), isTransient(error));
 }
 
 /** Runs one plugin operation, converting driver errors on the way out. */

@@ -5,6 +5,8 @@
  * lock-all.ts) need to lock its models: keyed by its own `lockMany` function, which every model
  * compiled from the schema (and its discriminators) carries.
  */
+import { callerError } from './diagnostics';
+import { untraced } from './diagnostics-install';
 import type { HydratedDocument } from 'mongoose';
 import { readArgumentArray, validateLockCallOptions, validateOwner, type CastId, type ResolvedCallOptions } from './arguments';
 import { InvalidLockArgumentError } from './errors';
@@ -35,7 +37,7 @@ const contexts = new WeakMap<object, GroupContext>();
 export function groupContextOf(model: unknown): GroupContext | undefined {
   if (typeof model !== 'function') return undefined;
   const lockMany = (model as { lockMany?: unknown }).lockMany;
-  return typeof lockMany === 'function' ? contexts.get(lockMany) : undefined;
+  return typeof lockMany === 'function' ? contexts.get(untraced(lockMany) as typeof lockMany) : undefined;
 }
 
 /** The group's members for `ids` of one model, validated and cast (nothing is sent before this succeeds). */
@@ -59,8 +61,12 @@ export async function runWithGroup(operation: string, open: () => Promise<LockGr
   if (typeof fn !== 'function') throw new InvalidLockArgumentError('fn', 'expected a function (docs, signal) => result to run while the locks are held.');
   const handle = await typedErrors(operation, open);
   try {
-    // Errors thrown by fn are the caller's own and reach it unchanged.
-    return await (fn as (docs: AnyDoc[], signal: AbortSignal) => unknown)(handle.documents, handle.signal);
+    // Errors thrown by fn are the caller's own and reach it unchanged (no named diagnostics event for them).
+    try {
+      return await (fn as (docs: AnyDoc[], signal: AbortSignal) => unknown)(handle.documents, handle.signal);
+    } catch (error) {
+      throw callerError(error);
+    }
   } finally {
     await typedErrors(operation, () => handle[asyncDispose]());
   }

@@ -38,4 +38,25 @@ export { LOCK_MODEL_PREFIX } from './lock-model';
 export { MAX_LOCK_MANY_IDS, type LockManyOptions, type LockGroupOptions } from './group-arguments';
 // A type only: group handles come from Model.acquireLocks / acquireAllLocks, never from `new`.
 export type { LockGroupHandle } from './lock-group-handle';
-export { lockAll, acquireAllLocks, withAllLocks, unlockAll, type LockAllTarget, type LockedDocuments, type LockableModelLike } from './lock-all';
+import { acquireAllLocks as untracedAcquireAllLocks, lockAll as untracedLockAll, unlockAll as untracedUnlockAll, withAllLocks as untracedWithAllLocks } from './lock-all';
+import { tracedFunction } from './diagnostics-install';
+export type { LockAllTarget, LockedDocuments, LockableModelLike } from './lock-all';
+// The cross-model calls, on the diagnostics channels as the statics are (diagnostics.ts).
+/**
+ * Locks documents of several models for `owner`, all or nothing: resolves to the documents in the
+ * order of `targets` (`[[Model, id], ...]`), each carrying its lock, or throws `LockedError` after
+ * releasing everything it took. The cross-model form of `Model.lockMany`.
+ *
+ * @example
+ * ```ts
+ * const [order, invoice] = await lockAll([[Order, orderId], [Invoice, invoiceId]], req.sessionID);
+ * ```
+ */
+export const lockAll = tracedFunction('lockMany', 'lockAll', untracedLockAll);
+/** `lockAll` as a `LockGroupHandle` that renews the group's locks together while held and releases them together. */
+export const acquireAllLocks = tracedFunction('lockMany', 'acquireAllLocks', untracedAcquireAllLocks);
+/** Runs `fn(documents, signal)` under `lockAll`'s locks, renewing them while it runs; always releases them. */
+export const withAllLocks = tracedFunction('lockMany', 'withAllLocks', untracedWithAllLocks);
+/** Releases the locks of documents from `lockAll` (or any lock call), one command per lock collection; `LockNotHeldError` if one was already lost (the others are released). */
+export const unlockAll = tracedFunction('unlock', 'unlockAll', untracedUnlockAll);
+export { DIAGNOSTICS_PREFIX, type LockEvent, type LockTraceContext, type LockTraceKind } from './diagnostics';

@@ -7,6 +7,7 @@
  * released that way simply leaves the group.
  */
 import { LockExpiredError, LockNotHeldError } from './errors';
+import { publishLost } from './diagnostics';
 import { typedErrors } from './failures';
 import { leaseLeft, settleRelease, type HeldLockState } from './held-lock';
 import { asyncDispose } from './lock-handle';
@@ -190,6 +191,7 @@ export class LockGroupHandle<TDocs extends readonly unknown[]> implements AsyncD
 
   private lose(error: LockNotHeldError): void {
     this.stop();
+    if (!this.controller.signal.aborted) publishLost('group handle', this.documents[0], error);
     if (!this.controller.signal.aborted) this.controller.abort(error);
   }
 

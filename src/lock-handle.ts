@@ -4,6 +4,7 @@
  * including through `await using` (Symbol.asyncDispose).
  */
 import { LockExpiredError, LockNotHeldError } from './errors';
+import { publishLost } from './diagnostics';
 import { typedErrors } from './failures';
 import { extensionsInFlight, leaseLeft, leaseReleased, lostError, onLeaseChange, type HeldLockState } from './held-lock';
 import type { LockStore } from './lock-store';
@@ -154,7 +155,10 @@ export class LockHandle<TDoc> implements AsyncDisposable {
     const { documentId, expiresAt } = this.state.lock;
     // A release in the caller's transaction (pendingRelease) stands only if it commits: not yet a loss.
     const known = this.state.pendingRelease === undefined ? this.state.lost : undefined;
-    if (leaseReleased(this.state) || known === 'released') this.lose(new LockNotHeldError(documentId, 'released'));
+    // The holder released it itself (through its document or another instance): the signal
+    // aborts, but nothing was lost while held, so the `lost` channel hears nothing.
+    if (leaseReleased(this.state)) this.lose(new LockNotHeldError(documentId, 'released'), false);
+    else if (known === 'released') this.lose(new LockNotHeldError(documentId, 'released'));
     else if (known !== undefined) this.lose(lostError(this.state));
     else if (this.msUntilExpiry() <= 0) this.lose(new LockExpiredError(documentId, expiresAt));
     return !this.done;
@@ -206,8 +210,10 @@ export class LockHandle<TDoc> implements AsyncDisposable {
     });
   }
 
-  private lose(error: LockNotHeldError): void {
+  /** The lock is gone: stop, abort the signal; `lost` is published unless the holder released it (`publish` false). */
+  private lose(error: LockNotHeldError, publish = true): void {
     if (this.state.lost === undefined) this.state.lost = error.reason;
+    if (publish && !this.controller.signal.aborted) publishLost('handle', this.document, error);
     this.stop();
     if (!this.controller.signal.aborted) this.controller.abort(error);
   }

@@ -2,6 +2,7 @@
  * The job-worker statics: `Model.lockNext`, `Model.acquireNext` and `Model.withNext` (claiming the
  * next free document, lock-next.ts). Installed by plugin.ts.
  */
+import { callerError } from './diagnostics';
 import type { HydratedDocument, mongo } from 'mongoose';
 import { validateOwner } from './arguments';
 import { deploymentKind } from './deployment';
@@ -84,8 +85,12 @@ export function installNextStatics(schema: AnySchema, deps: NextStaticsDeps): vo
     const handle = await typedErrors('withNext', () => openHandle(this, filter, owner, nextOptions));
     if (!handle) return null;
     try {
-      // Errors thrown by fn are the caller's own and reach it unchanged.
-      return await (fn as (doc: AnyDoc, signal: AbortSignal) => unknown)(handle.document, handle.signal);
+      // Errors thrown by fn are the caller's own and reach it unchanged (no named diagnostics event for them).
+      try {
+        return await (fn as (doc: AnyDoc, signal: AbortSignal) => unknown)(handle.document, handle.signal);
+      } catch (error) {
+        throw callerError(error);
+      }
     } finally {
       await typedErrors('withNext', () => handle[asyncDispose]());
     }

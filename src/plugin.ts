@@ -10,6 +10,8 @@ import { attachHeldLock, heldLockState, leaseLeft, lostError, newHeldLockState, 
 import { typedErrors } from './failures';
 import { loadDocument } from './document-load';
 import { idKey } from './id-key';
+import { callerError, publishErrorEvent } from './diagnostics';
+import { installDiagnostics } from './diagnostics-install';
 import { installGroupStatics } from './group-statics';
 import { installWriteGuard, saveWithContext } from './guard/install';
 import { refuseSaveLockOptions } from './guard/options';
@@ -225,7 +227,11 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
       try {
         return (await lockAndLoad(this, id, owner, validateLockCallOptions(callOptions, options.ttl, ['ttl', 'label']))).doc;
       } catch (error) {
-        if (error instanceof LockedError) return null;
+        if (error instanceof LockedError) {
+          // The refusal becomes null here, so the diagnostics channel `refused` hears of it here.
+          publishErrorEvent({ operation: 'tryLock', model: this.modelName, collection: this.collection.collectionName }, error);
+          return null;
+        }
         throw error;
       }
     });
@@ -239,8 +245,12 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
     if (typeof fn !== 'function') throw new InvalidLockArgumentError('fn', 'expected a function (doc, signal) => result to run while the lock is held.');
     const handle = await typedErrors('withLock', () => openHandle(this, id, owner, callOptions));
     try {
-      // Errors thrown by fn are the caller's own and reach it unchanged.
-      return await (fn as (doc: AnyDoc, signal: AbortSignal) => unknown)(handle.document, handle.signal);
+      // Errors thrown by fn are the caller's own and reach it unchanged (no named diagnostics event for them).
+      try {
+        return await (fn as (doc: AnyDoc, signal: AbortSignal) => unknown)(handle.document, handle.signal);
+      } catch (error) {
+        throw callerError(error);
+      }
     } finally {
       await typedErrors('withLock', () => handle[asyncDispose]());
     }
@@ -423,4 +433,7 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
   installGroupStatics(schema, { runtimeOf, castId: castIdForLoad, ownerKey, defaultTtl: options.ttl });
 
   installWriteGuard(schema, { runtimeOf, ownerKey, options });
+
+  // Last: every static and method above, on the diagnostics channels (diagnostics-install.ts).
+  installDiagnostics(schema);
 }

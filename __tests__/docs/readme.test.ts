@@ -5,7 +5,7 @@
  *  - every TypeScript block type-checks against the sources, and the blocks marked
  *    `<!-- doc-test: run -->` run against the test backend (support/readme-blocks.ts); page
  *    scripts (`<!-- doc-test: browser -->`) type-check with the DOM's types;
- *  - no guide hides code in a fence the test does not read (```js, ```javascript, ...);
+ *  - neither the README nor a guide hides code in a fence the test does not read (```js, ```javascript, ...);
  *  - the shapes it documents (getLock, heldLock, lockStatus, the lock record) are the real ones;
  *  - every export of the package is documented;
  *  - its links resolve for npm readers (in-page anchors, absolute URLs, files in the tarball);
@@ -18,7 +18,7 @@ import * as os from 'node:os';
 import mongoose from 'mongoose';
 import * as ts from 'typescript';
 import * as pkg from '../../src';
-import { identicalFigures, readLatestIdenticalResults, readLatestManyResults, readLatestNextResults, readLatestResults, readmeFigures, readmeManyFigures, readmeNextFigures } from '../../bench/readme-tables';
+import { diagnosticsFigures, identicalFigures, readLatestDiagnosticsResults, readLatestIdenticalResults, readLatestManyResults, readLatestNextResults, readLatestResults, readmeFigures, readmeManyFigures, readmeNextFigures } from '../../bench/readme-tables';
 import { testUri } from '../../test-backend/test-env';
 import { connect, testDatabase, type MonitoredConnection } from '../support/db';
 import { onReplicaSet } from '../support/topology';
@@ -93,9 +93,10 @@ describe('TypeScript blocks of the README and the guides', () => {
     // The compatibility record is not a guide: its ```js blocks are command shapes with
     // placeholders (`<id>`), checked against the recorder by compatibility-record.test.ts.
     const checked = ['ts', 'typescript', 'sh', 'json', 'text', 'html'];
-    const unchecked = [...guides, 'CONTRIBUTING.md']
+    // The language is the info string's first word (```ts title="x" is TypeScript, extracted as such).
+    const unchecked = ['README.md', ...guides, 'CONTRIBUTING.md']
       .filter((file) => file !== 'docs/mongodb-compatibility.md')
-      .flatMap((file) => [...readFileSync(join(ROOT, file), 'utf8').matchAll(/^```(\S+)/gm)].map((m) => `${file}: \`\`\`${m[1]!}`))
+      .flatMap((file) => [...readFileSync(join(ROOT, file), 'utf8').matchAll(/^```([^\s`]+)/gm)].map((m) => `${file}: \`\`\`${m[1]!}`))
       .filter((fence) => !checked.some((lang) => fence.endsWith(`\`\`\`${lang}`)));
     expect(unchecked).toEqual([]);
   });
@@ -275,6 +276,13 @@ describe('documentation facts', () => {
     const figures = readmeManyFigures(readLatestManyResults());
     expect(figures.length).toBeGreaterThanOrEqual(4);
     expect(figures.filter((line) => !evidence.includes(line))).toEqual([]);
+  });
+
+  test('the diagnostics channels\' cost is that of bench/results/latest-diagnostics.json', () => {
+    const figures = diagnosticsFigures(readLatestDiagnosticsResults());
+    expect(figures).toHaveLength(2);
+    const guide = texts.get('docs/observability.md')!;
+    expect(figures.filter((line) => !guide.includes(line))).toEqual([]);
   });
 
   test('the quick start is two commands, and the story it promises is there, step by step as the demo tells it', () => {

@@ -15,6 +15,7 @@
 import { createHash } from 'node:crypto';
 import type { Connection, HydratedDocument, mongo } from 'mongoose';
 import { InvalidLockArgumentError, InvalidLockOptionError, LockNotHeldError, describeId } from '../errors';
+import { observed, traceCall } from '../diagnostics';
 import { toLockError } from '../failures';
 import { heldLockState } from '../held-lock';
 import { currentLockOwner } from '../owner-context';
@@ -102,7 +103,13 @@ export function guardModel(model: AnyModel, context: GuardContext): void {
       configurable: true,
       writable: true,
       value: marked(function guardedWrite(...args: unknown[]) {
-        return guard.run(method, args, (final) => original.apply(collection, final) as Promise<unknown>, invokeBulk);
+        // On the diagnostics channel `write` (diagnostics.ts); unobserved, just the guard.
+        if (!observed('write')) return guard.run(method, args, (final) => original.apply(collection, final) as Promise<unknown>, invokeBulk);
+        return traceCall(
+          'write',
+          () => ({ operation: method, model: model.modelName, collection: collection.collectionName }),
+          () => guard.run(method, args, (final) => original.apply(collection, final) as Promise<unknown>, invokeBulk),
+        );
       }),
     });
   }

@@ -47,7 +47,9 @@ export interface ReadmeBlock {
   bodyOffset: number;
 }
 
-const FENCE_OPEN = /^```(ts|typescript)\s*$/;
+// A ```ts fence, with or without an info string after the language (```ts title="app.ts":
+// CommonMark's info string; GitHub renders it as TypeScript): every one is checked.
+const FENCE_OPEN = /^```(ts|typescript)(\s.*)?$/;
 const RUN_MARK = /^<!--\s*doc-test:\s*run(,\s*replica set)?\s*-->$/;
 const REPLICA_SET_MARK = /^<!--\s*doc-test:\s*run,\s*replica set\s*-->$/;
 const BROWSER_MARK = /^<!--\s*doc-test:\s*browser\s*-->$/;
