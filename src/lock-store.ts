@@ -322,15 +322,48 @@ export class LockStore {
    */
   async acquire(documentId: unknown, ownerKey: string, ttl: number, label: string | null = null): Promise<Grant> {
     this.refuseIfInOpenTransaction(documentId);
+    const { record, token, sentAt } = await this.sendAcquire(documentId, ownerKey, ownerKey, ttl, label);
+    const expiresAt = record.expiresAt as Date;
+    // A findAndModify that the driver retried (retryable writes, after a network error) is
+    // answered from the stored result WITHOUT the projection (parseOplogEntryForFindAndModify
+    // in src/mongo/db/query/write_ops/write_ops_retryability.cpp; SERVER-31242): the full
+    // record, no `acquired`, no `now`. Only a grant writes (a refusal is a no-op), so only a
+    // grant can be replayed: the token itself says whether it is ours, and the grant's
+    // `acquiredAt` is the `$$NOW` of the command that made it. That command was sent after
+    // `sentAt` (the driver retries the very command this call sent), so the lease is still
+    // timed conservatively: `expiresAt - acquiredAt` is the ttl, granted after `sentAt`.
+    const projected = 'acquired' in record;
+    const serverNow = (projected ? record.now : record.acquiredAt) as Date;
+    const holderLabel = typeof record.label === 'string' ? record.label : null;
+    if (projected ? record.acquired === true : record.token === token) {
+      return { token, fence: Number(record.fence), acquiredAt: record.acquiredAt as Date, expiresAt, serverNow, sentAt, label: holderLabel };
+    }
+    const remaining = projected ? expiresAt.getTime() - serverNow.getTime() : undefined;
+    throw new LockedError(documentId, expiresAt, '', remaining, holderLabel);
+  }
+
+  /**
+   * The acquire command itself, written once for `acquire` (condition: free, expired or held by
+   * `ownerKey`) and `claimFree` (condition: free or expired, `mine` undefined): see `acquire` for
+   * why it is race-free on mongod. Retries a duplicate `_id` (an insert race the server did not
+   * retry, R9) up to ACQUIRE_ATTEMPTS times, each with a fresh token; `sentAt` is read
+   * immediately before the command that answered is sent (the lease is timed from it, lease.ts).
+   */
+  private async sendAcquire(
+    documentId: unknown,
+    ownerKey: string,
+    mine: string | undefined,
+    ttl: number,
+    label: string | null,
+  ): Promise<{ record: Document; token: string; sentAt: number }> {
     for (let attempt = 1; ; attempt++) {
       const token = newLockToken();
       let record: Document | null;
-      // Read immediately before sending: the lease is timed from here (lease.ts).
       const sentAt = monotonicNow();
       try {
         record = await this.locks.findOneAndUpdate(
           { _id: documentId } as Document,
-          applyIf(freeOrHeldBy(ownerKey), {
+          applyIf(freeOrHeldBy(mine), {
             owner: lit(ownerKey),
             token: lit(token),
             fence: NEXT_FENCE,
@@ -355,23 +388,7 @@ export class LockStore {
         continue;
       }
       if (!record) throw new Error('mongoose-pessimistic-lock: the server returned no lock record for an upsert');
-      const expiresAt = record.expiresAt as Date;
-      // A findAndModify that the driver retried (retryable writes, after a network error) is
-      // answered from the stored result WITHOUT the projection (parseOplogEntryForFindAndModify
-      // in src/mongo/db/query/write_ops/write_ops_retryability.cpp; SERVER-31242): the full
-      // record, no `acquired`, no `now`. Only a grant writes (a refusal is a no-op), so only a
-      // grant can be replayed: the token itself says whether it is ours, and the grant's
-      // `acquiredAt` is the `$$NOW` of the command that made it. That command was sent after
-      // `sentAt` (the driver retries the very command this call sent), so the lease is still
-      // timed conservatively: `expiresAt - acquiredAt` is the ttl, granted after `sentAt`.
-      const projected = 'acquired' in record;
-      const serverNow = (projected ? record.now : record.acquiredAt) as Date;
-      const holderLabel = typeof record.label === 'string' ? record.label : null;
-      if (projected ? record.acquired === true : record.token === token) {
-        return { token, fence: Number(record.fence), acquiredAt: record.acquiredAt as Date, expiresAt, serverNow, sentAt, label: holderLabel };
-      }
-      const remaining = projected ? expiresAt.getTime() - serverNow.getTime() : undefined;
-      throw new LockedError(documentId, expiresAt, '', remaining, holderLabel);
+      return { record, token, sentAt };
     }
   }
 
@@ -886,50 +903,20 @@ export class LockStore {
    */
   async claimFree(documentId: unknown, ownerKey: string, ttl: number, label: string | null): Promise<Grant | null> {
     if (this.writtenByCallerTransaction(documentId)) return null;
-    for (let attempt = 1; ; attempt++) {
-      const token = newLockToken();
-      const sentAt = monotonicNow();
-      let record: Document | null;
-      try {
-        record = await this.locks.findOneAndUpdate(
-          { _id: documentId } as Document,
-          applyIf(freeOrHeldBy(undefined), {
-            owner: lit(ownerKey),
-            token: lit(token),
-            fence: NEXT_FENCE,
-            acquiredAt: '$$NOW',
-            expiresAt: { $add: ['$$NOW', lit(ttl)] },
-            label: lit(label),
-            ttl: lit(ttl),
-          }),
-          {
-            upsert: true,
-            returnDocument: 'after',
-            projection: { _id: 0, acquired: { $eq: ['$token', lit(token)] }, fence: 1, acquiredAt: 1, expiresAt: 1, label: 1, now: '$$NOW' },
-          },
-        );
-      } catch (error) {
-        // Only a duplicate `_id` (an insert race the server did not retry) is worth another attempt.
-        const foreign = foreignUniqueIndex(error, this.locks.collectionName);
-        if (foreign) throw foreign;
-        if (!isDuplicateKey(error) || attempt >= ACQUIRE_ATTEMPTS) throw error;
-        continue;
-      }
-      if (!record) throw new Error('mongoose-pessimistic-lock: the server returned no lock record for an upsert');
-      // A retried findAndModify is answered unprojected (see acquire): then the token says whether
-      // it is ours, and `acquiredAt` is the granting command's `$$NOW`.
-      const projected = 'acquired' in record;
-      if (!(projected ? record.acquired === true : record.token === token)) return null;
-      return {
-        token,
-        fence: Number(record.fence),
-        acquiredAt: record.acquiredAt as Date,
-        expiresAt: record.expiresAt as Date,
-        serverNow: (projected ? record.now : record.acquiredAt) as Date,
-        sentAt,
-        label: typeof record.label === 'string' ? record.label : null,
-      };
-    }
+    const { record, token, sentAt } = await this.sendAcquire(documentId, ownerKey, undefined, ttl, label);
+    // A retried findAndModify is answered unprojected (see acquire): then the token says whether
+    // it is ours, and `acquiredAt` is the granting command's `$$NOW`.
+    const projected = 'acquired' in record;
+    if (!(projected ? record.acquired === true : record.token === token)) return null;
+    return {
+      token,
+      fence: Number(record.fence),
+      acquiredAt: record.acquiredAt as Date,
+      expiresAt: record.expiresAt as Date,
+      serverNow: (projected ? record.now : record.acquiredAt) as Date,
+      sentAt,
+      label: typeof record.label === 'string' ? record.label : null,
+    };
   }
 
   /**
