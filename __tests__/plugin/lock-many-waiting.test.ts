@@ -57,24 +57,35 @@ describe.each([
   test('a waiter that is still blocked takes nothing: after a partial release it only reads (no update) until the group is free', async () => {
     const M = model();
     const waiterConn = await connect(db.name);
+    const stop = new AbortController();
+    let waiter: Promise<unknown> | undefined;
     try {
       const W = await workItemModel(waiterConn.connection, { ttl: 30_000, changeStreams: M === Polled ? 'never' : 'auto' }, M.modelName);
       const ids = await itemsOf(M, 3);
       const first = await M.lock(ids[0], 'holder-1');
       const second = await M.lock(ids[2], 'holder-2');
-      const waiter = W.lockMany(ids, 'waiter', { wait: 20_000 });
+      const waiting = W.lockMany(ids, 'waiter', { wait: 20_000, signal: stop.signal });
+      waiter = waiting.catch(() => undefined);
       await sleep(300);
       waiterConn.resetCommands();
       await first.unlock();
-      await sleep(800);
-      // Woken (or polling) while ids[2] is still held: reads only.
+      // Woken by the stream, or at its next poll (jittered backoff capped at 1 s): wait for that
+      // read rather than guessing how long it takes on a loaded machine.
+      const deadline = Date.now() + 10_000;
+      while (!waiterConn.commands.includes('find') && Date.now() < deadline) await sleep(50);
+      await sleep(100);
+      // Read while ids[2] is still held: reads only.
       expect(waiterConn.commands.filter((c) => c === 'update')).toEqual([]);
       expect(waiterConn.commands.filter((c) => c === 'find').length).toBeGreaterThanOrEqual(1);
       await second.unlock();
-      const docs = await waiter;
+      const docs = await waiting;
       expect(docs.map((d) => d.heldLock()!.owner)).toEqual(['waiter', 'waiter', 'waiter']);
       await W.unlockMany(docs);
     } finally {
+      // A failed expectation must not leave the waiter running on a closed connection (its
+      // rejection would land in the next test).
+      stop.abort(new Error('test over'));
+      await waiter;
       await waiterConn.close();
     }
   });
