@@ -6,7 +6,8 @@
  */
 import { Document, Types, mongo, type Model, type Schema, type SchemaType } from 'mongoose';
 import { InvalidLockArgumentError, InvalidLockOptionError } from './errors';
-import { ACCEPTED_TYPES, BSON_TYPE, IdRefusal, MAX_INT64, freshId, int64RangeProblem, obviouslyTooLarge } from './id-value';
+import { plainObjectIdBytes } from './id-key';
+import { ACCEPTED_TYPES, BSON_TYPE, IdRefusal, MAX_INT64, freshId, int64RangeProblem, obviouslyTooLarge, type FreshId } from './id-value';
 import { MAX_TTL_MS, describeValue, validateTtl } from './options';
 
 /** Longest owner accepted, in characters (an owner is a session id, a worker name: never a document). */
@@ -201,17 +202,9 @@ export function idCaster(schema: Schema): IdCasters {
   const castQueries = new WeakMap<Model<any>, { cast(model: Model<any>, obj: object): unknown }>(); // eslint-disable-line @typescript-eslint/no-explicit-any
   // eslint-disable-next-line @typescript-eslint/no-explicit-any
   const castIdForLoad = (model: Model<any>, id: unknown): CastId => {
-    let problem: string | undefined;
-    let claimed: ReadonlySet<number> | undefined;
-    try {
-      problem = shapeProblem(id);
-      claimed = claimedTypes(id);
-    } catch (error) {
-      problem = `expected the document's _id, got a value that throws when read (${(error as Error)?.message ?? String(error)}).`;
-    }
-    if (problem !== undefined || claimed === undefined) throw refuse(problem ?? `expected the document's _id, got ${describeValue(id)}.`);
-    // 2. The caller's value, serialized once; from here on only fresh values are read.
-    const raw = freshId(id, claimed, CLAIMED_NAMES.get(claimed));
+    // 1-2 for a plain ObjectId (the common case): the fresh value is the ObjectId of the 12 bytes
+    // js-bson would write for it (id-key.ts, plainObjectIdBytes), without serializing it.
+    const raw = freshPlainObjectId(id) ?? freshScalarId(id);
     if (raw instanceof IdRefusal) throw refuse(`${describeValue(id)} ${raw.problem}`);
     // 3. Mongoose's cast of the fresh value.
     let cast: unknown;
@@ -231,6 +224,35 @@ export function idCaster(schema: Schema): IdCasters {
     return { documentId: sent.value, loadId: raw.value };
   };
   return { castId: (model, id) => castIdForLoad(model, id).documentId, castIdForLoad };
+}
+
+/** Steps 1 and 2 of idCaster: the shape, then the fresh value decoded from the caller's BSON. */
+function freshScalarId(id: unknown): FreshId | IdRefusal {
+  let problem: string | undefined;
+  let claimed: ReadonlySet<number> | undefined;
+  try {
+    problem = shapeProblem(id);
+    claimed = claimedTypes(id);
+  } catch (error) {
+    problem = `expected the document's _id, got a value that throws when read (${(error as Error)?.message ?? String(error)}).`;
+  }
+  if (problem !== undefined || claimed === undefined) throw new InvalidLockArgumentError('id', problem ?? `expected the document's _id, got ${describeValue(id)}.`);
+  // 2. The caller's value, serialized once; from here on only fresh values are read.
+  return freshId(id, claimed, CLAIMED_NAMES.get(claimed));
+}
+
+/** The size of an ObjectId's BSON value (id-value.ts, FreshId.bytes). */
+const OBJECT_ID_BYTES = 12;
+
+/** freshId's answer for a plain ObjectId, read without serializing it; undefined for any other value. */
+export function freshPlainObjectId(id: unknown): FreshId | undefined {
+  let bytes: Uint8Array | undefined;
+  try {
+    bytes = plainObjectIdBytes(id);
+  } catch {
+    return undefined; // a Proxy whose traps throw: the serializing read refuses it with a message
+  }
+  return bytes === undefined ? undefined : { value: new mongo.ObjectId(Buffer.from(bytes)), type: BSON_TYPE.objectId, bytes: OBJECT_ID_BYTES };
 }
 
 /** How a claimed type is named in a refusal ("passes instanceof ObjectId but serializes to a string, not an ObjectId"). */

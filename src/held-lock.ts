@@ -71,6 +71,8 @@ interface Lease {
   readonly ttl: number;
   /** Called after every change of the above (a handle re-arms its timers). */
   readonly listeners: Set<() => void>;
+  /** Its entry in this process's map of leases (`_id` and token), once it has one (its ticket was issued). */
+  key: string | undefined;
 }
 
 export interface HeldLockState {
@@ -105,19 +107,39 @@ const states = new WeakMap<object, HeldLockState>();
 export type HeldLockFields = Omit<HeldLock, 'msLeft' | 'ticket'> & { ticket: string | (() => string) };
 
 /**
- * The leases of the acquisitions instances of this process carry, by `_id` and token: kept only
- * while an instance refers to one (a WeakRef; the entry is dropped once it is collected).
+ * The leases of the acquisitions instances of this process carry whose ticket was issued, by `_id`
+ * and token: kept only while an instance refers to one (a WeakRef). A released lease leaves at once (no instance may
+ * join it again); entries whose lease was collected are swept whenever the map has doubled since
+ * the last sweep, so the map stays as small as the live acquisitions at O(1) amortized cost per
+ * lock (a FinalizationRegistry per lock cost more than the rest of newHeldLockState).
  */
 const leases = new Map<string, WeakRef<Lease>>();
-const forgetLease = new FinalizationRegistry<string>((key) => {
-  if (leases.get(key)?.deref() === undefined) leases.delete(key);
-});
+const MIN_SWEEP_SIZE = 1024;
+let sweepAt = MIN_SWEEP_SIZE;
+
+function remember(documentId: unknown, token: string, lease: Lease): void {
+  if (lease.key !== undefined) return;
+  lease.key = leaseKey(documentId, token);
+  leases.set(lease.key, new WeakRef(lease));
+  if (leases.size < sweepAt) return;
+  for (const [k, ref] of leases) {
+    const known = ref.deref();
+    if (known === undefined || known.released) leases.delete(k);
+  }
+  sweepAt = Math.max(MIN_SWEEP_SIZE, leases.size * 2);
+}
+
+/** Drops the entry of a released lease (if it is still the one under its key). */
+function forget(lease: Lease): void {
+  if (lease.key !== undefined && leases.get(lease.key)?.deref() === lease) leases.delete(lease.key);
+}
 
 function leaseKey(documentId: unknown, token: string): string {
   return `${token} ${idKey(documentId)}`;
 }
 
 function knownLease(documentId: unknown, token: string): Lease | undefined {
+  if (leases.size === 0) return undefined; // no ticket issued and live: no key to build
   const lease = leases.get(leaseKey(documentId, token))?.deref();
   return lease && !lease.released ? lease : undefined;
 }
@@ -133,7 +155,10 @@ function changed(lease: Lease): void {
  * covers a resume that was sent before that lease was known here.
  */
 export function newHeldLockState(fields: HeldLockFields, timing: GrantTiming): HeldLockState {
-  const key = leaseKey(fields.documentId, fields.token);
+  const { ticket, ...rest } = fields;
+  let issued = typeof ticket === 'string' ? ticket : undefined;
+  // A resume joins the lease of an instance here whose ticket was read (a resume needs the
+  // ticket); a fresh acquisition is entered in the map only when its ticket is first read.
   let lease = knownLease(fields.documentId, fields.token);
   if (lease) {
     const deadline = leaseDeadline(timing);
@@ -152,27 +177,31 @@ export function newHeldLockState(fields: HeldLockFields, timing: GrantTiming): H
       released: false,
       ttl: fields.ttl,
       listeners: new Set(),
+      key: undefined,
     };
-    leases.set(key, new WeakRef(lease));
-    forgetLease.register(lease, key);
+    if (issued !== undefined) remember(fields.documentId, fields.token, lease);
   }
   const shared = lease;
-  const { ticket, ...rest } = fields;
-  let issued = typeof ticket === 'string' ? ticket : undefined;
-  const lock = { ...rest, msLeft: () => (state.lost === undefined && !shared.released ? Math.max(0, shared.validUntil - monotonicNow()) : 0) } as unknown as HeldLock;
   // The ticket is computed when first read (it hashes the document id, and most locks are never
-  // continued in a later request); read-only, like the rest.
-  Object.defineProperty(lock, 'ticket', {
-    enumerable: true,
-    get: () => (issued ??= (ticket as () => string)()),
-  });
-  Object.defineProperty(lock, 'expiresAt', {
-    enumerable: true,
-    get: () => shared.expiresAt,
-    set: (value: Date) => {
+  // continued in a later request); read-only, like the rest. Accessors in the literal, not
+  // Object.defineProperty after it: the object keeps a fast shape.
+  const lock = {
+    ...rest,
+    msLeft: () => (state.lost === undefined && !shared.released ? Math.max(0, shared.validUntil - monotonicNow()) : 0),
+    get ticket(): string {
+      if (issued === undefined) {
+        issued = (ticket as () => string)();
+        if (!shared.released) remember(fields.documentId, fields.token, shared);
+      }
+      return issued;
+    },
+    get expiresAt(): Date {
+      return shared.expiresAt;
+    },
+    set expiresAt(value: Date) {
       shared.expiresAt = value;
     },
-  });
+  } as HeldLock;
   const state: HeldLockState = {
     lock,
     lease: shared,
@@ -226,6 +255,7 @@ export function extensionsInFlight(state: HeldLockState): number {
 export function releaseLease(state: HeldLockState): void {
   if (state.lease.released) return;
   state.lease.released = true;
+  forget(state.lease);
   changed(state.lease);
 }
 
@@ -234,6 +264,7 @@ export function releaseKnownLease(documentId: unknown, token: string): void {
   const lease = knownLease(documentId, token);
   if (!lease) return;
   lease.released = true;
+  forget(lease);
   changed(lease);
 }
 

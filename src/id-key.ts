@@ -107,21 +107,38 @@ export function idKey(id: unknown): string {
 }
 
 /**
- * The key of a plain ObjectId of the driver's js-bson, read as js-bson serializes it, or undefined
- * for anything else: `o:` and its 12 bytes in hex, the key bsonKey gives every value that
- * serializes as an ObjectId (BSON type 7 is those bytes, and an ObjectId equals only an ObjectId
- * of the same bytes), without serializing a document per key (the guard keys every id it checks).
- * Only an instance of the class itself with nothing of its own that the serializer would use
- * instead (`toBSON`, `id`, `serializeInto`: js-bson 6 writes `value.id`, 7 `value.serializeInto`,
- * both the bytes the `id` getter returns); a subclass, an ObjectId of another js-bson copy or any
- * other value goes through bsonKey.
+ * The key of a plain ObjectId of the driver's js-bson (plainObjectIdBytes), read as js-bson
+ * serializes it, or undefined for anything else: `o:` and its 12 bytes in hex, the key bsonKey
+ * gives every value that serializes as an ObjectId (BSON type 7 is those bytes, and an ObjectId
+ * equals only an ObjectId of the same bytes), without serializing a document per key (the guard
+ * keys every id it checks).
  */
 function objectIdHex(id: unknown): string | undefined {
+  const bytes = plainObjectIdBytes(id);
+  return bytes === undefined ? undefined : `o:${Buffer.from(bytes.buffer, bytes.byteOffset, 12).toString('hex')}`;
+}
+
+/**
+ * The 12 bytes a plain ObjectId of the driver's js-bson serializes to, or undefined for anything
+ * else. Only an instance of the class itself with nothing of its own that the serializer would
+ * use instead (`toBSON`, `id`, `serializeInto`: js-bson 6 writes `value.id`, 7
+ * `value.serializeInto`, both the bytes the `id` getter returns); a subclass, an ObjectId of
+ * another js-bson copy, a forged object (`Object.create(ObjectId.prototype)` with a `toBSON` of
+ * its own) or any other value is undefined, and its callers serialize it instead.
+ */
+export function plainObjectIdBytes(id: unknown): Uint8Array | undefined {
   if (id === null || typeof id !== 'object' || Object.getPrototypeOf(id) !== mongo.ObjectId.prototype) return undefined;
   const own = id as Record<string, unknown>;
   if (typeof own.toBSON === 'function' || Object.hasOwn(own, 'id') || Object.hasOwn(own, 'serializeInto')) return undefined;
   const bytes = own.id;
-  return bytes instanceof Uint8Array && bytes.length === 12 ? `o:${Buffer.from(bytes.buffer, bytes.byteOffset, 12).toString('hex')}` : undefined;
+  return bytes instanceof Uint8Array && bytes.length === 12 ? bytes : undefined;
+}
+
+/** Whether two `_id` values are one `_id` for mongod (idKey), without building keys for two plain ObjectIds. */
+export function sameId(a: unknown, b: unknown): boolean {
+  const x = plainObjectIdBytes(a);
+  const y = x === undefined ? undefined : plainObjectIdBytes(b);
+  return y === undefined ? idKey(a) === idKey(b) : Buffer.compare(x!, y) === 0;
 }
 
 /** BSON type of an ObjectId, and where its 12 bytes start in the serialized `{ v: value }` (size 4, type 1, "v\0" 2). */

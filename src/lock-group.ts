@@ -30,7 +30,7 @@ import { performance } from 'node:perf_hooks';
 import type { HydratedDocument } from 'mongoose';
 import { LockExpiredOnArrivalError, LockNotHeldError, LockTargetNotFoundError, LockedError } from './errors';
 import { abortedWith, calledOff } from './lock-waiter';
-import { attachHeldLock, beginExtension, estimatedServerNow, heldLockState, leaseLeft, lostError, newHeldLockState, releaseLease, settleRelease, type HeldLock, type HeldLockState } from './held-lock';
+import { attachHeldLock, beginExtension, estimatedServerNow, heldLockState, leaseLeft, lostError, newHeldLockState, releaseLease, settleRelease, type HeldLockFields, type HeldLockState } from './held-lock';
 import { MIN_LEASE_MS, leaseFloor, monotonicNow } from './lease';
 import { idKey } from './id-key';
 import { newLockToken, type GroupBlocker } from './lock-store';
@@ -118,7 +118,7 @@ const QUICK_ROUNDS = 3;
  * lease.ts): timed from `sentAt`, the monotonic clock just before the group's `update` was sent,
  * with `serverNow` a `$$NOW` the server read after it (the grants `find`'s).
  */
-export function leaseState(lock: Omit<HeldLock, 'msLeft'>, serverNow: Date, sentAt: number): HeldLockState {
+export function leaseState(lock: HeldLockFields, serverNow: Date, sentAt: number): HeldLockState {
   return newHeldLockState(lock, { sentAt, serverNow, expiresAt: lock.expiresAt });
 }
 
@@ -232,7 +232,7 @@ async function handOut(parts: readonly Part[], request: GroupRequest, token: str
       const remaining = expiresAt.getTime() - serverNow.getTime();
       if (!shortest || remaining < shortest.remaining) shortest = { remaining, documentId: member.documentId, expiresAt };
       const fence = Number(record.fence);
-      const held: Omit<HeldLock, 'msLeft'> = {
+      const held: HeldLockFields = {
         documentId: member.documentId,
         owner: request.owner,
         token,
@@ -240,7 +240,7 @@ async function handOut(parts: readonly Part[], request: GroupRequest, token: str
         acquiredAt: record.acquiredAt as Date,
         expiresAt,
         ttl: request.ttl,
-        ticket: issueTicket(member.documentId, token, fence),
+        ticket: () => issueTicket(member.documentId, token, fence),
         label: typeof record.label === 'string' ? record.label : null,
       };
       const state = leaseState(held, serverNow, sentAt);

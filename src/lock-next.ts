@@ -31,7 +31,7 @@
 import type { mongo } from 'mongoose';
 import { LockExpiredOnArrivalError } from './errors';
 import { abortedWith, calledOff } from './lock-waiter';
-import { attachHeldLock, leaseLeft, newHeldLockState, type HeldLock, type HeldLockState } from './held-lock';
+import { attachHeldLock, leaseLeft, newHeldLockState, type HeldLockFields, type HeldLockState } from './held-lock';
 import { MIN_LEASE_MS, monotonicNow } from './lease';
 import type { LockStore } from './lock-store';
 import type { LockNextSort } from './next-arguments';
@@ -126,7 +126,7 @@ async function attempt(context: NextContext, candidate: Candidate): Promise<Outc
     nextStats.late++;
     return { kind: 'late' as const, expiresAt: grant.expiresAt, elapsedMs: monotonicNow() - grant.sentAt };
   };
-  const held: Omit<HeldLock, 'msLeft'> = {
+  const held: HeldLockFields = {
     documentId,
     owner: context.owner,
     token: grant.token,
@@ -134,7 +134,7 @@ async function attempt(context: NextContext, candidate: Candidate): Promise<Outc
     acquiredAt: grant.acquiredAt,
     expiresAt: grant.expiresAt,
     ttl: call.ttl,
-    ticket: issueTicket(documentId, grant.token, grant.fence),
+    ticket: () => issueTicket(documentId, grant.token, grant.fence),
     label: grant.label,
   };
   const state = newHeldLockState(held, grant);

@@ -9,7 +9,7 @@ import { InvalidLockArgumentError, InvalidLockOptionError, LockExpiredOnArrivalE
 import { attachHeldLock, heldLockState, leaseLeft, lostError, newHeldLockState, releaseKnownLease, releaseLease, releaseOutcomeUnknown, settleReleaseWithServer, type HeldLock, type HeldLockFields, type HeldLockState } from './held-lock';
 import { typedErrors } from './failures';
 import { loadDocument } from './document-load';
-import { idKey } from './id-key';
+import { idKey, sameId } from './id-key';
 import { callerError, publishErrorEvent } from './diagnostics';
 import { installDiagnostics } from './diagnostics-install';
 import { installGroupStatics } from './group-statics';
@@ -184,7 +184,7 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
       throw error;
     }
     // The stored `_id` (without a getter's transformation) must be the locked one.
-    if (!doc || idKey(doc.get('_id', null, { getters: false })) !== idKey(documentId)) {
+    if (!doc || !sameId(doc.get('_id', null, { getters: false }), documentId)) {
       await store.release(state).catch(() => undefined);
       throw new LockTargetNotFoundError(documentId, model.modelName);
     }
