@@ -180,14 +180,16 @@ async function loadMembers(members: readonly GroupMember[]): Promise<Loaded> {
 async function round(parts: readonly Part[], request: GroupRequest): Promise<Round> {
   const token = newLockToken();
   const sentAt = performance.now();
-  let taken: (boolean | 'timedOut')[];
-  try {
-    taken = await Promise.all(parts.map((part) => part.runtime.store.takeGroup(part.members, token, request.ttl, request.label)));
-  } catch (error) {
+  // Settled, not Promise.all: after a fault of one lock collection's command, the release by token
+  // must come after every other command of the round, or a statement applied later stays held.
+  const settled = await Promise.allSettled(parts.map((part) => part.runtime.store.takeGroup(part.members, token, request.ttl, request.label)));
+  const fault = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
+  if (fault) {
     // Some statements, or another lock collection's command, may have been applied.
     await releaseAfterFault(parts, token);
-    throw error;
+    throw fault.reason;
   }
+  const taken = settled.map((s) => (s as PromiseFulfilledResult<boolean | 'timedOut'>).value);
   if (taken.every((t) => t === true)) {
     let grants: Awaited<ReturnType<ModelRuntime['store']['readGroupGrants']>>[];
     let loaded: Loaded;

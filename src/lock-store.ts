@@ -36,7 +36,7 @@ import { distinctIds, idKey } from './id-key';
 import { finishExtension, leaseLeft, startExtension, startResume, type HeldLockState } from './held-lock';
 import { MIN_LEASE_MS, monotonicNow, type GrantTiming } from './lease';
 import type { TicketParts } from './ticket';
-import { onlyDuplicateKeys, unwrapBulkError } from './bulk-errors';
+import { bulkWriteErrors, onlyDuplicateKeys, unwrapBulkError } from './bulk-errors';
 import { lossOf, type RecordView } from './lock-loss';
 
 type ClientSession = mongo.ClientSession;
@@ -237,20 +237,60 @@ function isDuplicateKey(error: unknown): boolean {
  * never makes (its indexes are `_id`, the TTL index and `{ owner: 1, _id: 1 }`, none unique but
  * `_id`), made by hand, that lock records of different documents collide on (a unique
  * `{ owner: 1 }`: one lock per owner). No retry helps; it is a configuration fault, told as one
- * instead of the driver's raw error. mongod's DuplicateKey error carries the index's key pattern
+ * instead of the driver's raw error (or, in a group, instead of a refusal).
+ * Which index: mongod's DuplicateKey error carries the index's key pattern
  * (DuplicateKeyErrorInfo::serialize, src/mongo/db/storage/duplicate_key_error_info.cpp: `keyPattern`,
- * `keyValue`), which the driver copies onto the MongoServerError.
+ * `keyValue`), which the driver copies onto a MongoServerError, but not onto the write errors of a
+ * bulk write (mongodb/lib/bulk/common.js mergeBatchResults keeps index, code, errmsg, errInfo, op).
+ * There the message names the index: buildDupKeyErrorStatus (src/mongo/db/storage/
+ * index_entry_comparison.cpp) writes "E11000 duplicate key error collection: <db>.<collection>
+ * index: <name> ..." (no index part for a clustered collection's cluster key), and the `_id` index
+ * is always named `_id_`, a name no other index may take (parseAndValidateIndexSpecs,
+ * src/mongo/db/catalog/index_key_validate.cpp: "The index name '_id_' is reserved for the _id index").
+ * A database name has no '.', so the namespace's first '.' precedes the collection name.
+ * Resolves to how the index is named, or undefined for `_id` and for a message of another form.
  */
-function foreignUniqueIndex(error: unknown, collection: string): LockConfigurationError | undefined {
-  if (!isDuplicateKey(error)) return undefined;
-  const keyPattern = (error as { keyPattern?: unknown }).keyPattern;
-  if (keyPattern === null || typeof keyPattern !== 'object') return undefined;
-  const fields = Object.keys(keyPattern);
-  if (fields.length === 1 && fields[0] === '_id') return undefined;
+function foreignIndexOf(error: { code?: unknown; keyPattern?: unknown; errmsg?: unknown }, collection: string): string | undefined {
+  if (error.code !== 11000) return undefined;
+  const keyPattern = error.keyPattern;
+  if (keyPattern !== null && typeof keyPattern === 'object') {
+    const fields = Object.keys(keyPattern);
+    return fields.length === 1 && fields[0] === '_id' ? undefined : `on ${JSON.stringify(keyPattern)}`;
+  }
+  const prefix = 'E11000 duplicate key error collection: ';
+  const message = typeof error.errmsg === 'string' ? error.errmsg : '';
+  if (!message.startsWith(prefix)) return undefined;
+  const namespace = message.slice(prefix.length);
+  const afterDatabase = namespace.slice(namespace.indexOf('.') + 1);
+  const marker = `${collection} index: `;
+  if (!afterDatabase.startsWith(marker)) return undefined;
+  const index = afterDatabase.slice(marker.length);
+  if (index.startsWith('_id_ ')) return undefined;
+  const name = index.split(/ (?:collation|dup key): /)[0];
+  return `named ${JSON.stringify(name)}`;
+}
+
+function foreignIndexError(index: string, collection: string, detail: string): LockConfigurationError {
   return new LockConfigurationError(
-    `the lock collection ${collection} has a unique index on ${JSON.stringify(keyPattern)} that the plugin did not create, and lock records of different documents collide on it ` +
-      `(${(error as Error).message}). Drop that index: the lock collection must carry only the plugin's indexes.`,
+    `the lock collection ${collection} has a unique index ${index} that the plugin did not create, and lock records of different documents collide on it ` +
+      `(${detail}). Drop that index: the lock collection must carry only the plugin's indexes.`,
   );
+}
+
+/** The configuration error for a command's duplicate key on a foreign unique index (see foreignIndexOf), if it is one. */
+function foreignUniqueIndex(error: unknown, collection: string): LockConfigurationError | undefined {
+  if (typeof error !== 'object' || error === null) return undefined;
+  const index = foreignIndexOf({ code: (error as { code?: unknown }).code, keyPattern: (error as { keyPattern?: unknown }).keyPattern }, collection);
+  return index === undefined ? undefined : foreignIndexError(index, collection, (error as Error).message);
+}
+
+/** The same for a bulk write's statements: the first write error on a foreign unique index, if any. */
+function foreignUniqueIndexInBulk(error: unknown, collection: string): LockConfigurationError | undefined {
+  for (const writeError of bulkWriteErrors(error)) {
+    const index = foreignIndexOf({ code: writeError.code, errmsg: writeError.errmsg }, collection);
+    if (index !== undefined) return foreignIndexError(index, collection, String(writeError.errmsg));
+  }
+  return undefined;
 }
 
 /**
@@ -969,7 +1009,13 @@ export class LockStore {
       );
       return result.modifiedCount + result.upsertedCount === targets.length;
     } catch (error) {
-      if (onlyDuplicateKeys(error)) return false;
+      if (onlyDuplicateKeys(error)) {
+        // A hand-made unique index: a configuration fault, not a refusal (the caller releases what
+        // the other statements took, by token, as after any fault).
+        const foreign = foreignUniqueIndexInBulk(error, this.locks.collectionName);
+        if (foreign) throw foreign;
+        return false;
+      }
       // MaxTimeMSExpired (50) fails the whole command (write_ops_exec.cpp handleError); the
       // statements applied before it stay, and the caller releases them by token (R26).
       if ((error as { code?: unknown }).code === 50) return 'timedOut';
