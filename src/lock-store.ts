@@ -451,7 +451,7 @@ export class LockStore {
    * moves `state` to the new expiry and lease. Returns the extension's timing.
    * The lease is timed from when the request was sent (lease.ts): until the reply arrives, this
    * process counts on the lock no longer than both the current lease and the extension guarantee
-   * (beginExtension), so an extension that fails, or whose outcome stays unknown, never lengthens
+   * (startExtension), so an extension that fails, or whose outcome stays unknown, never lengthens
    * it. The reply carries the command's `$$NOW`; a retried findAndModify's reply is unprojected
    * (SERVER-31242, see acquire) and then `$$NOW` is the new expiry minus the ttl it added.
    */
