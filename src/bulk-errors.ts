@@ -8,9 +8,16 @@ import { mongo } from 'mongoose';
  */
 export function onlyDuplicateKeys(error: unknown): boolean {
   if (!(error instanceof mongo.MongoBulkWriteError)) return false;
-  const writeErrors = Array.isArray(error.writeErrors) ? error.writeErrors : [error.writeErrors];
+  const writeErrors = bulkWriteErrors(error);
   if (writeErrors.length === 0 || !writeErrors.every((e) => e.code === 11000)) return false;
   return !error.result?.getWriteConcernError();
+}
+
+/** The write errors of a bulk write's failure (none for any other error). */
+export function bulkWriteErrors(error: unknown): readonly mongo.WriteError[] {
+  if (!(error instanceof mongo.MongoBulkWriteError)) return [];
+  const writeErrors: mongo.WriteError | readonly mongo.WriteError[] = error.writeErrors;
+  return Array.isArray(writeErrors) ? writeErrors : [writeErrors as mongo.WriteError];
 }
 
 /**

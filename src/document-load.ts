@@ -1,7 +1,13 @@
 /**
  * Loading the document a lock call has just locked: exactly the document
- * `Model.findById(id).read('primary')` returns, built without Mongoose's query machinery when that
- * machinery cannot change the result (issue 16, Performance).
+ * `Model.findById(id).read('primary').session(null)` returns, built without Mongoose's query
+ * machinery when that machinery cannot change the result (issue 16, Performance).
+ *
+ * Never in the caller's transaction (`session(null)`, as lockMany's and lockNext's loads): no lock
+ * call takes a session, its lock is taken outside any transaction on the latest data, and a
+ * transaction would read its own older snapshot (R12). Without it, Mongoose's
+ * `transactionAsyncLocalStorage` hands the session of an enclosing `connection.transaction()` to
+ * the query (step 3 below).
  *
  * What `findById(id).read('primary')` does (Mongoose 9.12 and 8.24, lib/model.js and lib/query.js):
  *  1. `Model.findById` → `Model.findOne({ _id: id })`: a new `model.Query` on `model.$__collection`
@@ -21,14 +27,14 @@
  *     castForQuery, setters included, with `strictQuery` / `sanitizeFilter`), the connection's and
  *     Mongoose's global `maxTimeMS` and `allowDiskUse` (applyGlobalMaxTimeMS / applyGlobalDiskUse),
  *     then `_optionsForExec`: the schema's `readConcern` and `writeConcern`, the session of
- *     `transactionAsyncLocalStorage`, the schema-level projection (`_applyPaths`: paths declared
+ *     `transactionAsyncLocalStorage` (not when the query's session was set, to null too), the schema-level projection (`_applyPaths`: paths declared
  *     with `select`), then `this.mongooseCollection.findOne(filter, options)`.
  *  4. `Query._completeOne` (no populate, not lean): `completeOne` → `createModelAndInit(model, doc,
  *     projection, userProvidedFields = {}, options)` → `createModel` (the discriminator class named
  *     by the stored key, for a base model) and `doc.$init(raw, {})` (casting, `init` hooks,
  *     defaults for paths the document lacks), then `$session(...)` with the query's own session
  *     (`this.options.session`: a session from transactionAsyncLocalStorage reaches the command,
- *     not the document). `Model.hydrate(raw)` runs the same `createModel` and `$init(raw)`
+ *     not the document; with `session(null)` neither has one). `Model.hydrate(raw)` runs the same `createModel` and `$init(raw)`
  *     (lib/model.js, hydrate); the two differ only in `userProvidedFields` (undefined, not `{}`),
  *     which createModel reads only to apply a discriminator's `select: false` paths (excluded below).
  *
@@ -36,11 +42,10 @@
  * and hydrates the reply with `Model.hydrate`, and it is used only for a model and a call where
  * none of steps 1-4 can make a difference: no discriminator child (its key filter), no 'findOne'
  * query middleware, no `select: false` path, no schema `collation` / `readConcern` /
- * `writeConcern`, no global or connection `maxTimeMS` / `allowDiskUse`, no session from
- * `transactionAsyncLocalStorage`, nobody subscribed to Mongoose's query tracing channel, Mongoose's
+ * `writeConcern`, no global or connection `maxTimeMS` / `allowDiskUse`, nobody subscribed to Mongoose's query tracing channel, Mongoose's
  * own `findById` / `findOne` / `hydrate` and Query methods on the model (not overridden), and an `_id` type whose cast
  * of the id the lock was taken on is that very value (built-in types, no setter of the
- * application's own: see `idPathProblem`). Otherwise the load is `findById(id).read('primary')`.
+ * application's own: see `idPathProblem`). Otherwise the load is `findById(id).read('primary').session(null)`.
  * __tests__/plugin/locked-document-load.test.ts checks both paths against findById.
  */
 import { channel } from 'node:diagnostics_channel';
@@ -186,7 +191,8 @@ const userDefined = (options: Record<string, unknown> | null | undefined, key: s
 /**
  * Why this load must go through `findById(id).read('primary')`, or undefined when the direct load
  * gives the same document. Checked on every call for what can change at run time (hooks, global
- * options, the async-local transaction, tracing subscribers, overridden methods).
+ * options, tracing subscribers, overridden methods). A session of `transactionAsyncLocalStorage`
+ * is not among them: the load never takes it (`session(null)`).
  */
 export function directLoadProblem(model: AnyModel): string | undefined {
   const internals = model as unknown as ModelInternals;
@@ -199,7 +205,6 @@ export function directLoadProblem(model: AnyModel): string | undefined {
   for (const option of ['maxTimeMS', 'allowDiskUse']) {
     if (userDefined(internals.db.options, option) || userDefined(base.options, option)) return `${option} option`;
   }
-  if (base.transactionAsyncLocalStorage?.getStore()?.session != null) return 'transactionAsyncLocalStorage session';
   if (QUERY_TRACING_CHANNELS.some((c) => c.hasSubscribers)) return 'query tracing subscribers';
   return cachedModelProblem(model);
 }
@@ -211,14 +216,16 @@ function schemaSetsLean(model: AnyModel): boolean {
 
 /**
  * Loads the document with `_id` equal to `documentId` (the value the lock was taken on, already
- * cast: arguments.ts) from the primary, as `model.findById(documentId).read('primary')` would (with
- * `.lean(false)` when the schema sets `lean`: a lock call always returns a document).
+ * cast: arguments.ts) from the primary, outside any transaction, as
+ * `model.findById(documentId).read('primary').session(null)` would (with `.lean(false)` when the
+ * schema sets `lean`: a lock call always returns a document).
  */
 export async function loadDocument(model: AnyModel, documentId: unknown, loadId: unknown = documentId): Promise<AnyDoc | null> {
   if (directLoadProblem(model) !== undefined) {
     // findById casts `loadId` once (setters included), as the lock call cast it into `documentId`
     // (arguments.ts, CastId): a setter that is not idempotent then finds the locked document.
-    const query = model.findById(loadId).read('primary');
+    // Never the caller's transaction (see the module comment).
+    const query = model.findById(loadId).read('primary').session(null);
     // A schema's `lean` option reaches every query the Query constructor builds (mquery calls
     // setOptions({}), lib/query.js setOptions), so findById would return a plain object: a lock
     // call returns a document (its unlock, save, heldLock), hence `.lean(false)`, and only then.
@@ -226,7 +233,7 @@ export async function loadDocument(model: AnyModel, documentId: unknown, loadId:
     return (await query) as AnyDoc | null;
   }
   // The arguments Query._findOne passes for this query (steps 1 and 3 above): the cast filter, which
-  // is the id itself, and the options `.read('primary')` left.
-  const raw = await model.collection.findOne({ _id: documentId } as mongo.Filter<mongo.Document>, { readPreference: { mode: 'primary', tags: undefined } } as never);
+  // is the id itself, and the options `.read('primary').session(null)` left.
+  const raw = await model.collection.findOne({ _id: documentId } as mongo.Filter<mongo.Document>, { readPreference: { mode: 'primary', tags: undefined }, session: null } as never);
   return raw ? (model.hydrate(raw) as AnyDoc) : null;
 }

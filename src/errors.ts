@@ -109,7 +109,7 @@ export type LockLossReason =
   /**
    * The lock record is gone although nothing released the lock: the lock collection was dropped
    * or the record deleted by hand (or, for a ticket, purged by the TTL index after it expired or
-   * was released). A released record purged by the TTL index is 'released' (LockStore.lossFrom).
+   * was released). A released record purged by the TTL index is 'released' (lock-loss.ts, lossOf).
    */
   | 'vanished';
 

@@ -50,9 +50,11 @@ export function validateIdList(ids: unknown, argument = 'ids'): readonly unknown
  * Casts every id with `cast` (the schema's caster: InvalidLockArgumentError for anything that is
  * not a scalar of its `_id` type), naming the position of a bad one; then refuses two ids that are
  * one document (by idKey: `1`, `Long(1)` and `'1'` cast to a Number `_id` are one document), since
- * a group takes each document once.
+ * a group takes each document once. `scopes(i)`: where the id at `i` is unique (for `lockAll`, its
+ * document's collection and its lock's collection); two ids that share any scope and are equal are
+ * one document (or one lock) twice.
  */
-export function castIdList(ids: readonly unknown[], cast: (id: unknown, position: number) => CastId, argument = 'ids', sameLock: (i: number) => string = () => ''): CastId[] {
+export function castIdList(ids: readonly unknown[], cast: (id: unknown, position: number) => CastId, argument = 'ids', scopes: (i: number) => readonly string[] = () => ['']): CastId[] {
   const cast_ = ids.map((id, i) => {
     try {
       return cast(id, i);
@@ -63,15 +65,17 @@ export function castIdList(ids: readonly unknown[], cast: (id: unknown, position
   });
   const seen = new Map<string, number>();
   cast_.forEach(({ documentId: id }, i) => {
-    const key = `${sameLock(i)}\u0000${idKey(id)}`;
-    const first = seen.get(key);
-    if (first !== undefined) {
-      throw new InvalidLockArgumentError(
-        argument,
-        `${argument}[${first}] and ${argument}[${i}] are the same document (${describeId(id)}); list each document once.`,
-      );
+    const keys = scopes(i).map((scope) => `${scope}\u0000${idKey(id)}`);
+    for (const key of keys) {
+      const first = seen.get(key);
+      if (first !== undefined) {
+        throw new InvalidLockArgumentError(
+          argument,
+          `${argument}[${first}] and ${argument}[${i}] are the same document (${describeId(id)}); list each document once.`,
+        );
+      }
     }
-    seen.set(key, i);
+    for (const key of keys) seen.set(key, i);
   });
   return cast_;
 }

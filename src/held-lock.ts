@@ -268,15 +268,6 @@ export function releaseKnownLease(documentId: unknown, token: string): void {
   changed(lease);
 }
 
-/**
- * Before an extension of `ttl` is sent at `sentAt` (legacy form for group renewals, which set the
- * lease themselves once answered): count on the lock only as long as both the current lease and
- * the extension guarantee.
- */
-export function beginExtension(state: HeldLockState, sentAt: number, ttl: number): void {
-  state.validUntil = Math.min(state.validUntil, leaseFloor(sentAt, ttl));
-}
-
 /** An extension (or resume) of one acquisition on its way; finishExtension settles it. */
 export interface PendingExtension {
   readonly lease: Lease;

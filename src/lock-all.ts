@@ -49,15 +49,20 @@ function resolveTargets(targets: unknown, owner: unknown, rawOptions: unknown, h
     }
     return { model, context, rawId, runtime: context.runtimeOf(model) };
   });
-  // One lock model per connection and lock collection (lock-model.ts), whichever plugin application.
-  const collections = new Map<object, number>();
-  for (const r of resolved) if (!collections.has(r.runtime.lockModel)) collections.set(r.runtime.lockModel, collections.size);
-  // Two targets that are one lock (the same `_id` in one lock collection) are one document twice.
+  // Two targets are one document twice when they are the same `_id` in one collection of one
+  // database (through one model, or through two models or connections bound to it), or one lock
+  // (the same `_id` in one lock collection, which models may share: plugin option `collection`).
+  // By database and collection name, not by connection or model: two connections to one database
+  // reach the same documents.
+  const where = (connection: { name?: unknown }, collection: string) => `${String(connection.name)}\u0000${collection}`;
   const cast = castIdList(
     resolved.map((r) => r.rawId),
     (id, i) => resolved[i].context.castId(resolved[i].model, id),
     'targets',
-    (i) => String(collections.get(resolved[i].runtime.lockModel)),
+    (i) => {
+      const { model, runtime } = resolved[i];
+      return [`document\u0000${where(model.db, model.collection.collectionName)}`, `lock\u0000${where(runtime.lockModel.db, runtime.lockModel.collection.collectionName)}`];
+    },
   );
   const who = validateOwner(owner);
   const defaultTtl = Math.min(...resolved.map((r) => r.context.defaultTtl));

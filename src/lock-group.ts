@@ -30,8 +30,8 @@ import { performance } from 'node:perf_hooks';
 import type { HydratedDocument } from 'mongoose';
 import { LockExpiredOnArrivalError, LockNotHeldError, LockTargetNotFoundError, LockedError } from './errors';
 import { abortedWith, calledOff } from './lock-waiter';
-import { attachHeldLock, beginExtension, estimatedServerNow, heldLockState, leaseLeft, lostError, newHeldLockState, releaseLease, settleRelease, type HeldLockFields, type HeldLockState } from './held-lock';
-import { MIN_LEASE_MS, leaseFloor, monotonicNow } from './lease';
+import { attachHeldLock, estimatedServerNow, finishExtension, heldLockState, leaseLeft, leaseReleased, lostError, newHeldLockState, releaseLease, settleRelease, startExtension, type HeldLockFields, type HeldLockState } from './held-lock';
+import { MIN_LEASE_MS, monotonicNow, type GrantTiming } from './lease';
 import { idKey } from './id-key';
 import { newLockToken, type GroupBlocker } from './lock-store';
 import type { AnyModel, ModelRuntime } from './runtime';
@@ -180,14 +180,16 @@ async function loadMembers(members: readonly GroupMember[]): Promise<Loaded> {
 async function round(parts: readonly Part[], request: GroupRequest): Promise<Round> {
   const token = newLockToken();
   const sentAt = performance.now();
-  let taken: (boolean | 'timedOut')[];
-  try {
-    taken = await Promise.all(parts.map((part) => part.runtime.store.takeGroup(part.members, token, request.ttl, request.label)));
-  } catch (error) {
+  // Settled, not Promise.all: after a fault of one lock collection's command, the release by token
+  // must come after every other command of the round, or a statement applied later stays held.
+  const settled = await Promise.allSettled(parts.map((part) => part.runtime.store.takeGroup(part.members, token, request.ttl, request.label)));
+  const fault = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
+  if (fault) {
     // Some statements, or another lock collection's command, may have been applied.
     await releaseAfterFault(parts, token);
-    throw error;
+    throw fault.reason;
   }
+  const taken = settled.map((s) => (s as PromiseFulfilledResult<boolean | 'timedOut'>).value);
   if (taken.every((t) => t === true)) {
     let grants: Awaited<ReturnType<ModelRuntime['store']['readGroupGrants']>>[];
     let loaded: Loaded;
@@ -429,47 +431,74 @@ const releasedOnce = new WeakSet<HeldLockState>();
  * and is no loss. Resolves to `false` when a renewal could not tell yet (a lock found released that
  * this process may be releasing itself, see releasedOnce): then no lock of that collection was
  * counted on for longer, and the caller renews again soon.
- * The new expiry each lock believes is the server's clock estimated at the moment the renewal was
- * sent plus `ttl`: never later than the server's (the command ran after it was sent).
+ *
+ * Each lock's lease follows the rule every extension of an acquisition follows (held-lock.ts,
+ * startExtension / finishExtension), shared with the documents' own `extendLock()` and with other
+ * renewals of the group: until the reply, count on no more than both the lease and the renewal
+ * give; renewals in flight together settle to the shortest (the server keeps the last applied, and
+ * the order of the replies does not say which that was); a renewal whose outcome is unknown never
+ * lengthens the lease. The reply carries no date: the renewal's `$$NOW` was read after `sentAt`, so
+ * each lock expires no earlier than `ttl` after it (leaseFloor); the displayed expiry is the
+ * server's clock estimated at the send plus `ttl`. A reply that arrives after that lease ran out
+ * loses the group (LockExpiredOnArrivalError), and the locks it renewed are given back by token,
+ * as a single lock's extension does (LockStore.extend).
  */
 export async function extendGroup(group: HeldGroup, ttl: number): Promise<boolean> {
-  const sentAt = monotonicNow();
-  const decided = await Promise.all(
-    group.parts.map(async (part) => {
-      let live = liveStates(part);
-      if (live.length === 0) return true;
-      // Until the reply is known, count on each lock only as long as both its lease and the
-      // extension guarantee (lease.ts); a failed or unknown renewal never lengthens it.
-      for (const state of live) beginExtension(state, sentAt, ttl);
-      await part.runtime.ready;
-      const matched = await part.runtime.store.extendGroup(live.map((s) => s.lock.documentId), group.token, ttl);
-      if (matched < live.length) {
-        // Documents released on their own since the renewal was sent are out of the group.
-        live = liveStates(part);
-        const error = live.length === 0 ? undefined : await part.runtime.store.explainGroupLoss(live, false);
-        if (error) {
-          const lost = live.find((state) => idKey(state.lock.documentId) === idKey(error.documentId));
-          if (lost && error.reason === 'released' && !releasedOnce.has(lost)) {
-            releasedOnce.add(lost);
-            return false;
-          }
-          // That document is lost; the others were renewed and stay held until released.
-          if (lost) lost.lost ??= error.reason;
-          throw error;
-        }
-        // Every lock still counted on is held (explainGroupLoss read it so): the renewal matched it.
-      }
-      // The command's `$$NOW` was read after `sentAt`: each lock now expires no earlier than `ttl`
-      // after it (leaseFloor). The displayed expiry is the server's clock estimated at the send.
-      const elapsed = monotonicNow() - sentAt;
-      for (const state of live) {
-        state.lock.expiresAt = new Date(estimatedServerNow(state) - elapsed + ttl);
-        state.validUntil = leaseFloor(sentAt, ttl);
-      }
-      return true;
-    }),
-  );
+  const decided = await Promise.all(group.parts.map((part) => extendPart(part, group.token, ttl)));
   return decided.every(Boolean);
+}
+
+/** extendGroup for the locks of one lock collection. */
+async function extendPart(part: GroupPart, token: string, ttl: number): Promise<boolean> {
+  let live = liveStates(part);
+  if (live.length === 0) return true;
+  await part.runtime.ready;
+  // Read immediately before sending: the lease is timed from here (lease.ts).
+  const sentAt = monotonicNow();
+  const pending = live.map((state) => {
+    const serverNow = estimatedServerNow(state);
+    const timing: GrantTiming = { sentAt, serverNow: new Date(serverNow), expiresAt: new Date(serverNow + ttl) };
+    return { state, timing, extension: startExtension(state, sentAt, ttl) };
+  });
+  // The locks this renewal is known to have renewed; any other is settled as unknown.
+  let renewed: readonly HeldLockState[] = [];
+  try {
+    const matched = await part.runtime.store.extendGroup(
+      live.map((s) => s.lock.documentId),
+      token,
+      ttl,
+    );
+    if (matched < live.length) {
+      // Documents released on their own since the renewal was sent are out of the group.
+      live = liveStates(part);
+      const error = live.length === 0 ? undefined : await part.runtime.store.explainGroupLoss(live, false);
+      if (error) {
+        const lost = live.find((state) => idKey(state.lock.documentId) === idKey(error.documentId));
+        if (lost && error.reason === 'released' && !releasedOnce.has(lost)) {
+          releasedOnce.add(lost);
+          return false;
+        }
+        // That document is lost; the others were renewed and stay held until released.
+        if (lost) lost.lost ??= error.reason;
+        throw error;
+      }
+      // Every lock still counted on is held (explainGroupLoss read it so): the renewal matched it.
+    }
+    // Not those released meanwhile (their release was sent: no instance counts on them any more).
+    renewed = live.filter((state) => state.lost === undefined && !leaseReleased(state));
+  } finally {
+    for (const { state, timing, extension } of pending) finishExtension(extension, renewed.includes(state) ? timing : undefined);
+  }
+  const late = renewed.find((state) => leaseLeft(state) < MIN_LEASE_MS);
+  if (late) {
+    // The answer came too late to count on: the group is lost rather than revived, and what this
+    // renewal extended is given back by token (best effort: it may already be free).
+    const error = new LockExpiredOnArrivalError(late.lock.documentId, late.lock.expiresAt, { operation: 'extend', ttl, elapsedMs: monotonicNow() - sentAt, attempts: 1 });
+    for (const state of renewed) state.lost ??= 'expired';
+    await part.runtime.store.releaseGroup(renewed.map((s) => s.lock.documentId), token).catch(() => undefined);
+    throw error;
+  }
+  return true;
 }
 
 /**

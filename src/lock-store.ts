@@ -33,10 +33,11 @@ import { LockConfigurationError, LockExpiredError, LockExpiredOnArrivalError, Lo
 import { LockedByTransactionError } from './guard/errors';
 import { callerTransactions } from './guard/open-transactions';
 import { distinctIds, idKey } from './id-key';
-import { estimatedServerNow, finishExtension, leaseLeft, startExtension, startResume, type HeldLockState } from './held-lock';
+import { finishExtension, leaseLeft, startExtension, startResume, type HeldLockState } from './held-lock';
 import { MIN_LEASE_MS, monotonicNow, type GrantTiming } from './lease';
 import type { TicketParts } from './ticket';
-import { onlyDuplicateKeys, unwrapBulkError } from './bulk-errors';
+import { bulkWriteErrors, onlyDuplicateKeys, unwrapBulkError } from './bulk-errors';
+import { lossOf, type RecordView } from './lock-loss';
 
 type ClientSession = mongo.ClientSession;
 type Collection<T extends mongo.Document> = mongo.Collection<T>;
@@ -236,20 +237,60 @@ function isDuplicateKey(error: unknown): boolean {
  * never makes (its indexes are `_id`, the TTL index and `{ owner: 1, _id: 1 }`, none unique but
  * `_id`), made by hand, that lock records of different documents collide on (a unique
  * `{ owner: 1 }`: one lock per owner). No retry helps; it is a configuration fault, told as one
- * instead of the driver's raw error. mongod's DuplicateKey error carries the index's key pattern
+ * instead of the driver's raw error (or, in a group, instead of a refusal).
+ * Which index: mongod's DuplicateKey error carries the index's key pattern
  * (DuplicateKeyErrorInfo::serialize, src/mongo/db/storage/duplicate_key_error_info.cpp: `keyPattern`,
- * `keyValue`), which the driver copies onto the MongoServerError.
+ * `keyValue`), which the driver copies onto a MongoServerError, but not onto the write errors of a
+ * bulk write (mongodb/lib/bulk/common.js mergeBatchResults keeps index, code, errmsg, errInfo, op).
+ * There the message names the index: buildDupKeyErrorStatus (src/mongo/db/storage/
+ * index_entry_comparison.cpp) writes "E11000 duplicate key error collection: <db>.<collection>
+ * index: <name> ..." (no index part for a clustered collection's cluster key), and the `_id` index
+ * is always named `_id_`, a name no other index may take (parseAndValidateIndexSpecs,
+ * src/mongo/db/catalog/index_key_validate.cpp: "The index name '_id_' is reserved for the _id index").
+ * A database name has no '.', so the namespace's first '.' precedes the collection name.
+ * Resolves to how the index is named, or undefined for `_id` and for a message of another form.
  */
-function foreignUniqueIndex(error: unknown, collection: string): LockConfigurationError | undefined {
-  if (!isDuplicateKey(error)) return undefined;
-  const keyPattern = (error as { keyPattern?: unknown }).keyPattern;
-  if (keyPattern === null || typeof keyPattern !== 'object') return undefined;
-  const fields = Object.keys(keyPattern);
-  if (fields.length === 1 && fields[0] === '_id') return undefined;
+function foreignIndexOf(error: { code?: unknown; keyPattern?: unknown; errmsg?: unknown }, collection: string): string | undefined {
+  if (error.code !== 11000) return undefined;
+  const keyPattern = error.keyPattern;
+  if (keyPattern !== null && typeof keyPattern === 'object') {
+    const fields = Object.keys(keyPattern);
+    return fields.length === 1 && fields[0] === '_id' ? undefined : `on ${JSON.stringify(keyPattern)}`;
+  }
+  const prefix = 'E11000 duplicate key error collection: ';
+  const message = typeof error.errmsg === 'string' ? error.errmsg : '';
+  if (!message.startsWith(prefix)) return undefined;
+  const namespace = message.slice(prefix.length);
+  const afterDatabase = namespace.slice(namespace.indexOf('.') + 1);
+  const marker = `${collection} index: `;
+  if (!afterDatabase.startsWith(marker)) return undefined;
+  const index = afterDatabase.slice(marker.length);
+  if (index.startsWith('_id_ ')) return undefined;
+  const name = index.split(/ (?:collation|dup key): /)[0];
+  return `named ${JSON.stringify(name)}`;
+}
+
+function foreignIndexError(index: string, collection: string, detail: string): LockConfigurationError {
   return new LockConfigurationError(
-    `the lock collection ${collection} has a unique index on ${JSON.stringify(keyPattern)} that the plugin did not create, and lock records of different documents collide on it ` +
-      `(${(error as Error).message}). Drop that index: the lock collection must carry only the plugin's indexes.`,
+    `the lock collection ${collection} has a unique index ${index} that the plugin did not create, and lock records of different documents collide on it ` +
+      `(${detail}). Drop that index: the lock collection must carry only the plugin's indexes.`,
   );
+}
+
+/** The configuration error for a command's duplicate key on a foreign unique index (see foreignIndexOf), if it is one. */
+function foreignUniqueIndex(error: unknown, collection: string): LockConfigurationError | undefined {
+  if (typeof error !== 'object' || error === null) return undefined;
+  const index = foreignIndexOf({ code: (error as { code?: unknown }).code, keyPattern: (error as { keyPattern?: unknown }).keyPattern }, collection);
+  return index === undefined ? undefined : foreignIndexError(index, collection, (error as Error).message);
+}
+
+/** The same for a bulk write's statements: the first write error on a foreign unique index, if any. */
+function foreignUniqueIndexInBulk(error: unknown, collection: string): LockConfigurationError | undefined {
+  for (const writeError of bulkWriteErrors(error)) {
+    const index = foreignIndexOf({ code: writeError.code, errmsg: writeError.errmsg }, collection);
+    if (index !== undefined) return foreignIndexError(index, collection, String(writeError.errmsg));
+  }
+  return undefined;
 }
 
 /**
@@ -410,7 +451,7 @@ export class LockStore {
    * moves `state` to the new expiry and lease. Returns the extension's timing.
    * The lease is timed from when the request was sent (lease.ts): until the reply arrives, this
    * process counts on the lock no longer than both the current lease and the extension guarantee
-   * (beginExtension), so an extension that fails, or whose outcome stays unknown, never lengthens
+   * (startExtension), so an extension that fails, or whose outcome stays unknown, never lengthens
    * it. The reply carries the command's `$$NOW`; a retried findAndModify's reply is unprojected
    * (SERVER-31242, see acquire) and then `$$NOW` is the new expiry minus the ttl it added.
    */
@@ -641,36 +682,16 @@ export class LockStore {
   }
 
   /**
-   * The error for a lost acquisition, given its record as just read (or null if it is gone).
-   * Releasing keeps the record (token null) and its fence, so its fence says whose acquisition was
-   * released: each acquisition sets a fence greater than every earlier one's (NEXT_FENCE), so a
-   * released record with a greater fence than ours was taken over after our lock ended (expired, or
-   * released) and then released by its new holder: 'taken_over', never 'released', which says that
-   * this acquisition itself was released. A release moves `expiresAt` to the release, so the TTL
-   * index may delete a released record `purgeAfter` after the release, long before the lock's own
-   * expiry when `purgeAfter` is shorter than the ttl. A record gone before the lock's expiry was
-   * therefore released and purged, or deleted (the collection dropped, the record removed by
-   * hand): 'released' once a release right after the acquisition could have been purged
-   * (`acquiredAt + purgeAfter` has passed by the server's clock, estimated late), else
-   * 'vanished', which then is certain.
+   * The error for a lost acquisition, given its record as just read (or null if it is gone), by
+   * the judgment single locks and groups share (lock-loss.ts, lossOf); recorded in `state.lost`.
    */
   private lossFrom(state: HeldLockState, record: Document | null): LockNotHeldError {
-    const { documentId, token, expiresAt, acquiredAt, fence } = state.lock;
-    const serverNow = estimatedServerNow(state);
-    let error: LockNotHeldError;
-    if (record && record.token === token) error = new LockExpiredError(documentId, expiresAt);
-    else if (record && record.token !== null) error = new LockNotHeldError(documentId, 'taken_over');
-    else if (record && record.fence !== undefined && Number(record.fence) !== fence) error = new LockNotHeldError(documentId, 'taken_over');
-    else if (!record && serverNow >= expiresAt.getTime()) error = new LockExpiredError(documentId, expiresAt);
-    else if (!record && serverNow >= acquiredAt.getTime() + this.purgeAfterMs) {
-      error = new LockNotHeldError(
-        documentId,
-        'released',
-        `The lock on document ${describeId(documentId)} was released before it expired, and its record has since been purged by the TTL index (purgeAfter), ` +
-          'unless it was deleted by hand. Nothing was written; lock it again to continue.',
-      );
-    } else if (!record) error = new LockNotHeldError(documentId, 'vanished');
-    else error = new LockNotHeldError(documentId, 'released');
+    const view: RecordView | null = record && {
+      mine: record.token === state.lock.token,
+      other: typeof record.token === 'string' && record.token !== state.lock.token,
+      fence: record.fence === undefined || record.fence === null ? undefined : Number(record.fence),
+    };
+    const error = lossOf(state, view, this.purgeAfterMs);
     state.lost = error.reason;
     return error;
   }
@@ -988,7 +1009,13 @@ export class LockStore {
       );
       return result.modifiedCount + result.upsertedCount === targets.length;
     } catch (error) {
-      if (onlyDuplicateKeys(error)) return false;
+      if (onlyDuplicateKeys(error)) {
+        // A hand-made unique index: a configuration fault, not a refusal (the caller releases what
+        // the other statements took, by token, as after any fault).
+        const foreign = foreignUniqueIndexInBulk(error, this.locks.collectionName);
+        if (foreign) throw foreign;
+        return false;
+      }
       // MaxTimeMSExpired (50) fails the whole command (write_ops_exec.cpp handleError); the
       // statements applied before it stay, and the caller releases them by token (R26).
       if ((error as { code?: unknown }).code === 50) return 'timedOut';
@@ -1078,11 +1105,13 @@ export class LockStore {
 
   /**
    * Why a group acquisition no longer holds all its documents: one `find` of the records, projected
-   * to comparisons made by the server (this token? still unexpired? released?) and the expiry, so no other
-   * holder's token or owner reaches this process. Returns the error for the first document (in the
-   * order of `states`) that is known lost: expired with our token, taken over by another
-   * acquisition, or purged; `afterOwnRelease` says the caller has just released the group itself,
-   * so a released record says nothing about who released it and is named only when nothing else
+   * to comparisons made by the server (this token? still unexpired? released, i.e. no token?),
+   * the fence and the expiry, so no other holder's token or owner reaches this process. Returns the
+   * error for the first document (in the order of `states`) that is known lost, judged as a single
+   * lock's (lock-loss.ts, lossOf: expired with our token, taken over by another acquisition,
+   * released, or gone: released and purged, expired and purged, or deleted). `afterOwnRelease` says
+   * the caller has just released the group itself, so a lock found released (our fence, no token,
+   * or purged since) says nothing about who released it and is named only when nothing else
    * explains the shortfall. Without `afterOwnRelease`, resolves to undefined when every lock is
    * still held by this acquisition (the shortfall was a lock the caller released meanwhile). Marks
    * no state; the caller does.
@@ -1097,6 +1126,7 @@ export class LockStore {
           mine: { $eq: ['$token', lit(token)] },
           held: { $and: [{ $eq: ['$token', lit(token)] }, { $gt: ['$expiresAt', '$$NOW'] }] },
           released: { $eq: [{ $ifNull: ['$token', null] }, null] },
+          fence: 1,
           expiresAt: 1,
         },
         batchSize: states.length,
@@ -1105,19 +1135,26 @@ export class LockStore {
       })
       .toArray();
     const byId = new Map(records.map((r) => [idKey(r._id), r]));
-    let released: HeldLockState | undefined;
+    let released: LockNotHeldError | undefined;
     for (const state of states) {
-      const { documentId, expiresAt } = state.lock;
-      const record = byId.get(idKey(documentId));
-      if (!record) return new LockExpiredError(documentId, expiresAt); // purged: expired at least purgeAfter ago
-      if (record.held === true) continue; // still this acquisition's
-      if (record.mine === true) return new LockExpiredError(documentId, record.expiresAt instanceof Date ? record.expiresAt : expiresAt);
-      if (record.released !== true) return new LockNotHeldError(documentId, 'taken_over');
-      if (!afterOwnRelease) return new LockNotHeldError(documentId, 'released');
-      released ??= state;
+      const record = byId.get(idKey(state.lock.documentId));
+      if (record?.held === true) continue; // still this acquisition's
+      const view: RecordView | null = record
+        ? {
+            mine: record.mine === true,
+            // A token that is neither ours nor null is another acquisition's.
+            other: record.mine !== true && record.released !== true,
+            fence: record.fence === undefined || record.fence === null ? undefined : Number(record.fence),
+            ...(record.expiresAt instanceof Date ? { expiresAt: record.expiresAt } : {}),
+          }
+        : null;
+      const error = lossOf(state, view, this.purgeAfterMs);
+      if (error.reason !== 'released' || !afterOwnRelease) return error;
+      released ??= error;
     }
-    if (!afterOwnRelease) return undefined; // every lock is still this acquisition's
-    return new LockNotHeldError((released ?? first).lock.documentId, 'released');
+    // Nothing but released locks explains it (or, after our own release, nothing at all: a lock
+    // left the group meanwhile): 'released'.
+    return released ?? (afterOwnRelease ? new LockNotHeldError(first.lock.documentId, 'released') : undefined);
   }
 }
 

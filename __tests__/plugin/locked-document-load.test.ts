@@ -1,5 +1,6 @@
 /**
- * The document `Model.lock` returns is exactly the one `Model.findById(id).read('primary')` returns
+ * The document `Model.lock` returns is exactly the one `Model.findById(id).read('primary').session(null)` returns
+ * (outside any transaction: src/document-load.ts)
  * (issue 16, Performance: the load may skip Mongoose's query machinery only where that machinery
  * cannot change the result; src/document-load.ts lists what findById does, from Mongoose's source).
  *
@@ -443,7 +444,7 @@ describe.each(cases)('the locked document equals findById(id).read(primary): $na
       if ((c.missing?.(() => new Types.ObjectId()) ?? []).includes(softDeleted)) await base.collection.insertOne({ _id: softDeleted, title: 'gone', deletedAt: new Date() });
       if (c.name.includes('discriminator model')) await base.collection.insertOne({ _id: notASquare, title: 'plain base document' });
       expect(directLoadProblem(model) === undefined).toBe(c.direct);
-      const reference = (m: AnyModel, id: unknown) => (c.leanSchema ? m.findById(id).read('primary').lean(false) : m.findById(id).read('primary'));
+      const reference = (m: AnyModel, id: unknown) => (c.leanSchema ? m.findById(id).read('primary').session(null).lean(false) : m.findById(id).read('primary').session(null));
       if (c.leanSchema) expect(await model.findById(stored[0]!._id).read('primary').exec()).not.toBeInstanceOf(mongoose.Document); // why the reference needs .lean(false)
 
       for (const { _id: id } of stored) {
@@ -527,7 +528,7 @@ test("a subscriber to Mongoose's query tracing sees the load as it sees findById
 });
 
 replicaSetOnly('transactions need a replica set')(
-  "inside connection.transaction() with transactionAsyncLocalStorage, the document carries the transaction's session as findById's does",
+  "inside connection.transaction() with transactionAsyncLocalStorage, the load stays outside the transaction: the document findById(id).read('primary').session(null) returns",
   async () => {
     const own = new mongoose.Mongoose({ transactionAsyncLocalStorage: true } as mongoose.MongooseOptions);
     const connection = own.createConnection(testUri(), { dbName: db.name, monitorCommands: true });
@@ -542,17 +543,17 @@ replicaSetOnly('transactions need a replica set')(
         if (event.commandName === 'find' && event.command.find === model.collection.collectionName) finds.push(event.command);
       });
       await connection.transaction(async (session) => {
-        expect(directLoadProblem(model)).toBe('transactionAsyncLocalStorage session');
-        const expected = (await model.findById(id).read('primary').exec()) as AnyDoc;
+        // The async-local session changes nothing of a load that never takes it: the direct load.
+        expect(directLoadProblem(model)).toBeUndefined();
+        const expected = (await model.findById(id).read('primary').session(null).exec()) as AnyDoc;
         const locked = await model.lock(id, 'owner');
-        // Mongoose 9.12 hands the async-local session to the command (Query._optionsForExec) but not
-        // to the document (_completeOne reads `this.options`): the two must agree, whatever it is.
         expect(locked.$session()).toBe(expected.$session());
+        expect(locked.$session()).toBeNull();
         expect(snapshot(locked)).toStrictEqual(snapshot(expected));
-        // Both reads ran in the caller's transaction (the driver sends its txnNumber with them).
-        expect(finds.map((find) => [find.txnNumber !== undefined, String(find.lsid?.id?.toString('hex'))])).toEqual([
-          [true, session.id?.id.toString('hex')],
-          [true, session.id?.id.toString('hex')],
+        // Neither read ran in the caller's transaction (the driver sends no txnNumber, and not its session).
+        expect(finds.map((find) => [find.txnNumber !== undefined, String(find.lsid?.id?.toString('hex')) === session.id?.id.toString('hex')])).toEqual([
+          [false, false],
+          [false, false],
         ]);
         await model.forceUnlock(id);
       });
