@@ -264,10 +264,10 @@ function foreignIndexOf(error: { code?: unknown; keyPattern?: unknown; errmsg?: 
   const afterDatabase = namespace.slice(namespace.indexOf('.') + 1);
   const marker = `${collection} index: `;
   if (!afterDatabase.startsWith(marker)) return undefined;
-  const index = afterDatabase.slice(marker.length);
-  if (index.startsWith('_id_ ')) return undefined;
-  const name = index.split(/ (?:collation|dup key): /)[0];
-  return `named ${JSON.stringify(name)}`;
+  // The name runs to " collation: " (an index with a collation) or " dup key: ". Only the exact
+  // name `_id_` is the `_id` index: any other name, "_id_ per owner" too, is another index.
+  const name = afterDatabase.slice(marker.length).split(/ (?:collation|dup key): /)[0];
+  return name === '_id_' ? undefined : `named ${JSON.stringify(name)}`;
 }
 
 function foreignIndexError(index: string, collection: string, detail: string): LockConfigurationError {

@@ -91,3 +91,29 @@ test('the single-lock path with an index named "_id_ per owner": LockConfigurati
   expect(got.error).toBe(LockConfigurationError.name);
   await M.forceUnlock(a._id);
 });
+
+test("a duplicate on the _id index itself (an upsert that lost an insert race) is no configuration error: the round is refused and retried", async () => {
+  const M = await workItemModel(conn.connection, { ttl: 30_000 }, `GroupIndexName${++counter}`);
+  const [a, b] = await M.create([{ title: 'a' }, { title: 'b' }]);
+  await (await M.lock(a._id, 'dave')).unlock(); // a's lock record exists now
+  // The first group `update` is answered as a lost insert race on `_id` is: a write error with
+  // mongod's own message for the `_id_` index, produced here by the server itself (an insert of a's
+  // existing record), since one server cannot be made to lose that race on demand. The driver's
+  // error is the one the plugin's own driver throws (Mongoose's `mongo`, one driver for both).
+  const locks = M.lockModel().collection as unknown as { bulkWrite: (...args: unknown[]) => Promise<unknown> };
+  const original = locks.bulkWrite;
+  let raced = 0;
+  locks.bulkWrite = async function lostRace(this: unknown, ...args: unknown[]) {
+    if (raced++ > 0) return original.apply(this, args);
+    // Through the operator's connection: not a command of the plugin's.
+    return operator.db!.collection(M.lockModel().collection.collectionName).bulkWrite([{ insertOne: { document: { _id: a._id } } }], { ordered: false });
+  };
+  try {
+    const docs = await M.lockMany([a._id, b._id], 'dave');
+    expect(raced).toBe(2);
+    expect(docs.map((d) => String(d._id))).toEqual([String(a._id), String(b._id)]);
+    await M.unlockMany(docs);
+  } finally {
+    locks.bulkWrite = original;
+  }
+});
