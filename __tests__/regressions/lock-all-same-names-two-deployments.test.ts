@@ -1,0 +1,84 @@
+/**
+ * `lockAll` refuses one document listed twice (InvalidLockArgumentError), and tells "one
+ * document" by database name + collection name + `_id` so that one document reached through two
+ * connections is caught (lock-all.ts; __tests__/regressions/lock-all-same-document-two-connections.test.ts).
+ * But a database name is a name within ONE deployment: two connections to two deployments (two
+ * clusters, a live cluster and its archive holding a copy of the document under the same `_id`)
+ * reach two documents, and two lock records, that merely share their names. lock-all.ts compared
+ * the names alone and refused those two documents as "the same document", before anything was
+ * sent: an all-or-nothing lock across two deployments could not be taken at all (before 822327f
+ * it could).
+ * Needs a second server (a private one of the test backend's kind); skipped, with a printed
+ * reason, where none can be started. Runs on a replica set and on a standalone server.
+ */
+import { Types } from 'mongoose';
+import { InvalidLockArgumentError, lockAll } from '../../src';
+import { startPrivateBackend, testTopology } from '../../test-backend/test-env';
+import { connect, connectTo, testDatabase, type MonitoredConnection } from '../support/db';
+import { workItemModel, type WorkItemModel } from '../support/work-item';
+
+jest.setTimeout(60_000);
+
+const db = testDatabase('lockall_two_deployments');
+let server: { uri: string; stop(): Promise<void> } | undefined;
+let unsupported: string | undefined;
+let here: MonitoredConnection;
+let there: MonitoredConnection;
+let hereAgain: MonitoredConnection;
+/** One model name and database name on the shared deployment and on another one. */
+let Here: WorkItemModel;
+let There: WorkItemModel;
+/** The shared deployment again, through a second client. */
+let HereAgain: WorkItemModel;
+
+beforeAll(async () => {
+  here = await connect(db.name);
+  hereAgain = await connect(db.name);
+  Here = await workItemModel(here.connection, { ttl: 20_000 }, 'TwoDeploymentsItem');
+  HereAgain = await workItemModel(hereAgain.connection, { ttl: 20_000 }, 'TwoDeploymentsItem');
+  const started = await startPrivateBackend(testTopology());
+  if ('unsupported' in started) {
+    unsupported = started.unsupported;
+    process.stdout.write(`[skipped] lockAll across two deployments: no second server (${unsupported})\n`);
+    return;
+  }
+  server = started;
+  there = await connectTo(server.uri, db.name);
+  There = await workItemModel(there.connection, { ttl: 20_000 }, 'TwoDeploymentsItem');
+}, 60_000);
+
+afterAll(async () => {
+  await db.drop(here.connection);
+  await Promise.all([here.close(), hereAgain.close(), there?.close()]);
+  await server?.stop();
+});
+
+test('the same database, collection and _id on two deployments are two documents: locked together, all or nothing', async () => {
+  if (unsupported) return;
+  const id = new Types.ObjectId();
+  await Here.create({ _id: id, title: 'live' });
+  await There.create({ _id: id, title: 'archive copy' });
+  const [live, copy] = await lockAll(
+    [
+      [Here, id],
+      [There, id],
+    ],
+    'alice',
+  );
+  expect([live.title, copy.title]).toEqual(['live', 'archive copy']);
+  expect([await Here.isLocked(id), await There.isLocked(id)]).toEqual([true, true]);
+  await Promise.all([live.unlock(), copy.unlock()]);
+});
+
+test('the same deployment through two clients is still one document: refused', async () => {
+  const { _id: id } = await Here.create({ title: 'one document' });
+  const error = await lockAll(
+    [
+      [Here, id],
+      [HereAgain, id],
+    ],
+    'bob',
+  ).catch((e: unknown) => e);
+  expect(error).toBeInstanceOf(InvalidLockArgumentError);
+  expect(await Here.isLocked(id)).toBe(false);
+});
