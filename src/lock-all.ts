@@ -6,6 +6,8 @@
  * distinct lock collection, one load per model.
  */
 import { readArgumentArray, validateLockCallOptions, validateOwner, type ResolvedCallOptions } from './arguments';
+import type { Connection } from 'mongoose';
+import { deploymentKeys } from './deployment-key';
 import { InvalidLockArgumentError } from './errors';
 import { typedErrors } from './failures';
 import { castIdList, validateIdList, type LockGroupOptions, type LockManyOptions } from './group-arguments';
@@ -52,9 +54,11 @@ function resolveTargets(targets: unknown, owner: unknown, rawOptions: unknown, h
   // Two targets are one document twice when they are the same `_id` in one collection of one
   // database (through one model, or through two models or connections bound to it), or one lock
   // (the same `_id` in one lock collection, which models may share: plugin option `collection`).
-  // By database and collection name, not by connection or model: two connections to one database
-  // reach the same documents.
-  const where = (connection: { name?: unknown }, collection: string) => `${String(connection.name)}\u0000${collection}`;
+  // By deployment, database name and collection name, not by connection or model: two connections
+  // to one database reach the same documents, and two deployments that share those names do not
+  // (deployment-key.ts).
+  const deployment = deploymentKeys(resolved.flatMap((r) => [r.model.db, r.runtime.lockModel.db]));
+  const where = (connection: Connection, collection: string) => `${deployment(connection)}\u0000${String(connection.name)}\u0000${collection}`;
   const cast = castIdList(
     resolved.map((r) => r.rawId),
     (id, i) => resolved[i].context.castId(resolved[i].model, id),

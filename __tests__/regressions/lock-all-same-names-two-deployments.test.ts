@@ -13,7 +13,8 @@
  */
 import { Types } from 'mongoose';
 import { InvalidLockArgumentError, lockAll } from '../../src';
-import { startPrivateBackend, testTopology } from '../../test-backend/test-env';
+import { startPrivateBackend, testTopology, testUri } from '../../test-backend/test-env';
+import { replicaSetOnly } from '../support/topology';
 import { connect, connectTo, testDatabase, type MonitoredConnection } from '../support/db';
 import { workItemModel, type WorkItemModel } from '../support/work-item';
 
@@ -82,3 +83,29 @@ test('the same deployment through two clients is still one document: refused', a
   expect(error).toBeInstanceOf(InvalidLockArgumentError);
   expect(await Here.isLocked(id)).toBe(false);
 });
+
+replicaSetOnly('a replica set names its members in hello.hosts; a standalone server has no such list')(
+  'one replica set reached through two clients seeded with different names of its member: one document, refused',
+  async () => {
+    const seed = new URL(testUri());
+    const renamed = seed.hostname === 'localhost' ? '127.0.0.1' : seed.hostname === '127.0.0.1' ? 'localhost' : undefined;
+    if (!renamed) return; // no second name known for this host
+    seed.hostname = renamed;
+    const other = await connectTo(seed.toString(), db.name);
+    try {
+      const Other = await workItemModel(other.connection, { ttl: 20_000 }, 'TwoDeploymentsItem');
+      const { _id: id } = await Here.create({ title: 'one document' });
+      const error = await lockAll(
+        [
+          [Here, id],
+          [Other, id],
+        ],
+        'carol',
+      ).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(InvalidLockArgumentError);
+      expect(await Here.isLocked(id)).toBe(false);
+    } finally {
+      await other.close();
+    }
+  },
+);
