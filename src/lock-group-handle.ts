@@ -9,7 +9,7 @@
 import { LockExpiredError, LockNotHeldError } from './errors';
 import { publishLost } from './diagnostics';
 import { typedErrors } from './failures';
-import { leaseLeft, settleRelease, type HeldLockState } from './held-lock';
+import { leaseLeft, leaseReleased, settleRelease, type HeldLockState } from './held-lock';
 import { asyncDispose } from './lock-handle';
 import { extendGroup, releaseGroup, type HeldGroup } from './lock-group';
 import { validateTtl } from './options';
@@ -134,10 +134,16 @@ export class LockGroupHandle<TDocs extends readonly unknown[]> implements AsyncD
     return this.group.parts.flatMap((part) => part.states);
   }
 
+  /**
+   * The locks the group still counts on: not lost, and not released by their holder. A member's own
+   * release (`unlock()`, `unlockMany`, `saveAndUnlock()`) ends its lease when it is sent and marks
+   * it 'released' only once answered (model finding F2); in between it has left the group, and its
+   * ended lease is no expiry of the group.
+   */
   private liveStates(): HeldLockState[] {
     return this.states().filter((state) => {
       settleRelease(state);
-      return state.lost === undefined;
+      return state.lost === undefined && !leaseReleased(state);
     });
   }
 

@@ -1,0 +1,314 @@
+/**
+ * PRODUCT.md properties 1, 13 and 15 for GROUPS under random stalls, checked against the server's
+ * own history (the group counterpart of lease-beliefs-under-stalls.test.ts): at no instant does
+ * one owner believe it holds a document of its group (that document's `heldLock().msLeft()` > 0)
+ * while the server grants that document to another owner, and no owner counts on a document
+ * longer than the server granted its acquisition at that moment.
+ *
+ * Owners (one connection and appName each) take groups of 2 or 3 of 4 documents, overlapping each
+ * other's, with `acquireLocks` (random ttl 400-1500 ms, `wait`, autoExtend on or off), hold them
+ * for up to 2.5 ttls, and meanwhile renew explicitly (sometimes two renewals at once, sometimes
+ * shorter than what is left: group-renewals-in-flight-together), save, `saveAndUnlock` one member
+ * (a member's own release racing the group's renewals), and release the group (`release()` or
+ * `unlockMany`). Faults at random: the server holds a victim's `update` (group takes, renewals
+ * and releases are `update` commands: failCommand blockConnection, past the ttl), a victim's
+ * `update` replies reach it late (support/late-replies.ts), or the whole process stands still.
+ *
+ * The independent record: the lock collection's change stream (owners in clear), replayed per
+ * document into grants (start: `acquiredAt`, the command's `$$NOW`; end: the last `expiresAt`
+ * written while its token was current); each owner's belief sampled every few milliseconds. The
+ * emulator runs on this machine, so the server's dates and `Date.now()` read one clock.
+ * Needs change streams and fail points: skipped on a standalone server.
+ */
+import { performance } from 'node:perf_hooks';
+import { mongo, type Types } from 'mongoose';
+import { deploymentFacts, testUri } from '../conformance/support/server';
+import { blockCommands, failPointOff } from '../plugin/guard/support';
+import { connect, sleep, testDatabase, type MonitoredConnection } from '../support/db';
+import { usesFailPoints } from '../support/fail-point-lock';
+import { lateReplies, on, type LateReplies } from '../support/late-replies';
+import { replicaSetOnly } from '../support/topology';
+import { workItemModel, type WorkItemModel } from '../support/work-item';
+
+usesFailPoints();
+
+const db = testDatabase('groupleasebeliefs');
+const OWNERS = 4;
+const DOCUMENTS = 4;
+const RUN_MS = Number(process.env.MPL_GROUP_BELIEFS_MS ?? 20_000);
+
+interface Owner {
+  name: string;
+  app: string;
+  conn: MonitoredConnection;
+  model: WorkItemModel;
+  late: LateReplies;
+}
+
+interface Grant {
+  owner: string;
+  token: string;
+  start: number;
+  end: number;
+  expiries: Array<{ at: number; expiresAt: number }>;
+}
+
+function grantedAt(grant: Grant, t: number): number {
+  let expiry = grant.expiries[0]!.expiresAt;
+  for (const entry of grant.expiries) if (entry.at <= t) expiry = entry.expiresAt;
+  return expiry;
+}
+
+interface Belief {
+  owner: string;
+  doc: string;
+  token: string;
+  t: number;
+  m: number;
+}
+
+let owners: Owner[] = [];
+let admin: MonitoredConnection;
+let adminModel: WorkItemModel;
+
+beforeAll(async () => {
+  if (!deploymentFacts().failPoints) return;
+  admin = await connect(db.name);
+  adminModel = await workItemModel(admin.connection, { ttl: 30_000, ownerStorage: 'plain' }, 'GroupBeliefs');
+  for (let i = 0; i < OWNERS; i++) {
+    const app = `mpl-gbeliefs-${i}-${process.pid}`;
+    const conn = await connect(db.name, { appName: app });
+    const model = await workItemModel(conn.connection, { ttl: 30_000, ownerStorage: 'plain' }, 'GroupBeliefs');
+    owners.push({ name: `owner-${i}`, app, conn, model, late: lateReplies(conn.connection) });
+  }
+}, 60_000);
+
+afterAll(async () => {
+  if (!admin) return;
+  await failPointOff(admin.connection).catch(() => undefined);
+  for (const owner of owners) owner.late.stop();
+  await db.drop(admin.connection);
+  await Promise.all([admin.close(), ...owners.map((owner) => owner.conn.close())]);
+  owners = [];
+});
+
+const rand = (lo: number, hi: number) => lo + Math.floor(Math.random() * (hi - lo));
+const pick = <T>(items: T[]): T => items[Math.floor(Math.random() * items.length)]!;
+
+/** Replays one document's change events into grants per token (as lease-beliefs-under-stalls). */
+function grantsFrom(events: mongo.ChangeStreamDocument[]): Grant[] {
+  const grants = new Map<string, Grant>();
+  let current: string | null = null;
+  let owner: string | null = null;
+  for (const event of events) {
+    if (event.operationType === 'delete') {
+      current = null;
+      owner = null;
+      continue;
+    }
+    let fields: Record<string, unknown>;
+    if (event.operationType === 'insert' || event.operationType === 'replace') fields = event.fullDocument as Record<string, unknown>;
+    else if (event.operationType === 'update') fields = event.updateDescription.updatedFields as Record<string, unknown>;
+    else continue;
+    const expiresAt = fields.expiresAt instanceof Date ? fields.expiresAt.getTime() : undefined;
+    const at = (event as { wallTime?: Date }).wallTime?.getTime() ?? 0;
+    if ('owner' in fields) owner = (fields.owner as string | null) ?? null;
+    if (typeof fields.token === 'string' && fields.token !== current) {
+      const start = (fields.acquiredAt as Date).getTime();
+      const replaced = current === null ? undefined : grants.get(current);
+      if (replaced && replaced.end > start) replaced.end = start;
+      current = fields.token;
+      grants.set(current, { owner: owner!, token: current, start, end: expiresAt!, expiries: [{ at, expiresAt: expiresAt! }] });
+    } else if ('token' in fields && fields.token === null) {
+      const grant = current === null ? undefined : grants.get(current);
+      if (grant && expiresAt !== undefined) {
+        grant.end = expiresAt;
+        grant.expiries.push({ at, expiresAt });
+      }
+      current = null;
+    } else if (expiresAt !== undefined && current !== null) {
+      const grant = grants.get(current)!;
+      grant.end = expiresAt;
+      grant.expiries.push({ at, expiresAt });
+    }
+  }
+  return [...grants.values()].sort((a, b) => a.start - b.start);
+}
+
+replicaSetOnly('change streams and fail points need a replica set')(
+  'groups under random stalls, pauses, late replies and racing renewals: no owner believes it holds a document while the server grants it to another',
+  async () => {
+    const docs = await adminModel.create(Array.from({ length: DOCUMENTS }, (_, i) => ({ title: `contended ${i}` })));
+    const ids: Types.ObjectId[] = docs.map((d) => d._id);
+    const locksName = adminModel.lockModel().collection.collectionName;
+    const watcher = new mongo.MongoClient(testUri());
+    await watcher.connect();
+    const stream: mongo.ChangeStream = watcher.db(db.name).collection(locksName).watch([], {});
+    const events: mongo.ChangeStreamDocument[] = [];
+    const first = await stream.tryNext();
+    if (first) events.push(first);
+    const collecting = (async () => {
+      try {
+        for (;;) events.push(await stream.next());
+      } catch {
+        // closed
+      }
+    })();
+
+    const beliefs: Belief[] = [];
+    type Handle = Awaited<ReturnType<WorkItemModel['acquireLocks']>>;
+    const live = new Map<string, Handle>();
+    const sampler = setInterval(() => {
+      for (const [owner, handle] of live) {
+        const t = Date.now();
+        for (const doc of handle.documents) {
+          const held = doc.heldLock();
+          if (!held) continue;
+          const m = held.msLeft();
+          if (m > 0) beliefs.push({ owner, doc: String(doc._id), token: held.token, t, m });
+        }
+      }
+    }, 3);
+
+    const stopAt = Date.now() + RUN_MS;
+    const outcomes = new Map<string, number>();
+    const log: string[] = [];
+    const count = (kind: string, detail = '') => {
+      log.push(`${Date.now()} ${kind} ${detail}`);
+      outcomes.set(kind, (outcomes.get(kind) ?? 0) + 1);
+    };
+    const settle = (kind: string, promise: Promise<unknown>, detail = '') => {
+      log.push(`${Date.now()} start ${kind} ${detail}`);
+      return promise.then(
+        () => count(kind, detail),
+        (error: unknown) => count(`${kind}: ${(error as Error).constructor.name}`, `${detail} ${(error as Error).message}`),
+      );
+    };
+
+    async function work(owner: Owner): Promise<void> {
+      while (Date.now() < stopAt) {
+        const ttl = rand(400, 1_500);
+        const size = rand(2, 4);
+        const set = [...ids].sort(() => Math.random() - 0.5).slice(0, size);
+        let handle: Handle;
+        try {
+          handle = await owner.model.acquireLocks(set, owner.name, { ttl, wait: 3_000, autoExtend: Math.random() < 0.7 });
+        } catch (error) {
+          count(`acquire: ${(error as Error).constructor.name}`);
+          continue;
+        }
+        count('acquired', `${owner.name} ${handle.documents.map((d) => String(d._id).slice(-2)).join(',')} token ${handle.documents[0]!.heldLock()!.token} ttl ${ttl}`);
+        live.set(owner.name, handle);
+        const until = performance.now() + rand(0, Math.round(ttl * 2.5));
+        try {
+          while (performance.now() < until && !handle.signal.aborted) {
+            await sleep(Math.min(40, Math.max(0, until - performance.now())));
+            const r = Math.random();
+            if (r < 0.04) {
+              const to = rand(200, 1_500);
+              await settle('extended', handle.extend(to), `${owner.name} to ${to}`);
+            } else if (r < 0.06) {
+              const [a, b] = [rand(200, 1_500), rand(200, 1_500)];
+              await settle('extended twice', Promise.all([handle.extend(a), handle.extend(b)]), `${owner.name} to ${a} and ${b}`);
+            }
+            else if (r < 0.1) {
+              const doc = pick(handle.documents);
+              if (doc.heldLock()) {
+                doc.edits += 1;
+                await settle('saved', doc.save(), `${owner.name} ${String(doc._id).slice(-2)}`);
+              }
+            } else if (r < 0.12) {
+              // A member's own release, racing the group's renewals.
+              const doc = pick(handle.documents);
+              if (doc.heldLock()) {
+                doc.edits += 1;
+                const to = rand(300, 1_500);
+                await settle('member saveAndUnlock', Promise.all([doc.saveAndUnlock(), handle.extend(to).catch(() => undefined)]), `${owner.name} ${String(doc._id).slice(-2)} extend ${to}`);
+              }
+            }
+          }
+        } finally {
+          live.delete(owner.name);
+          if (Math.random() < 0.5) await settle('released', handle.release(), owner.name);
+          else {
+            const held = handle.documents.filter((doc) => doc.heldLock());
+            await settle('unlockMany', held.length > 0 ? owner.model.unlockMany(held) : Promise.resolve(), owner.name);
+            await handle.release().catch(() => undefined);
+          }
+        }
+      }
+    }
+
+    async function faults(): Promise<void> {
+      while (Date.now() < stopAt) {
+        await sleep(rand(200, 700));
+        const victim = pick(owners);
+        const kind = rand(0, 4);
+        try {
+          if (kind === 0) {
+            await blockCommands(admin.connection, { appName: victim.app, namespace: `${db.name}.${locksName}`, commands: ['update'], blockTimeMS: rand(300, 1_600), times: rand(1, 3) });
+            count('fault: update held', victim.name);
+          } else if (kind === 1) {
+            victim.late.arm(on('update', locksName), rand(200, 1_300));
+            count('fault: late reply', victim.name);
+          } else if (kind === 2) {
+            const end = performance.now() + rand(300, 1_300);
+            while (performance.now() < end) {
+              // the whole process stands still
+            }
+            count('fault: process pause');
+          }
+        } catch {
+          count('fault: could not arm');
+        }
+      }
+      await failPointOff(admin.connection);
+    }
+
+    await Promise.all([...owners.map((owner) => work(owner)), faults()]);
+    clearInterval(sampler);
+    await sleep(500);
+    await stream.close();
+    await collecting;
+    await watcher.close();
+
+    const byDoc = new Map<string, mongo.ChangeStreamDocument[]>();
+    for (const event of events) {
+      const key = String((event as { documentKey?: { _id: unknown } }).documentKey?._id);
+      const list = byDoc.get(key) ?? [];
+      list.push(event);
+      byDoc.set(key, list);
+    }
+    const grantsByDoc = new Map([...byDoc].map(([doc, list]) => [doc, grantsFrom(list)]));
+    const serverOverlaps: string[] = [];
+    const beliefOverlaps: string[] = [];
+    let grantCount = 0;
+    for (const [doc, grants] of grantsByDoc) {
+      grantCount += grants.length;
+      for (let i = 1; i < grants.length; i++) {
+        const previous = grants[i - 1]!;
+        const next = grants[i]!;
+        if (next.owner !== previous.owner && next.start < previous.end) serverOverlaps.push(`${doc}: ${previous.owner} until ${previous.end} / ${next.owner} from ${next.start}`);
+      }
+    }
+    for (const belief of beliefs) {
+      const grants = grantsByDoc.get(belief.doc) ?? [];
+      const other = grants.find((grant) => grant.owner !== belief.owner && grant.start + 1 < belief.t && belief.t < grant.end);
+      if (other) beliefOverlaps.push(`${belief.doc}: ${belief.owner} believed at ${belief.t} (for ${Math.round(belief.m)} ms) while ${other.owner} held [${other.start}, ${other.end}]`);
+      const own = grants.find((grant) => grant.token === belief.token);
+      if (!own) beliefOverlaps.push(`${belief.doc}: ${belief.owner} believed at ${belief.t} in an acquisition the server never granted`);
+      else if (belief.t + belief.m > grantedAt(own, belief.t) + 1) {
+        beliefOverlaps.push(`${belief.doc}: ${belief.owner} counted at ${belief.t} on its lock until ${Math.round(belief.t + belief.m)}, the server had granted it until ${grantedAt(own, belief.t)}`);
+      }
+    }
+    if (beliefOverlaps.length > 0 && process.env.MPL_GROUP_BELIEFS_DUMP) {
+      const { writeFileSync } = await import('node:fs');
+      writeFileSync(process.env.MPL_GROUP_BELIEFS_DUMP, JSON.stringify({ beliefOverlaps, grants: Object.fromEntries(grantsByDoc), log }, null, 1));
+    }
+    process.stdout.write(`group lease beliefs: ${grantCount} grants, ${beliefs.length} belief samples, outcomes ${JSON.stringify(Object.fromEntries(outcomes))}\n`);
+    expect(grantCount).toBeGreaterThan(10);
+    expect(serverOverlaps).toEqual([]);
+    expect(beliefOverlaps.slice(0, 5)).toEqual([]);
+  },
+  RUN_MS + 120_000,
+);
