@@ -67,6 +67,11 @@ interface Lease {
   round: { bound: number; applied: GrantTiming | undefined } | undefined;
   /** Set when the holder released the acquisition (any instance of it): nothing is held. */
   released: boolean;
+  /**
+   * Commits on their way that carry a release of this acquisition (suspendLease): while any is,
+   * nothing is counted on, as after a release that was sent.
+   */
+  suspended: number;
   /** The ttl of the instance that first carried this acquisition: what a resume without its own ttl adds (the record's `ttl`). */
   readonly ttl: number;
   /** Called after every change of the above (a handle re-arms its timers). */
@@ -175,6 +180,7 @@ export function newHeldLockState(fields: HeldLockFields, timing: GrantTiming): H
       inFlight: 0,
       round: undefined,
       released: false,
+      suspended: 0,
       ttl: fields.ttl,
       listeners: new Set(),
       key: undefined,
@@ -187,7 +193,7 @@ export function newHeldLockState(fields: HeldLockFields, timing: GrantTiming): H
   // Object.defineProperty after it: the object keeps a fast shape.
   const lock = {
     ...rest,
-    msLeft: () => (state.lost === undefined && !shared.released ? Math.max(0, shared.validUntil - monotonicNow()) : 0),
+    msLeft: () => (state.lost === undefined && !shared.released && shared.suspended === 0 ? Math.max(0, shared.validUntil - monotonicNow()) : 0),
     get ticket(): string {
       if (issued === undefined) {
         issued = (ticket as () => string)();
@@ -232,7 +238,7 @@ export function newHeldLockState(fields: HeldLockFields, timing: GrantTiming): H
 
 /** Milliseconds this process may still count on the lock (negative once the lease ran out or the holder released it). */
 export function leaseLeft(state: HeldLockState): number {
-  return state.lease.released ? -Infinity : state.lease.validUntil - monotonicNow();
+  return state.lease.released || state.lease.suspended > 0 ? -Infinity : state.lease.validUntil - monotonicNow();
 }
 
 /** Calls `listener` after every change of the acquisition's lease (any instance's); returns the unsubscribe. */
@@ -241,9 +247,34 @@ export function onLeaseChange(state: HeldLockState, listener: () => void): () =>
   return () => state.lease.listeners.delete(listener);
 }
 
-/** Whether the holder released this acquisition (through any instance of it). */
+/**
+ * Whether the holder released this acquisition (through any instance of it), or sent a commit that
+ * carries its release (suspendLease).
+ */
 export function leaseReleased(state: HeldLockState): boolean {
-  return state.lease.released;
+  return state.lease.released || state.lease.suspended > 0;
+}
+
+/**
+ * Before a commit that carries a release of this acquisition is sent (saveAndUnlock in the write
+ * guard's own transaction): the release applies when the server applies the commit, which may be
+ * long before its reply arrives, and from then on another owner may take the lock. So, as a
+ * release ends the lease when it is sent (model finding F2), no instance counts on the lock from
+ * the send on. Returns the resumption, for a commit known NOT to have applied (the transaction was
+ * aborted): the lease is counted on again as it was (time-based, it stayed conservative). Once the
+ * commit is known to have applied, the caller ends the lease (releaseLease).
+ */
+export function suspendLease(state: HeldLockState): () => void {
+  const { lease } = state;
+  lease.suspended++;
+  changed(lease);
+  let resumed = false;
+  return () => {
+    if (resumed) return;
+    resumed = true;
+    lease.suspended--;
+    changed(lease);
+  };
 }
 
 /** Extensions or resumes of the acquisition on their way (a handle does not renew meanwhile). */

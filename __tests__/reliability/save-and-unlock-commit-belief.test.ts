@@ -20,8 +20,12 @@
  */
 import { mongo, type Types } from 'mongoose';
 import { connect, testDatabase, type MonitoredConnection } from '../support/db';
+import { usesFailPoints } from '../support/fail-point-lock';
 import { replicaSetOnly } from '../support/topology';
 import { workItemModel, type WorkItemModel } from '../support/work-item';
+
+// Two tests make the commit fail (failCommand on commitTransaction).
+usesFailPoints();
 
 const db = testDatabase('save_unlock_commit_belief');
 let first: MonitoredConnection;
@@ -96,11 +100,15 @@ txnTest("a member of a group: neither the member nor the group handle counts on 
     const saving = member.saveAndUnlock();
     await hold.applied;
     const dave = await B.lock(ids[0], 'dave');
-    const beliefs = { member: member.heldLock()?.msLeft() ?? 0, dave: dave.heldLock()!.msLeft() };
+    const beliefs = { member: member.heldLock()?.msLeft() ?? 0, dave: dave.heldLock()!.msLeft(), group: handle.msLeft(), lost: handle.signal.aborted };
     hold.deliver();
     await saving;
     expect(beliefs.dave).toBeGreaterThan(0);
     expect(beliefs.member).toBe(0);
+    // The member left the group (its holder released it): the group counts on the other one.
+    expect(beliefs.lost).toBe(false);
+    expect(beliefs.group).toBeGreaterThan(0);
+    expect(handle.signal.aborted).toBe(false);
     await dave.unlock();
   } finally {
     hold.deliver();
@@ -121,4 +129,48 @@ txnTest('a saveAndUnlock whose save matches nothing (the transaction is aborted,
   expect(erin.heldLock()!.msLeft()).toBeGreaterThan(0);
   expect(await A.isLocked(id)).toBe(true);
   await erin.unlock();
+});
+
+/** Fails the next `times` commitTransaction commands of this test's connections with `data`. */
+async function failCommits(times: number, data: Record<string, unknown>): Promise<void> {
+  await second.connection.getClient().db('admin').command({ configureFailPoint: 'failCommand', mode: { times }, data: { failCommands: ['commitTransaction'], ...data } });
+}
+
+txnTest('a commit refused as a transient error (the transaction did not apply) is retried: the save and the release commit together', async () => {
+  const { _id: id } = await A.create({ title: 'retried' });
+  const frank = await A.lock(id, 'frank');
+  await failCommits(1, { errorCode: 112, errorLabels: ['TransientTransactionError'] });
+  try {
+    frank.title = 'saved after a retried commit';
+    await frank.saveAndUnlock();
+  } finally {
+    await second.connection.getClient().db('admin').command({ configureFailPoint: 'failCommand', mode: 'off' });
+  }
+  expect(frank.heldLock()).toBeNull();
+  expect(await A.isLocked(id)).toBe(false);
+  expect((await A.findById(id))!.title).toBe('saved after a retried commit');
+});
+
+txnTest('a commit that applied but whose outcome stays unknown to the guard: the instance counts on nothing', async () => {
+  const { _id: id } = await A.create({ title: 'unknown' });
+  const gina = await A.lock(id, 'gina');
+  // Every commit applies on the server, and its answer is lost as a MaxTimeMSExpired would be: the
+  // driver labels it UnknownTransactionCommitResult, and the guard does not retry that one
+  // (transaction.ts commit). The release has applied; the guard cannot know it.
+  const proto = mongo.ClientSession.prototype as unknown as { commitTransaction: (...args: unknown[]) => Promise<unknown> };
+  const original = proto.commitTransaction;
+  proto.commitTransaction = async function answerLost(this: unknown, ...args: unknown[]) {
+    await original.apply(this, args);
+    throw new mongo.MongoServerError({ message: 'operation exceeded time limit', errmsg: 'operation exceeded time limit', code: 50, codeName: 'MaxTimeMSExpired', errorLabels: ['UnknownTransactionCommitResult'] });
+  };
+  let error: unknown;
+  try {
+    gina.title = 'saved, answer lost';
+    error = await gina.saveAndUnlock().then(() => undefined, (e: unknown) => e);
+  } finally {
+    proto.commitTransaction = original;
+  }
+  expect(error).toBeDefined();
+  expect(await A.isLocked(id)).toBe(false);
+  expect(gina.heldLock()?.msLeft() ?? 0).toBe(0);
 });

@@ -37,6 +37,12 @@ const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
 /** Transaction options for the guard: reads from the primary; the write's own write concern at commit. */
 export interface GuardTransactionOptions {
   writeConcern?: mongo.WriteConcernSettings;
+  /**
+   * Called immediately before each commit is sent; may return what to do if that commit is known
+   * NOT to have applied (the transaction was aborted: TransientTransactionError without
+   * UnknownTransactionCommitResult). A commit whose outcome stays unknown calls nothing.
+   */
+  beforeCommit?: () => (() => void) | undefined;
 }
 
 /**
@@ -83,11 +89,14 @@ export async function runInTransaction<T>(
         if (hasLabel(error, 'TransientTransactionError') && (await backedOff(attempt, deadline))) continue;
         throw error;
       }
+      const notApplied = options.beforeCommit?.();
       try {
         await commit(own, deadline);
         return result;
       } catch (error) {
-        if (hasLabel(error, 'TransientTransactionError') && !hasLabel(error, 'UnknownTransactionCommitResult') && (await backedOff(attempt, deadline))) continue;
+        const aborted = hasLabel(error, 'TransientTransactionError') && !hasLabel(error, 'UnknownTransactionCommitResult');
+        if (aborted) notApplied?.();
+        if (aborted && (await backedOff(attempt, deadline))) continue;
         throw error;
       }
     }

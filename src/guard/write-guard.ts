@@ -21,7 +21,7 @@ import { mongo, type Connection } from 'mongoose';
 import { supportsTransactions } from '../deployment';
 import { InvalidLockArgumentError, InvalidLockOptionError, LockDatabaseError, LockNotHeldError, LockedError } from '../errors';
 import { toLockError } from '../failures';
-import { lostError, releaseOutcomeUnknown, settleReleaseWithServer } from '../held-lock';
+import { lostError, releaseOutcomeUnknown, settleReleaseWithServer, suspendLease } from '../held-lock';
 import { ClaimRaceError, type Blocker, type ClaimResult, type LockStore } from '../lock-store';
 import type { OwnerKey } from '../owner-key';
 import { documentWriteFor, inBulkSave, isSaveWrite, type DocumentWrite } from './document-context';
@@ -232,7 +232,11 @@ export class WriteGuard {
     const { mode } = call;
     if (mode.kind === 'joined') return body(mode.session, true).catch((error: unknown) => Promise.reject(joinedError(error)));
     if (mode.kind === 'atomic') {
-      return runInTransaction(this.settings.connection, mode.session, (session) => body(session, true), { writeConcern: commitWriteConcern(call.options) });
+      // saveAndUnlock: a commit that carries the holder's release ends its lease when it is sent
+      // (held-lock.ts suspendLease), and gives it back only if that commit surely did not apply.
+      const { writer } = call;
+      const beforeCommit = writer.kind === 'holder' && writer.release ? () => (writer.document.released ? suspendLease(writer.document.state!) : undefined) : undefined;
+      return runInTransaction(this.settings.connection, mode.session, (session) => body(session, true), { writeConcern: commitWriteConcern(call.options), beforeCommit });
     }
     return body(mode.session, false);
   }
