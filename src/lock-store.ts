@@ -677,7 +677,7 @@ export class LockStore {
 
   /** Reads the lock record and works out why an acquisition is no longer current. */
   private async explainLoss(state: HeldLockState, session?: ClientSession): Promise<LockNotHeldError> {
-    const record = await this.locks.findOne({ _id: state.lock.documentId } as Document, { projection: { token: 1, fence: 1 }, session, ...PRIMARY });
+    const record = await this.locks.findOne({ _id: state.lock.documentId } as Document, { projection: { token: 1, fence: 1, expiresAt: 1 }, session, ...PRIMARY });
     return this.lossFrom(state, record);
   }
 
@@ -690,6 +690,8 @@ export class LockStore {
       mine: record.token === state.lock.token,
       other: typeof record.token === 'string' && record.token !== state.lock.token,
       fence: record.fence === undefined || record.fence === null ? undefined : Number(record.fence),
+      // The server's expiry (another instance of the acquisition, in another process, may have moved it).
+      ...(record.expiresAt instanceof Date ? { expiresAt: record.expiresAt } : {}),
     };
     const error = lossOf(state, view, this.purgeAfterMs);
     state.lost = error.reason;
