@@ -30,7 +30,9 @@ export interface RecordView {
  * than the ttl. A record gone before the lock's expiry was therefore released and purged, or
  * deleted (the collection dropped, the record removed by hand): 'released' once a release right
  * after the acquisition could have been purged (`acquiredAt + purgeAfter` has passed by the
- * server's clock, estimated late), else 'vanished', which then is certain. A record without a
+ * server's clock, estimated late), else 'vanished', which then is certain as long as
+`purgeAfterMs` is what the TTL index keeps now (LockStore asks the index before it says
+'vanished': LockStore.purgeAfterNow). A record without a
  * fence is no acquisition's (a write guard's claim, lock-store.ts claimForWrite): ours is gone.
  */
 export function lossOf(state: HeldLockState, record: RecordView | null, purgeAfterMs: number): LockNotHeldError {

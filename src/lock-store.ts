@@ -308,6 +308,7 @@ export class LockStore {
    * @param purgeAfterMs the TTL index's expiry (`purgeAfter`, in whole seconds as the index keeps
    *   it): how long a released or expired record stays before the TTL monitor may delete it. Only
    *   words an error (lossFrom); unknown (Infinity), a record gone before expiry is 'vanished'.
+   *   Before it says 'vanished', the store reads what the index keeps now (purgeAfterNow).
    */
   constructor(
     private readonly locks: Collection<Document>,
@@ -519,7 +520,7 @@ export class LockStore {
       ...PRIMARY,
     });
     if (record && record.token === token && (record.expiresAt as Date) > (record.now as Date)) return;
-    throw this.lossFrom(state, record);
+    throw await this.lossFrom(state, record);
   }
 
   /** The unexpired lock on a document, if any, with the server's view of its remaining time. */
@@ -685,7 +686,7 @@ export class LockStore {
    * The error for a lost acquisition, given its record as just read (or null if it is gone), by
    * the judgment single locks and groups share (lock-loss.ts, lossOf); recorded in `state.lost`.
    */
-  private lossFrom(state: HeldLockState, record: Document | null): LockNotHeldError {
+  private async lossFrom(state: HeldLockState, record: Document | null): Promise<LockNotHeldError> {
     const view: RecordView | null = record && {
       mine: record.token === state.lock.token,
       other: typeof record.token === 'string' && record.token !== state.lock.token,
@@ -693,9 +694,36 @@ export class LockStore {
       // The server's expiry (another instance of the acquisition, in another process, may have moved it).
       ...(record.expiresAt instanceof Date ? { expiresAt: record.expiresAt } : {}),
     };
-    const error = lossOf(state, view, this.purgeAfterMs);
+    let error = lossOf(state, view, this.purgeAfterMs);
+    if (error.reason === 'vanished') error = lossOf(state, view, await this.purgeAfterNow());
     state.lost = error.reason;
     return error;
+  }
+
+  /**
+   * How long the TTL index keeps released records NOW, at most this process's `purgeAfter`, for a
+   * loss the configured value would call 'vanished' (gone before a release could have been purged):
+   * another deploy may have shortened it since this process started (lock-collection-setup.ts moves
+   * the index to its own `purgeAfter` with collMod), and then a release purged by it is no deletion.
+   * One `listIndexes` (as the setup's, #cmd-setup-list-indexes), only on that rare path. No TTL
+   * index on `expiresAt` (or no collection): nothing purges, the configured value stands. A read
+   * that fails: 0, since a purge can then not be ruled out (the error says 'released', "unless it
+   * was deleted by hand").
+   */
+  private async purgeAfterNow(): Promise<number> {
+    try {
+      const indexes = await this.locks.listIndexes(PRIMARY as mongo.ListIndexesOptions).toArray();
+      let kept = this.purgeAfterMs;
+      for (const index of indexes) {
+        const fields = Object.keys((index.key ?? {}) as Document);
+        const seconds = index.expireAfterSeconds as unknown;
+        if (fields.length === 1 && fields[0] === 'expiresAt' && typeof seconds === 'number') kept = Math.min(kept, seconds * 1000);
+      }
+      return kept;
+    } catch (error) {
+      if ((error as { code?: unknown }).code === 26) return this.purgeAfterMs; // NamespaceNotFound: no collection, no index
+      return 0;
+    }
   }
 
   // ---- The web story's commands (tickets, unlock by owner, status, listing); each is described,
@@ -1138,6 +1166,7 @@ export class LockStore {
       .toArray();
     const byId = new Map(records.map((r) => [idKey(r._id), r]));
     let released: LockNotHeldError | undefined;
+    let purgeAfterNow: number | undefined;
     for (const state of states) {
       const record = byId.get(idKey(state.lock.documentId));
       if (record?.held === true) continue; // still this acquisition's
@@ -1150,7 +1179,9 @@ export class LockStore {
             ...(record.expiresAt instanceof Date ? { expiresAt: record.expiresAt } : {}),
           }
         : null;
-      const error = lossOf(state, view, this.purgeAfterMs);
+      let error = lossOf(state, view, this.purgeAfterMs);
+      // As lossFrom: 'vanished' only by how long the TTL index keeps released records now.
+      if (error.reason === 'vanished') error = lossOf(state, view, (purgeAfterNow ??= await this.purgeAfterNow()));
       if (error.reason !== 'released' || !afterOwnRelease) return error;
       released ??= error;
     }
