@@ -109,3 +109,51 @@ replicaSetOnly('a replica set names its members in hello.hosts; a standalone ser
     }
   },
 );
+
+test('useDb views of one connection: the same database is one document (refused), another database another (locked)', async () => {
+  const same = here.connection.useDb(db.name, { useCache: false });
+  const other = here.connection.useDb(`${db.name}_view`, { useCache: false });
+  const Same = await workItemModel(same, { ttl: 20_000 }, 'TwoDeploymentsItem');
+  const Other = await workItemModel(other, { ttl: 20_000 }, 'TwoDeploymentsItem');
+  try {
+    const id = new Types.ObjectId();
+    await Here.create({ _id: id, title: 'here' });
+    await Other.create({ _id: id, title: 'other database' });
+    const refused = await lockAll(
+      [
+        [Here, id],
+        [Same, id],
+      ],
+      'dave',
+    ).catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(InvalidLockArgumentError);
+    const [a, b] = await lockAll(
+      [
+        [Here, id],
+        [Other, id],
+      ],
+      'dave',
+    );
+    expect([a.title, b.title]).toEqual(['here', 'other database']);
+    await Promise.all([a.unlock(), b.unlock()]);
+  } finally {
+    await other.dropDatabase();
+  }
+});
+
+test('two models sharing one lock collection (plugin option `collection`): the same _id is one lock, refused', async () => {
+  const One = await workItemModel(here.connection, { ttl: 20_000, collection: 'shared_locks_two_deployments' }, 'SharedLocksOne');
+  const Two = await workItemModel(hereAgain.connection, { ttl: 20_000, collection: 'shared_locks_two_deployments' }, 'SharedLocksTwo');
+  const id = new Types.ObjectId();
+  await One.create({ _id: id, title: 'one' });
+  await Two.create({ _id: id, title: 'two' });
+  const error = await lockAll(
+    [
+      [One, id],
+      [Two, id],
+    ],
+    'erin',
+  ).catch((e: unknown) => e);
+  expect(error).toBeInstanceOf(InvalidLockArgumentError);
+  expect(await One.isLocked(id)).toBe(false);
+});
