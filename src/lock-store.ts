@@ -678,8 +678,25 @@ export class LockStore {
 
   /** Reads the lock record and works out why an acquisition is no longer current. */
   private async explainLoss(state: HeldLockState, session?: ClientSession): Promise<LockNotHeldError> {
-    const record = await this.locks.findOne({ _id: state.lock.documentId } as Document, { projection: { token: 1, fence: 1, expiresAt: 1 }, session, ...PRIMARY });
-    return this.lossFrom(state, record);
+    const { documentId, token, fence } = state.lock;
+    const record = await this.locks.findOne({ _id: documentId } as Document, { projection: { token: 1, fence: 1, expiresAt: 1 }, session, ...PRIMARY });
+    const ours = record !== null && (record.token === token || Number(record.fence) === fence);
+    if (!session?.inTransaction() || ours) return this.lossFrom(state, record);
+    // Inside a transaction the read is of its snapshot, taken at its first operation (R12): no
+    // record, or an earlier acquisition's, may only say that this lock was taken after it (every
+    // lock call runs outside the caller's transaction). The record as it is now decides (the
+    // verify read, #cmd-verify-read): still this acquisition's, the lock is held and only this
+    // transaction cannot see it, so the instance keeps it (`lost` stays unset).
+    const now = await this.locks.findOne({ _id: documentId } as Document, { projection: { token: 1, fence: 1, expiresAt: 1, now: '$$NOW' }, ...PRIMARY });
+    if (now && now.token === token && (now.expiresAt as Date) > (now.now as Date)) {
+      return new LockNotHeldError(
+        documentId,
+        'not_locked',
+        `The lock on document ${describeId(documentId)} was taken after this transaction's snapshot (its first operation), so the transaction cannot see it and nothing was written in it. ` +
+          'The lock is still held: take it before the transaction begins, or write outside the transaction.',
+      );
+    }
+    return this.lossFrom(state, now);
   }
 
   /**
