@@ -53,9 +53,15 @@ interface Grant {
   expiries: Array<{ at: number; expiresAt: number }>;
 }
 
+/**
+ * The expiry the server had granted `grant` at wall time `t`: the last written before `t`. Change
+ * events carry whole milliseconds, as do the samples: a write in the very millisecond of a sample
+ * may have come after it, so only writes of earlier milliseconds count (the other check allows the
+ * same millisecond: `grant.start + 1 < belief.t`).
+ */
 function grantedAt(grant: Grant, t: number): number {
   let expiry = grant.expiries[0]!.expiresAt;
-  for (const entry of grant.expiries) if (entry.at <= t) expiry = entry.expiresAt;
+  for (const entry of grant.expiries) if (entry.at < t) expiry = entry.expiresAt;
   return expiry;
 }
 
