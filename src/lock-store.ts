@@ -315,11 +315,22 @@ export class LockStore {
   ) {}
 
   /**
+   * `<database>.<collection>` of the lock collection. Read from the collection's connection: the
+   * store holds Mongoose's collection, whose wrapper passes the driver's methods on but not its
+   * getters (`namespace` is undefined there: lib/drivers/node-mongodb-native/collection.js skips
+   * properties with getters), and the database name is known only once the connection opened.
+   */
+  private get namespace(): string {
+    const locks = this.locks as unknown as { namespace?: string; collectionName: string; conn?: { name?: string } };
+    return locks.namespace ?? `${locks.conn?.name ?? ''}.${locks.collectionName}`;
+  }
+
+  /**
    * Notes that the caller's transaction on `session` writes the lock records of `ids` (the guard's
    * joined writes), so that a lock call outside it is refused instead of waiting for it.
    */
   noteCallerTransaction(ids: unknown[], session: ClientSession): void {
-    callerTransactions.note(this.locks.namespace, ids, session);
+    callerTransactions.note(this.namespace, ids, session);
   }
 
   /**
@@ -329,7 +340,7 @@ export class LockStore {
    * the write inside that very transaction.
    */
   refuseWritesInOpenTransaction(ids: unknown[]): void {
-    for (const id of ids) if (callerTransactions.writing(this.locks.namespace, id)) throw new LockedByTransactionError(id, 'write');
+    for (const id of ids) if (callerTransactions.writing(this.namespace, id)) throw new LockedByTransactionError(id, 'write');
   }
 
   /**
@@ -339,7 +350,7 @@ export class LockStore {
    */
   private refuseIfInOpenTransaction(documentId: unknown, session?: ClientSession): void {
     if (session?.inTransaction()) return;
-    if (callerTransactions.writing(this.locks.namespace, documentId)) throw new LockedByTransactionError(documentId);
+    if (callerTransactions.writing(this.namespace, documentId)) throw new LockedByTransactionError(documentId);
   }
 
   /**
@@ -947,7 +958,7 @@ export class LockStore {
    * read, which runs outside that transaction).
    */
   writtenByCallerTransaction(documentId: unknown): boolean {
-    return callerTransactions.writing(this.locks.namespace, documentId);
+    return callerTransactions.writing(this.namespace, documentId);
   }
 
   // ---- Several documents under one acquisition (Model.lockMany, lockAll, the group handle). Each
