@@ -109,7 +109,7 @@ const notThatObjectId = forgeries.filter(([, make]) => {
 test('the oracle: on this js-bson, all but the type-tag forgeries (read by 7.x only) serialize to something other than the ObjectId they carry', () => {
   const major = Number(mongoose.version.split('.')[0]);
   // js-bson 6 dispatches on `_bsontype`, 7 on the type tag: an own type tag changes nothing on 6.
-  const expected = forgeries.filter(([name]) => major >= 9 || !name.includes('BSON type tag "')).map(([name]) => name);
+  const expected = forgeries.filter(([name]) => major >= 9 || !name.startsWith('an ObjectId with an own BSON type tag')).map(([name]) => name);
   expect(notThatObjectId.map(([name]) => name)).toEqual(expected);
   expect(serialized(queryInDisguise())).toEqual({ type: 0x03 });
   expect(serialized(new Types.ObjectId(HEX))).toEqual({ objectId: HEX });
