@@ -157,8 +157,9 @@ function changed(lease: Lease): void {
 export function newHeldLockState(fields: HeldLockFields, timing: GrantTiming): HeldLockState {
   const { ticket, ...rest } = fields;
   let issued = typeof ticket === 'string' ? ticket : undefined;
-  // A resume joins the lease of an instance here whose ticket was read (a resume needs the
-  // ticket); a fresh acquisition is entered in the map only when its ticket is first read.
+  // A resume joins the lease of an instance here that knows the ticket (one whose ticket was read,
+  // or a resume: created with its ticket string); a fresh acquisition is entered in the map only
+  // when its ticket is first read.
   let lease = knownLease(fields.documentId, fields.token);
   if (lease) {
     const deadline = leaseDeadline(timing);

@@ -143,7 +143,10 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
         acquiredAt: grant.acquiredAt,
         expiresAt: grant.expiresAt,
         ttl: grant.ttl ?? call.ttl,
-        ticket: () => issueTicket(documentId, grant.token, grant.fence),
+        // A resume names an acquisition that other instances in this process may carry or take up
+        // later (the same ticket resumed by two requests, issued by another server): it enters the
+        // map of leases at once, as its ticket is known (held-lock.ts, newHeldLockState).
+        ticket: resuming ? issueTicket(documentId, grant.token, grant.fence) : () => issueTicket(documentId, grant.token, grant.fence),
         label: grant.label,
       };
       const state = newHeldLockState(held, grant);
