@@ -4,12 +4,14 @@
  * group, in every lock collection (lock-group.ts), so the order's lock and the invoice's lock are
  * two acquisitions with the same `_id` and the same token, in two lock collections.
  *
- * This process's map of leases (src/held-lock.ts) finds an acquisition by `_id` and token. Since
+ * This process's map of leases (src/held-lock.ts) found an acquisition by `_id` and token. Since
  * f0c6a94 a member enters that map when its ticket is read; reading the invoice's ticket after the
  * order's puts the invoice's lease under the key the order's lease was under, and a resume of the
  * ORDER's acquisition then joins the INVOICE's lease: the order instance that took the lock never
  * hears that its lock was shortened or released through the resumed instance, and keeps counting
- * on a lease the server no longer grants.
+ * on a lease the server no longer grants. (Before f0c6a94 the two members joined one lease when
+ * they were created: conservative, but the invoice then believed its lock released when the
+ * order's was.) Now the map is keyed by lock collection too (LockStore.namespace).
  *
  * Independent check: the emulator runs on this machine, so a lock record's `expiresAt` (server
  * clock) and `Date.now()` read one clock.
