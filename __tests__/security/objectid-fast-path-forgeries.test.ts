@@ -225,3 +225,56 @@ describe("an ObjectId whose own byte array answers otherwise than by its element
     await locked.unlock();
   });
 });
+
+/**
+ * sameId (plugin.ts, loadLocked: the loaded `_id` must be the locked one) must agree with idKey
+ * equality for every pair, and idKey must key a value that serializes as an ObjectId by the bytes
+ * the serializer writes, whichever path reads it.
+ */
+test('sameId agrees with idKey on every pair of ids, forgeries included; an id serializing as an ObjectId is keyed by the bytes js-bson writes', () => {
+  class Sub extends mongo.ObjectId {}
+  const values: unknown[] = [
+    new Types.ObjectId(HEX),
+    new mongo.ObjectId(HEX),
+    new Types.ObjectId(),
+    new Sub(HEX),
+    new Proxy(new Types.ObjectId(HEX), {}),
+    Object.assign(new Types.ObjectId(), { toBSON: () => new Types.ObjectId(HEX) }),
+    Object.freeze(new Types.ObjectId(HEX)),
+    HEX,
+    new mongo.Binary(Buffer.from(HEX, 'hex')),
+    1,
+    new mongo.Double(1),
+    mongo.Long.fromNumber(1),
+    mongo.Decimal128.fromString('1.0'),
+    { a: new Types.ObjectId(HEX) },
+    ...forgeries.map(([, make]) => make()),
+  ];
+  const disagreements: string[] = [];
+  values.forEach((a, i) =>
+    values.forEach((b, j) => {
+      const keyed = (() => {
+        try {
+          return idKey(a) === idKey(b);
+        } catch {
+          return 'throws';
+        }
+      })();
+      const same = (() => {
+        try {
+          return sameId(a, b);
+        } catch {
+          return 'throws';
+        }
+      })();
+      if (keyed !== same) disagreements.push(`${i} and ${j}: sameId ${same}, idKey ${keyed}`);
+    }),
+  );
+  expect(disagreements).toEqual([]);
+  for (const value of values) {
+    const read = serialized(value);
+    if ('objectId' in read) expect(idKey(value)).toBe(`o:${read.objectId}`);
+    // Sent as another BSON type (an embedded document, an int32, ...): never the ObjectId's key.
+    if ('type' in read) expect(idKey(value)).not.toBe(idKey(new Types.ObjectId(HEX)));
+  }
+});
