@@ -86,6 +86,12 @@ describe.each([false, true])("an order and its invoice with one _id, locked by l
     expect(await beliefPastServer(Invoice, invoice, id)).toBeLessThanOrEqual(1);
   });
 
+  test("a resume of the order's acquisition with a 60 s ttl: the invoice instance does not count on the order's longer lease", async () => {
+    const { id, invoice, orderTicket } = await lockedPair(invoiceTicketFirst);
+    await Order.lock(id, 'alice', { resume: orderTicket, ttl: 60_000 });
+    expect(await beliefPastServer(Invoice, invoice, id)).toBeLessThanOrEqual(1);
+  });
+
   test("the resumed order unlocks: the order instance no longer counts on its lock; the invoice's lock is untouched", async () => {
     const { id, order, invoice, orderTicket } = await lockedPair(invoiceTicketFirst);
     const resumed = await Order.lock(id, 'alice', { resume: orderTicket });
