@@ -9,9 +9,10 @@
  * order's puts the invoice's lease under the key the order's lease was under, and a resume of the
  * ORDER's acquisition then joins the INVOICE's lease: the order instance that took the lock never
  * hears that its lock was shortened or released through the resumed instance, and keeps counting
- * on a lease the server no longer grants. (Before f0c6a94 the two members joined one lease when
- * they were created: conservative, but the invoice then believed its lock released when the
- * order's was.) Now the map is keyed by lock collection too (LockStore.namespace).
+ * on a lease the server no longer grants. Before f0c6a94 the two members joined one lease when
+ * they were created, which is no better: a resume of the order with a longer ttl lengthened the
+ * invoice's lease past its own lock's expiry. Now the map is keyed by lock collection too
+ * (LockStore.namespace).
  *
  * Independent check: the emulator runs on this machine, so a lock record's `expiresAt` (server
  * clock) and `Date.now()` read one clock.
