@@ -319,8 +319,9 @@ export class LockStore {
    * store holds Mongoose's collection, whose wrapper passes the driver's methods on but not its
    * getters (`namespace` is undefined there: lib/drivers/node-mongodb-native/collection.js skips
    * properties with getters), and the database name is known only once the connection opened.
+   * Also what names this lock collection in the process's map of leases (held-lock.ts).
    */
-  private get namespace(): string {
+  get namespace(): string {
     const locks = this.locks as unknown as { namespace?: string; collectionName: string; conn?: { name?: string } };
     return locks.namespace ?? `${locks.conn?.name ?? ''}.${locks.collectionName}`;
   }
@@ -739,7 +740,7 @@ export class LockStore {
     // A resume moves the expiry of an acquisition that an instance of this process may carry:
     // that instance's lease hears of it as of an extension (held-lock.ts, startResume; without
     // the caller's ttl, the acquisition's, which the record stores).
-    const pending = startResume(documentId, ticket.token, sentAt, ttl);
+    const pending = startResume(this.namespace, documentId, ticket.token, sentAt, ttl);
     let grant: Grant | undefined;
     try {
       const record = await this.locks.findOneAndUpdate(
