@@ -161,12 +161,13 @@ export const handler = lockErrorHandler();
 const STRICT = { strict: true, exactOptionalPropertyTypes: true, noUncheckedIndexedAccess: true, noEmit: true };
 
 /**
- * Every declaration file is type-checked (no skipLibCheck) once per major, at that major's
- * default `types`, `lib` and `target` (from TypeScript 6, `types` is empty and the target
- * ES2025). The two configurations with `"types": ["node"]` then set skipLibCheck, as `tsc --init`
- * does: they check the application against the declarations, and the @ts-expect-error in the
- * application catches a declaration that degraded to `any`. (Checking Mongoose's, the driver's
- * and Node's declarations dominates the time, so it is done once per major.)
+ * The package's declaration files are type-checked (no skipLibCheck) once per major, at that
+ * major's default `types`, `lib` and `target` (from TypeScript 6, `types` is empty and the target
+ * ES2025); Node's, Mongoose's and the driver's are read, not checked themselves
+ * (check-declarations.ts; TypeScript 7, without a JavaScript API, checks them all). The two
+ * configurations with `"types": ["node"]` then set skipLibCheck, as `tsc --init` does: they check
+ * the application against the declarations, and the @ts-expect-error in the application catches a
+ * declaration that degraded to `any`.
  */
 const PROJECTS = {
   'tsconfig.defaults.json': { compilerOptions: { ...STRICT, module: 'nodenext' }, files: ['app.mts', 'app.cts'] },
@@ -180,8 +181,9 @@ const MAJORS: [major: string, pkg: string][] = [
   ['7', 'typescript7'],
 ];
 
+const PACKAGE = 'mongoose-pessimistic-lock';
 /** Diagnostics reported inside this package's own declarations. */
-const packageErrors = (output: string) => output.split('\n').filter((line) => line.includes('node_modules/mongoose-pessimistic-lock/'));
+const packageErrors = (output: string) => output.split('\n').filter((line) => line.includes(`node_modules/${PACKAGE}/`));
 
 describe('the packed declarations, as an application compiles them', () => {
   // One build, one pack and one install shared by every major and configuration.
@@ -201,7 +203,9 @@ describe('the packed declarations, as an application compiles them', () => {
     });
 
     test("at the compiler's default types, lib and target, no error comes from the package's declarations (module nodenext, ESM and CommonJS)", () => {
-      const { output } = tsc.check(app.dir, 'tsconfig.defaults.json');
+      // Only the app's files and the package's declarations are type-checked (the errors looked
+      // at): Node's and Mongoose's declarations are not checked themselves (most of the time).
+      const { output } = tsc.checkOnly(app.dir, 'tsconfig.defaults.json', `node_modules/${PACKAGE}/`);
       expect(packageErrors(output)).toEqual([]);
     }, 120_000);
 
