@@ -122,7 +122,9 @@ test('the typed API compiles', () => {
  * An application's code over the packed package, the same for ESM (.mts), CommonJS (.cts) and a
  * bundler (.ts). It uses what needs Node's types (Buffer ids and secrets, AbortSignal,
  * `await using` on a handle), and the @ts-expect-error fails the compile if LockTargetId
- * degrades to `any` (as it does when `Buffer` cannot be resolved under skipLibCheck).
+ * degrades to `any` (as it does when `Buffer` cannot be resolved under skipLibCheck). It passes
+ * `lockOwner` / `skipLockCheck` to Mongoose's writes, which compiles only while the package's
+ * declarations reach Mongoose's option types.
  */
 const APP_SOURCE = `
 import { Schema, Types, model } from 'mongoose';
@@ -155,6 +157,19 @@ export async function tryWaiting(id: LockTargetId): Promise<boolean> {
 }
 
 export const handler = lockErrorHandler();
+
+// The guard's options, typed on every write's options (declared on the driver's option types,
+// which reach Mongoose's when the app has one mongodb, as here) and on setOptions.
+export async function asOwner(title: string, owner: string): Promise<void> {
+  await Items.updateOne({ title }, { $set: { title: 'done' } }, { lockOwner: owner });
+  await Items.deleteMany({ title }, { skipLockCheck: true });
+  await Items.findOneAndUpdate({ title }, { title: 'done' }, { lockOwner: owner });
+  await Items.replaceOne({ title }, { title: 'done' }, { lockOwner: owner });
+  await Items.updateMany({ title }, { $set: { title: 'done' } }).setOptions({ lockOwner: owner });
+  await Items.bulkWrite([{ deleteOne: { filter: { title } } }], { lockOwner: owner });
+  // @ts-expect-error an owner is a string
+  await Items.updateOne({ title }, { $set: { title: 'done' } }).setOptions({ lockOwner: 1 });
+}
 `;
 
 /** A strict application's settings. */

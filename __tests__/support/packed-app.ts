@@ -1,8 +1,9 @@
 /**
  * The package as an application installs it: built into a staging directory (never the
  * repository's dist/, which another test rebuilds), packed with `npm pack` from the published
- * package.json and `files`, and unpacked into an application's node_modules next to Mongoose
- * and @types/node (links to this repository's copies: no registry, no network).
+ * package.json and `files`, and unpacked into an application's node_modules next to Mongoose,
+ * the driver Mongoose uses and @types/node (links to this repository's copies: no registry, no
+ * network).
  */
 import { execFileSync, spawnSync } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
@@ -37,13 +38,19 @@ export function installPackedApp(): PackedApp {
   const packed = JSON.parse(run('npm', ['pack', '--json', '--ignore-scripts', '--pack-destination', work], stage)) as { filename: string }[];
   const tarball = join(work, packed[0]!.filename);
 
-  // Install: unpack the tarball; link the peer dependency and Node's types.
+  // Install: unpack the tarball; link the peer dependency, the driver Mongoose uses where npm
+  // hoists it (the app's node_modules: one copy, as an app that depends on Mongoose alone gets),
+  // and Node's types.
   const dir = join(work, 'app');
   const installed = join(dir, 'node_modules', PACKAGE);
   mkdirSync(installed, { recursive: true });
   mkdirSync(join(dir, 'node_modules', '@types'));
   run('tar', ['-xzf', tarball, '-C', installed, '--strip-components=1'], work);
-  symlinkSync(join(ROOT, 'node_modules', 'mongoose'), join(dir, 'node_modules', 'mongoose'), 'dir');
+  const mongoose = join(ROOT, 'node_modules', 'mongoose');
+  symlinkSync(mongoose, join(dir, 'node_modules', 'mongoose'), 'dir');
+  // Mongoose's own driver: nested under it when this checkout's differs (the Mongoose 8 run), else hoisted.
+  const nested = join(mongoose, 'node_modules', 'mongodb');
+  symlinkSync(existsSync(nested) ? nested : join(ROOT, 'node_modules', 'mongodb'), join(dir, 'node_modules', 'mongodb'), 'dir');
   symlinkSync(join(ROOT, 'node_modules', '@types', 'node'), join(dir, 'node_modules', '@types', 'node'), 'dir');
   writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: 'app', private: true }) + '\n');
   rmSync(stage, { recursive: true, force: true });
