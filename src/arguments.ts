@@ -246,13 +246,14 @@ const OBJECT_ID_BYTES = 12;
 
 /** freshId's answer for a plain ObjectId, read without serializing it; undefined for any other value. */
 export function freshPlainObjectId(id: unknown): FreshId | undefined {
-  let bytes: Uint8Array | undefined;
+  let bytes: Buffer | undefined;
   try {
     bytes = plainObjectIdBytes(id);
   } catch {
-    return undefined; // a Proxy whose traps throw: the serializing read refuses it with a message
+    return undefined; // a field that throws when read: the serializing read refuses it with a message
   }
-  return bytes === undefined ? undefined : { value: new mongo.ObjectId(Buffer.from(bytes)), type: BSON_TYPE.objectId, bytes: OBJECT_ID_BYTES };
+  // `bytes` is a copy of its own (plainObjectIdBytes): nothing of the caller's is read again.
+  return bytes === undefined ? undefined : { value: new mongo.ObjectId(bytes), type: BSON_TYPE.objectId, bytes: OBJECT_ID_BYTES };
 }
 
 /** How a claimed type is named in a refusal ("passes instanceof ObjectId but serializes to a string, not an ObjectId"). */

@@ -112,8 +112,9 @@ const states = new WeakMap<object, HeldLockState>();
 export type HeldLockFields = Omit<HeldLock, 'msLeft' | 'ticket'> & { ticket: string | (() => string) };
 
 /**
- * The leases of the acquisitions instances of this process carry whose ticket was issued, by `_id`
- * and token: kept only while an instance refers to one (a WeakRef). A released lease leaves at once (no instance may
+ * The leases of the acquisitions instances of this process carry whose ticket was issued, by lock
+ * collection, `_id` and token (one acquisition: a lockAll group gives its locks in several lock
+ * collections one token, and two of them may have one `_id`): kept only while an instance refers to one (a WeakRef). A released lease leaves at once (no instance may
  * join it again); entries whose lease was collected are swept whenever the map has doubled since
  * the last sweep, so the map stays as small as the live acquisitions at O(1) amortized cost per
  * lock (a FinalizationRegistry per lock cost more than the rest of newHeldLockState).
@@ -122,9 +123,9 @@ const leases = new Map<string, WeakRef<Lease>>();
 const MIN_SWEEP_SIZE = 1024;
 let sweepAt = MIN_SWEEP_SIZE;
 
-function remember(documentId: unknown, token: string, lease: Lease): void {
+function remember(scope: string, documentId: unknown, token: string, lease: Lease): void {
   if (lease.key !== undefined) return;
-  lease.key = leaseKey(documentId, token);
+  lease.key = leaseKey(scope, documentId, token);
   leases.set(lease.key, new WeakRef(lease));
   if (leases.size < sweepAt) return;
   for (const [k, ref] of leases) {
@@ -139,13 +140,14 @@ function forget(lease: Lease): void {
   if (lease.key !== undefined && leases.get(lease.key)?.deref() === lease) leases.delete(lease.key);
 }
 
-function leaseKey(documentId: unknown, token: string): string {
-  return `${token} ${idKey(documentId)}`;
+/** `scope`: the lock collection's namespace (no NUL in a namespace). */
+function leaseKey(scope: string, documentId: unknown, token: string): string {
+  return `${token}\u0000${scope}\u0000${idKey(documentId)}`;
 }
 
-function knownLease(documentId: unknown, token: string): Lease | undefined {
+function knownLease(scope: string, documentId: unknown, token: string): Lease | undefined {
   if (leases.size === 0) return undefined; // no ticket issued and live: no key to build
-  const lease = leases.get(leaseKey(documentId, token))?.deref();
+  const lease = leases.get(leaseKey(scope, documentId, token))?.deref();
   return lease && !lease.released ? lease : undefined;
 }
 
@@ -154,17 +156,19 @@ function changed(lease: Lease): void {
 }
 
 /**
- * The state of a lock just granted (or resumed) by a command timed by `timing`. A resume of an
+ * The state of a lock just granted (or resumed) by a command timed by `timing`, in the lock
+ * collection whose namespace is `scope` (LockStore.namespace). A resume of an
  * acquisition an instance of this process already carries joins that instance's lease: its own
  * extension was accounted there (LockStore.resume, startResume); the minimum with its own lease
  * covers a resume that was sent before that lease was known here.
  */
-export function newHeldLockState(fields: HeldLockFields, timing: GrantTiming): HeldLockState {
+export function newHeldLockState(fields: HeldLockFields, timing: GrantTiming, scope: string): HeldLockState {
   const { ticket, ...rest } = fields;
   let issued = typeof ticket === 'string' ? ticket : undefined;
-  // A resume joins the lease of an instance here whose ticket was read (a resume needs the
-  // ticket); a fresh acquisition is entered in the map only when its ticket is first read.
-  let lease = knownLease(fields.documentId, fields.token);
+  // A resume joins the lease of an instance here that knows the ticket (one whose ticket was read,
+  // or a resume: created with its ticket string); a fresh acquisition is entered in the map only
+  // when its ticket is first read.
+  let lease = knownLease(scope, fields.documentId, fields.token);
   if (lease) {
     const deadline = leaseDeadline(timing);
     if (deadline < lease.validUntil) {
@@ -185,7 +189,7 @@ export function newHeldLockState(fields: HeldLockFields, timing: GrantTiming): H
       listeners: new Set(),
       key: undefined,
     };
-    if (issued !== undefined) remember(fields.documentId, fields.token, lease);
+    if (issued !== undefined) remember(scope, fields.documentId, fields.token, lease);
   }
   const shared = lease;
   // The ticket is computed when first read (it hashes the document id, and most locks are never
@@ -197,7 +201,7 @@ export function newHeldLockState(fields: HeldLockFields, timing: GrantTiming): H
     get ticket(): string {
       if (issued === undefined) {
         issued = (ticket as () => string)();
-        if (!shared.released) remember(fields.documentId, fields.token, shared);
+        if (!shared.released) remember(scope, fields.documentId, fields.token, shared);
       }
       return issued;
     },
@@ -290,9 +294,9 @@ export function releaseLease(state: HeldLockState): void {
   changed(state.lease);
 }
 
-/** As releaseLease, for an acquisition named by its `_id` and token (a resume given up). */
-export function releaseKnownLease(documentId: unknown, token: string): void {
-  const lease = knownLease(documentId, token);
+/** As releaseLease, for an acquisition named by its lock collection, `_id` and token (a resume given up). */
+export function releaseKnownLease(scope: string, documentId: unknown, token: string): void {
+  const lease = knownLease(scope, documentId, token);
   if (!lease) return;
   lease.released = true;
   forget(lease);
@@ -323,8 +327,8 @@ export function startExtension(state: HeldLockState, sentAt: number, ttl: number
 }
 
 /** As startExtension, for a resume of an acquisition an instance of this process carries (if any does). */
-export function startResume(documentId: unknown, token: string, sentAt: number, ttl: number | undefined): PendingExtension | undefined {
-  const lease = knownLease(documentId, token);
+export function startResume(scope: string, documentId: unknown, token: string, sentAt: number, ttl: number | undefined): PendingExtension | undefined {
+  const lease = knownLease(scope, documentId, token);
   // Without the caller's ttl the server adds the record's own, which is the acquisition's.
   return lease ? start(lease, sentAt, ttl ?? lease.ttl) : undefined;
 }

@@ -17,7 +17,10 @@
  *   the same bytes are one id. (Strings compare byte-wise under the simple collation; writes with
  *   another collation never rely on these keys, see guard/targets.ts.)
  */
+import { types } from 'node:util';
 import { mongo } from 'mongoose';
+
+const { isProxy } = types;
 
 type Bson = { _bsontype?: unknown };
 
@@ -115,30 +118,50 @@ export function idKey(id: unknown): string {
  */
 function objectIdHex(id: unknown): string | undefined {
   const bytes = plainObjectIdBytes(id);
-  return bytes === undefined ? undefined : `o:${Buffer.from(bytes.buffer, bytes.byteOffset, 12).toString('hex')}`;
+  return bytes === undefined ? undefined : `o:${bytes.toString('hex')}`;
 }
 
 /**
- * The 12 bytes a plain ObjectId of the driver's js-bson serializes to, or undefined for anything
- * else. Only an instance of the class itself with nothing of its own that the serializer would
- * use instead (`toBSON`, `id`, `serializeInto`: js-bson 6 writes `value.id`, 7
- * `value.serializeInto`, both the bytes the `id` getter returns); a subclass, an ObjectId of
- * another js-bson copy, a forged object (`Object.create(ObjectId.prototype)` with a `toBSON` of
- * its own) or any other value is undefined, and its callers serialize it instead.
+ * The own properties the driver's ObjectId constructor gives an instance (js-bson 7: the packed
+ * bytes `i0`..`i3`; 6: the byte array `buffer`), the same for every instance it makes.
  */
-export function plainObjectIdBytes(id: unknown): Uint8Array | undefined {
-  if (id === null || typeof id !== 'object' || Object.getPrototypeOf(id) !== mongo.ObjectId.prototype) return undefined;
-  const own = id as Record<string, unknown>;
-  if (typeof own.toBSON === 'function' || Object.hasOwn(own, 'id') || Object.hasOwn(own, 'serializeInto')) return undefined;
-  const bytes = own.id;
-  return bytes instanceof Uint8Array && bytes.length === 12 ? bytes : undefined;
+const OBJECT_ID_FIELDS: ReadonlySet<PropertyKey> = new Set(Reflect.ownKeys(mongo.ObjectId.createFromTime(0)));
+
+/**
+ * The 12 bytes a plain ObjectId of the driver's js-bson serializes to, as a new Buffer, or
+ * undefined for anything else; its callers serialize anything else instead.
+ *
+ * js-bson's serializer (serializeInto, src/parser/serializer.ts, 6.x and 7.x) reads from the value
+ * itself `toBSON`, `_bsontype` (`== null`: an embedded document of its own keys), the version tag
+ * `Symbol.for('@@mdb.bson.version')`, in 7.x the type tag `Symbol.for('@@mdb.bson.type')`, then
+ * calls `value.serializeInto`, which writes `this.buffer[0..11]` (6.x) or the packed `this.i0..i3`
+ * (7.x): the bytes the `id` getter returns. So only a value read exactly so qualifies: not a Proxy
+ * (its traps may answer each of these reads otherwise), an instance of the class itself (not a
+ * subclass, not an ObjectId of another js-bson copy), with no inherited `toBSON` and nothing of its
+ * own but the fields the constructor sets (no `_bsontype`, tag, `id`, `serializeInto` or `toBSON`
+ * of its own). The bytes are then read by index, as serializeInto reads them: js-bson 6's `id`
+ * returns the instance's own array, whose `valueOf` or `length` may be the caller's (Buffer.from
+ * would follow them and copy other bytes).
+ */
+export function plainObjectIdBytes(id: unknown): Buffer | undefined {
+  if (id === null || typeof id !== 'object' || isProxy(id) || Object.getPrototypeOf(id) !== mongo.ObjectId.prototype) return undefined;
+  // Which fields, not which js-bson reads: the 7.3 serializer dispatches on a type tag 6.10 never reads.
+  const fields = Reflect.ownKeys(id);
+  if (fields.length !== OBJECT_ID_FIELDS.size) return undefined;
+  for (const key of fields) if (!OBJECT_ID_FIELDS.has(key)) return undefined;
+  if (typeof (id as { toBSON?: unknown }).toBSON === 'function') return undefined;
+  const bytes = (id as { id?: unknown }).id;
+  if (!(bytes instanceof Uint8Array) || bytes.length !== 12) return undefined;
+  const copy = Buffer.allocUnsafe(12);
+  for (let i = 0; i < 12; i++) copy[i] = bytes[i];
+  return copy;
 }
 
 /** Whether two `_id` values are one `_id` for mongod (idKey), without building keys for two plain ObjectIds. */
 export function sameId(a: unknown, b: unknown): boolean {
   const x = plainObjectIdBytes(a);
   const y = x === undefined ? undefined : plainObjectIdBytes(b);
-  return y === undefined ? idKey(a) === idKey(b) : Buffer.compare(x!, y) === 0;
+  return y === undefined ? idKey(a) === idKey(b) : x!.equals(y);
 }
 
 /** BSON type of an ObjectId, and where its 12 bytes start in the serialized `{ v: value }` (size 4, type 1, "v\0" 2). */

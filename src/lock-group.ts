@@ -118,8 +118,8 @@ const QUICK_ROUNDS = 3;
  * lease.ts): timed from `sentAt`, the monotonic clock just before the group's `update` was sent,
  * with `serverNow` a `$$NOW` the server read after it (the grants `find`'s).
  */
-export function leaseState(lock: HeldLockFields, serverNow: Date, sentAt: number): HeldLockState {
-  return newHeldLockState(lock, { sentAt, serverNow, expiresAt: lock.expiresAt });
+export function leaseState(lock: HeldLockFields, serverNow: Date, sentAt: number, scope: string): HeldLockState {
+  return newHeldLockState(lock, { sentAt, serverNow, expiresAt: lock.expiresAt }, scope);
 }
 
 /** Groups the members by lock collection, in the order they first appear. */
@@ -245,7 +245,7 @@ async function handOut(parts: readonly Part[], request: GroupRequest, token: str
         ticket: () => issueTicket(member.documentId, token, fence),
         label: typeof record.label === 'string' ? record.label : null,
       };
-      const state = leaseState(held, serverNow, sentAt);
+      const state = leaseState(held, serverNow, sentAt, part.runtime.store.namespace);
       statesByMember.set(member, state);
       return state;
     });

@@ -316,11 +316,23 @@ export class LockStore {
   ) {}
 
   /**
+   * `<database>.<collection>` of the lock collection. Read from the collection's connection: the
+   * store holds Mongoose's collection, whose wrapper passes the driver's methods on but not its
+   * getters (`namespace` is undefined there: lib/drivers/node-mongodb-native/collection.js skips
+   * properties with getters), and the database name is known only once the connection opened.
+   * Also what names this lock collection in the process's map of leases (held-lock.ts).
+   */
+  get namespace(): string {
+    const locks = this.locks as unknown as { namespace?: string; collectionName: string; conn?: { name?: string } };
+    return locks.namespace ?? `${locks.conn?.name ?? ''}.${locks.collectionName}`;
+  }
+
+  /**
    * Notes that the caller's transaction on `session` writes the lock records of `ids` (the guard's
    * joined writes), so that a lock call outside it is refused instead of waiting for it.
    */
   noteCallerTransaction(ids: unknown[], session: ClientSession): void {
-    callerTransactions.note(this.locks.namespace, ids, session);
+    callerTransactions.note(this.namespace, ids, session);
   }
 
   /**
@@ -330,7 +342,7 @@ export class LockStore {
    * the write inside that very transaction.
    */
   refuseWritesInOpenTransaction(ids: unknown[]): void {
-    for (const id of ids) if (callerTransactions.writing(this.locks.namespace, id)) throw new LockedByTransactionError(id, 'write');
+    for (const id of ids) if (callerTransactions.writing(this.namespace, id)) throw new LockedByTransactionError(id, 'write');
   }
 
   /**
@@ -340,7 +352,7 @@ export class LockStore {
    */
   private refuseIfInOpenTransaction(documentId: unknown, session?: ClientSession): void {
     if (session?.inTransaction()) return;
-    if (callerTransactions.writing(this.locks.namespace, documentId)) throw new LockedByTransactionError(documentId);
+    if (callerTransactions.writing(this.namespace, documentId)) throw new LockedByTransactionError(documentId);
   }
 
   /**
@@ -775,7 +787,7 @@ export class LockStore {
     // A resume moves the expiry of an acquisition that an instance of this process may carry:
     // that instance's lease hears of it as of an extension (held-lock.ts, startResume; without
     // the caller's ttl, the acquisition's, which the record stores).
-    const pending = startResume(documentId, ticket.token, sentAt, ttl);
+    const pending = startResume(this.namespace, documentId, ticket.token, sentAt, ttl);
     let grant: Grant | undefined;
     try {
       const record = await this.locks.findOneAndUpdate(
@@ -994,7 +1006,7 @@ export class LockStore {
    * read, which runs outside that transaction).
    */
   writtenByCallerTransaction(documentId: unknown): boolean {
-    return callerTransactions.writing(this.locks.namespace, documentId);
+    return callerTransactions.writing(this.namespace, documentId);
   }
 
   // ---- Several documents under one acquisition (Model.lockMany, lockAll, the group handle). Each

@@ -107,7 +107,7 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
     // A grant that came too late is released by its owner and token (cmd-unlock-by-owner): only that acquisition, no second read.
     // Every instance of that acquisition in this process learns that it was released (held-lock.ts).
     const releaseGrant = async (grant: Grant) => {
-      if (await store.releaseHeld(documentId, key, grant.token)) releaseKnownLease(documentId, grant.token);
+      if (await store.releaseHeld(documentId, key, grant.token)) releaseKnownLease(store.namespace, documentId, grant.token);
     };
     const attempt = () => takeLease(model, documentId, loadId, who, call, grantOnce, ticket !== undefined, store, releaseGrant);
     return call.wait > 0 || call.signal ? acquireWaiting(documentId, attempt, watch, call.wait, call.signal) : attempt();
@@ -143,10 +143,13 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
         acquiredAt: grant.acquiredAt,
         expiresAt: grant.expiresAt,
         ttl: grant.ttl ?? call.ttl,
-        ticket: () => issueTicket(documentId, grant.token, grant.fence),
+        // A resume names an acquisition that other instances in this process may carry or take up
+        // later (the same ticket resumed by two requests, issued by another server): it enters the
+        // map of leases at once, as its ticket is known (held-lock.ts, newHeldLockState).
+        ticket: resuming ? issueTicket(documentId, grant.token, grant.fence) : () => issueTicket(documentId, grant.token, grant.fence),
         label: grant.label,
       };
-      const state = newHeldLockState(held, grant);
+      const state = newHeldLockState(held, grant, store.namespace);
       if (leaseLeft(state) >= MIN_LEASE_MS) {
         const doc = await loadLocked(model, documentId, loadId, state, store);
         if (leaseLeft(state) >= MIN_LEASE_MS) {
@@ -293,7 +296,7 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
       await ready;
       // With a ticket the acquisition is known: its instances in this process (a handle) stop
       // counting on it when the release is sent, which may apply even if its reply is lost (F2).
-      if (token !== undefined) releaseKnownLease(documentId, token);
+      if (token !== undefined) releaseKnownLease(store.namespace, documentId, token);
       return store.releaseHeld(documentId, ownerKey(who), token);
     });
   });

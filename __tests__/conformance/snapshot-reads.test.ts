@@ -203,7 +203,7 @@ describeIf(isReplSet, 'snapshot reads need a replica set member')('snapshot read
 
   // jstests/noPassthrough/point_in_time_lookups.js: a read at a time at or after a rename finds the
   // collection under its new name and nothing under the old one. (Reads at a time before the rename
-  // are refused by the emulator, see attack9-snapshot.test.ts and FIDELITY.md.)
+  // are refused by the emulator, see snapshot-reads-at-past-times.test.ts and FIDELITY.md.)
   test('a read at or after a rename sees the collection under its new name only', async () => {
     await db().createCollection('rn_old');
     await seed('rn_old', [{ _id: 1 }, { _id: 2 }]);

@@ -1,6 +1,8 @@
 /**
- * Beyond attack 10: the order mongod applies an update's paths in, the `$in` upsert seed, and the
- * `bypassDocumentValidation` safeBool on every command that declares it.
+ * Beyond update-fields-in-lexicographic-order.test.ts and
+ * upsert-seed-in-and-dbref-bypass-validation.test.ts: the order mongod applies an update's paths
+ * in, the `$in` upsert seed, and the `bypassDocumentValidation` safeBool on every command that
+ * declares it.
  *
  * Sources:
  *  - Path order: UpdateObjectNode keeps its children in a std::map ordered by

@@ -4,7 +4,7 @@
  */
 import type { Types, mongo } from 'mongoose';
 import { InvalidLockArgumentError, InvalidLockOptionError, LockExpiredError, LockNotHeldError } from '../../src';
-import { connect, sleep, testDatabase, type MonitoredConnection } from '../support/db';
+import { connect, sleep, testDatabase, waitUntil, type MonitoredConnection } from '../support/db';
 import { workItemModel, type WorkItemModel } from '../support/work-item';
 
 const db = testDatabase('grouphandle');
@@ -56,13 +56,14 @@ test('acquireLocks: the documents, their fences, and release() in one command', 
 test('renewed together while held: one update per renewal, all still held long after the ttl', async () => {
   const ids = await itemsOf(4);
   // Renewed when a third of the ttl is left: with 4 s, every renewal has over a second of slack
-  // on a loaded machine; 9 s is at least two renewals.
+  // on a loaded machine. Watched until two renewals were sent and the first expiry is a second
+  // past (about 5.5 s; bounded), instead of a fixed 9 s.
   const handle = await WorkItem.acquireLocks(ids, 'session-a', { ttl: 4_000 });
   const firstExpiry = handle.expiresAt.getTime();
   const seen: string[] = [];
   const listener = (event: { commandName: string }) => seen.push(event.commandName);
   conn.connection.getClient().on('commandStarted', listener);
-  await sleep(9_000);
+  await waitUntil(() => seen.filter((name) => name === 'update').length >= 2 && Date.now() > firstExpiry + 1_000, 30_000, 50);
   conn.connection.getClient().off('commandStarted', listener);
   expect(handle.signal.aborted).toBe(false);
   expect(await mine(ids, 'session-a')).toEqual([true, true, true, true]);

@@ -6,7 +6,7 @@
 import type { mongo } from 'mongoose';
 import { InvalidLockOptionError } from '../../src';
 import { nextFeed } from '../../src/next-feed';
-import { connect, sleep, testDatabase, type MonitoredConnection } from '../support/db';
+import { connect, sleep, testDatabase, waitUntil, type MonitoredConnection } from '../support/db';
 import { jobModel, type JobModel } from '../support/job';
 import { replicaSetOnly, standaloneOnly } from '../support/topology';
 
@@ -115,26 +115,29 @@ describe('the change feed (src/next-feed.ts)', () => {
     const { _id } = await Q.create({ payload: 'x' });
     const feed = nextFeed(raw(Q), Q.lockModel().collection as unknown as mongo.Collection<mongo.Document>, async () => true);
     try {
-      const woken = async (action: () => Promise<unknown>): Promise<boolean> => {
+      // Events are delivered by the stream's getMore (maxAwaitTimeMS 1 s): a wake-up is waited for
+      // up to 20 s (a loaded machine), a non-event watched for 5 s (about five getMores).
+      const WAKE_MS = 20_000;
+      const QUIET_MS = 5_000;
+      const woken = async (action: () => Promise<unknown>, windowMs: number): Promise<boolean> => {
         const subscription = feed.subscribe();
         expect(await subscription.live).toBe(true);
         let fired = false;
         void subscription.changed.then(() => (fired = true));
         await action();
-        // Events are delivered by the stream's getMore (maxAwaitTimeMS 1 s): allow a few.
-        for (let i = 0; i < 50 && !fired; i++) await sleep(100);
+        await waitUntil(() => fired, windowMs, 100);
         subscription.cancel();
         return fired;
       };
-      expect(await woken(() => Q.create({ payload: 'inserted' }))).toBe(true);
+      expect(await woken(() => Q.create({ payload: 'inserted' }), WAKE_MS)).toBe(true);
       let held: Awaited<ReturnType<typeof Q.lock>> | undefined;
       // An acquisition alone wakes nobody (it frees nothing).
-      expect(await woken(async () => (held = await Q.lock(_id, 'holder')))).toBe(false);
-      expect(await woken(() => held!.unlock())).toBe(true);
+      expect(await woken(async () => (held = await Q.lock(_id, 'holder')), QUIET_MS)).toBe(false);
+      expect(await woken(() => held!.unlock(), WAKE_MS)).toBe(true);
     } finally {
       await feed.close();
     }
-  });
+  }, 60_000);
 
   standaloneOnly('the polling fallback is what a standalone server uses')('on a standalone server no stream is opened: waiting callers poll', async () => {
     const Q = await jobModel(conn.connection, { ttl: 30_000 });

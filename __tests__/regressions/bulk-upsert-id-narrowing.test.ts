@@ -111,7 +111,7 @@ describe('property 9/10: what the guard adds must be accepted where the unguarde
     const ops = () => [{ updateOne: { filter: { title: 'r1' }, update: { $rename: { old: '_id' }, $set: { n: 1 } }, upsert: true } }];
     // Unguarded on mongod: `old` does not exist on the inserted document, so the rename is a no-op
     // (RenameNode::apply, "The element we want to rename does not exist ... a no-op") and the
-    // upsert inserts. (The emulator answers 66 here instead: see conformance/attack7-upsert-id.)
+    // upsert inserts. (The emulator answers 66 here instead: see conformance/upsert-id-seeded-by-canonical-query.test.ts.)
     await A.collection.bulkWrite(ops() as never).catch(() => undefined);
     const statement = sent.find((s) => (s.q as Record<string, unknown>)?.title === 'r1' || JSON.stringify(s.q).includes('r1'));
     const u = statement?.u as Record<string, Record<string, unknown>>;

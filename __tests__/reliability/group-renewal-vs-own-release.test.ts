@@ -20,7 +20,7 @@
 import type { mongo } from 'mongoose';
 import { LockNotHeldError } from '../../src';
 import { usesFailPoints } from '../support/fail-point-lock';
-import { connect, sleep, testDatabase, type MonitoredConnection } from '../support/db';
+import { connect, sleep, testDatabase, waitUntil, type MonitoredConnection } from '../support/db';
 import { workItemModel } from '../support/work-item';
 
 usesFailPoints();
@@ -52,6 +52,7 @@ test('saveAndUnlock of one document while the group renewal is in flight does no
   // A ttl of 12 s: the first renewal is sent when a third is left, about 8 s after the grant; held
   // back 2 s, it still lands 2 s before the expiry.
   const handle = await Worker.acquireLocks(ids, 'holder', { ttl: 12_000 });
+  const grantedUntil = handle.expiresAt.getTime();
   const [first] = handle.documents;
   await admin.connection.getClient().db('admin').command({
     configureFailPoint: 'failCommand',
@@ -72,13 +73,15 @@ test('saveAndUnlock of one document while the group renewal is in flight does no
   // The renewal of all three is held back on the server. The holder finishes the first document.
   first.title = 'a: done';
   await first.saveAndUnlock();
-  // Let the renewal come back (2 s stall) and be processed.
-  await sleep(3_000);
+  // Wait for the renewal to come back (2 s stall) and be processed: the handle either moved its
+  // expiry or aborted (bounded; no guess at how long a loaded machine takes).
+  await waitUntil(() => handle.signal.aborted || handle.expiresAt.getTime() > grantedUntil, 20_000);
 
   expect(handle.signal.aborted ? String(handle.signal.reason) : 'not aborted').toBe('not aborted');
+  expect(handle.expiresAt.getTime()).toBeGreaterThan(grantedUntil);
   expect(handle.msLeft()).toBeGreaterThan(0);
   // The other two are still held by the holder, and keep being renewed past the original ttl.
-  await sleep(6_000);
+  await sleep(Math.max(0, grantedUntil + 1_500 - Date.now()));
   expect((await Admin.lockStatus(ids, { owner: 'holder' })).map((s) => s?.mine === true)).toEqual([false, true, true]);
   expect(handle.signal.aborted).toBe(false);
   await handle.release();

@@ -31,7 +31,7 @@ import { mongo } from 'mongoose';
 import type { LockTargetId } from '../../src';
 import { deploymentFacts, testUri } from '../conformance/support/server';
 import { blockCommands, failPointOff } from '../plugin/guard/support';
-import { connect, sleep, testDatabase, type MonitoredConnection } from '../support/db';
+import { connect, sleep, testDatabase, waitUntil, type MonitoredConnection } from '../support/db';
 import { usesFailPoints } from '../support/fail-point-lock';
 import { lateReplies, on, type LateReplies } from '../support/late-replies';
 import { replicaSetOnly } from '../support/topology';
@@ -164,10 +164,19 @@ replicaSetOnly('change streams and fail points need a replica set')(
     // The first tryNext opens the stream: from then on every change is captured.
     const first = await stream.tryNext();
     if (first) events.push(first);
+    // The run ends with a marker written to the collection: every change of the run comes before
+    // it in the stream, so collecting stops there (not after a fixed pause, which a loaded
+    // machine's late getMore could outlast, leaving grants out of the history).
+    const END_OF_RUN = 'end-of-run';
+    let endSeen = false;
     const collecting = (async () => {
       try {
         for (;;) {
           const event = await stream.next();
+          if ('documentKey' in event && (event.documentKey._id as unknown) === END_OF_RUN) {
+            endSeen = true;
+            return;
+          }
           events.push(event);
         }
       } catch {
@@ -271,10 +280,12 @@ replicaSetOnly('change streams and fail points need a replica set')(
 
     await Promise.all([...owners.map((owner) => work(owner)), faults()]);
     clearInterval(sampler);
-    await sleep(500);
+    await watcher.db(db.name).collection<{ _id: string }>(locksName).insertOne({ _id: END_OF_RUN });
+    const endOfRunSeenInTheStream = await waitUntil(() => endSeen, 60_000);
     await stream.close();
     await collecting;
     await watcher.close();
+    expect({ endOfRunSeenInTheStream }).toEqual({ endOfRunSeenInTheStream: true });
 
     const grants = grantsFrom(events);
     // Property 1 on the server's own history.

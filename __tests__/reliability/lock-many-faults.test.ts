@@ -18,17 +18,16 @@ import type { Types } from 'mongoose';
 import { LockDatabaseError, LockedError } from '../../src';
 import { startPrivateBackend, testTopology, testUri } from '../../test-backend/test-env';
 import { connectTo, sleep, testDatabase, type MonitoredConnection } from '../support/db';
-import { usesFailPoints } from '../support/fail-point-lock';
+import { usesFailPointsOn } from '../support/fail-point-lock';
 import { workItemModel, type WorkItemModel } from '../support/work-item';
-
-// Configures failCommand (on the shared server when no private one can be started).
-usesFailPoints();
 
 const TTL_MS = 1_500;
 const MARGIN_MS = 3_000;
 
 const db = testDatabase('lockmany_faults');
 let server: { uri: string; stop(): Promise<void> } | undefined;
+/** The server this file runs on: its private one, or the shared deployment. */
+let serverUri: string | undefined;
 /** Setup, fail point control and checks: never faulted. */
 let clean: MonitoredConnection;
 /** The connection lockMany runs on. */
@@ -45,11 +44,16 @@ beforeAll(async () => {
     server = started;
     uri = started.uri;
   }
+  serverUri = uri;
   clean = await connectTo(uri, db.name);
   faulty = await connectTo(uri, db.name, { retryWrites: true });
   Clean = await workItemModel(clean.connection, { ttl: TTL_MS }, 'ManyFaultItem');
   Faulty = await workItemModel(faulty.connection, { ttl: TTL_MS }, 'ManyFaultItem');
 }, 60_000);
+
+// Configures failCommand: on the shared server (when no private one can be started, or the
+// deployment is the shared one) no other such file runs meanwhile.
+usesFailPointsOn(() => serverUri);
 
 afterAll(async () => {
   await failPointOff().catch(() => undefined);

@@ -60,3 +60,17 @@ export function testDatabase(prefix: string): { name: string; drop(conn: Connect
 }
 
 export const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * Waits for `condition` to hold, checking every `intervalMs`, for at most `timeoutMs`; resolves to
+ * whether it held. For a test that waits for an event instead of sleeping a fixed time that a
+ * loaded machine may outlast: the deadline is generous, and the wait ends as soon as the event is seen.
+ */
+export async function waitUntil(condition: () => boolean | Promise<boolean>, timeoutMs: number, intervalMs = 20): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (await condition()) return true;
+    if (Date.now() >= deadline) return false;
+    await sleep(intervalMs);
+  }
+}

@@ -8,10 +8,11 @@
  * before any other hook: it then runs while no other such file does (a lock directory per server,
  * shared by the workers of one run; a lock left by a dead process is taken over). The lock is
  * given back by the test environment's teardown (test-backend/jest-environment.ts), after every
- * hook of the file.
+ * hook of the file. A file that runs on a private server when it can start one calls
+ * `usesFailPointsOn(() => uri)` instead: it takes the lock only when it is on the shared server.
  */
 import { createHash } from 'node:crypto';
-import { mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { appendFileSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -45,11 +46,13 @@ function holderAlive(dir: string): boolean {
 
 async function acquire(): Promise<void> {
   const dir = lockDir();
-  const deadline = Date.now() + WAIT_MS;
+  const started = Date.now();
+  const deadline = started + WAIT_MS;
   for (;;) {
     try {
       mkdirSync(dir); // atomic: exactly one process creates it
       writeFileSync(join(dir, 'pid'), String(process.pid));
+      logWait(Date.now() - started);
       return;
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
@@ -58,6 +61,15 @@ async function acquire(): Promise<void> {
     if (Date.now() > deadline) throw new Error(`waited ${WAIT_MS} ms for the fail-point lock ${dir}`);
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
+}
+
+/**
+ * With MPL_FAIL_POINT_WAIT_LOG set to a file, each file that took the lock appends how long it
+ * waited for it (`<test file> <ms>`): how much of a run's time the workers spent idle behind it.
+ */
+function logWait(ms: number): void {
+  const log = process.env.MPL_FAIL_POINT_WAIT_LOG;
+  if (log) appendFileSync(log, `${expect.getState().testPath ?? '?'} ${ms}\n`);
 }
 
 /** Gives the lock back if this process holds it (called by the test environment's teardown). */
@@ -73,4 +85,18 @@ export function releaseFailPointLock(): void {
 /** Runs this test file while no other file configures a fail point on the same server. */
 export function usesFailPoints(): void {
   beforeAll(acquire, WAIT_MS + 5_000);
+}
+
+/**
+ * For a file that configures its fail points on a private server when it can start one
+ * (reliability/faults.test.ts, lock-many-faults.test.ts): it takes the lock only when `uri()`, the
+ * server it ended up on, is the run's shared one. A private server has a fail point of its own,
+ * so holding the shared server's lock there would only hold the other fail-point files up (for
+ * the whole length of the file). Register it after the hook that picks the server and before any
+ * hook that configures a fail point.
+ */
+export function usesFailPointsOn(uri: () => string | undefined): void {
+  beforeAll(async () => {
+    if (uri() === process.env.MONGODB_URI) await acquire();
+  }, WAIT_MS + 5_000);
 }

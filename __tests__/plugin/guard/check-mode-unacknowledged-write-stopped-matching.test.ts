@@ -32,7 +32,7 @@
  */
 import { mongo } from 'mongoose';
 import { deploymentFacts, describeIf } from '../../conformance/support/server';
-import { connect, sleep, testDatabase, type MonitoredConnection } from '../../support/db';
+import { connect, testDatabase, waitUntil, type MonitoredConnection } from '../../support/db';
 import { workItemModel, type WorkItemModel } from '../../support/work-item';
 import { usesFailPoints } from '../../support/fail-point-lock';
 import { blockCommands, failPointOff, outcome, rawCollection } from './support';
@@ -41,6 +41,8 @@ import { blockCommands, failPointOff, outcome, rawCollection } from './support';
 usesFailPoints();
 
 const db = testDatabase('checkunackupsert');
+/** How long an unacknowledged write may take to land after its 1 s hold (generous: a loaded machine). */
+const LANDED_MS = 15_000;
 const APP_A = `mpl-check-unack-${process.pid}`;
 let connA: MonitoredConnection;
 let other: MonitoredConnection;
@@ -72,8 +74,12 @@ describeIf(deploymentFacts().failPoints, 'needs fail points')('an unacknowledged
     await failPointOff(other.connection);
   });
 
-  /** Runs `write` with A's next update on the collection held 1 s, and `meanwhile` while it is held; then lets the unacknowledged write land. */
-  async function raced<T>(write: () => Promise<T>, meanwhile: () => Promise<unknown>) {
+  /**
+   * Runs `write` with A's next update on the collection held 1 s, and `meanwhile` while it is held;
+   * then lets the unacknowledged write land: waits (up to LANDED_MS) until `landed()` says the
+   * collection changed, as every serial execution of the write changes it.
+   */
+  async function raced<T>(write: () => Promise<T>, meanwhile: () => Promise<unknown>, landed: () => Promise<boolean>) {
     const collection = Never.collection.collectionName;
     const reached = new Promise<void>((resolve) => {
       const listener = (event: { commandName: string; command: Record<string, unknown> }) => {
@@ -89,10 +95,9 @@ describeIf(deploymentFacts().failPoints, 'needs fail points')('an unacknowledged
     await reached;
     await meanwhile();
     const settled = await result;
-    // The server runs the held write after the fail point's 1 s: wait well past it, then a
-    // round trip on A's own client (the same connection pool) so the write has been processed.
-    await sleep(2_500);
-    await connA.connection.getClient().db(db.name).command({ ping: 1 });
+    // The server runs the held write after the fail point's 1 s, and an unacknowledged write has
+    // no reply to wait for: wait for its effect instead of a fixed time a loaded machine may outlast.
+    await waitUntil(landed, LANDED_MS, 50);
     return settled;
   }
 
@@ -107,7 +112,9 @@ describeIf(deploymentFacts().failPoints, 'needs fail points')('an unacknowledged
     ]);
     const stored = async () =>
       (await raw.find({ title }).sort({ _id: 1 }).toArray()).map((d) => [String(d._id) === String(x) ? 'X' : String(d._id) === String(y) ? 'Y' : 'new', d.edits as unknown]);
-    return { raw, x, stored, stopMatching: () => raw.updateOne({ _id: x }, { $set: { status: 'done' } }) };
+    // Every serial execution of the upsert updates one of them or inserts a document.
+    const written = async () => (await raw.countDocuments({ title, $or: [{ edits: { $ne: 0 } }, { _id: { $nin: [x, y] } }] })) > 0;
+    return { raw, x, stored, written, stopMatching: () => raw.updateOne({ _id: x }, { $set: { status: 'done' } }) };
   }
 
   /** A serial execution of the upsert: X updated before its change, or Y after it; nothing inserted. */
@@ -117,20 +124,20 @@ describeIf(deploymentFacts().failPoints, 'needs fail points')('an unacknowledged
   ];
 
   test('the unguarded upsert (the expectation): Y is updated', async () => {
-    const { stored, stopMatching } = await twoMatching('plain');
+    const { stored, written, stopMatching } = await twoMatching('plain');
     const unguarded = connA.connection.getClient().db(db.name).collection(Never.collection.collectionName);
-    const result = await raced(() => unguarded.updateOne({ title: 'plain', status: 'open' }, { $inc: { edits: 1 } }, { upsert: true, writeConcern: { w: 0 } }), stopMatching);
+    const result = await raced(() => unguarded.updateOne({ title: 'plain', status: 'open' }, { $inc: { edits: 1 } }, { upsert: true, writeConcern: { w: 0 } }), stopMatching, written);
     expect(result.ok).toBe(true);
     expect(SERIAL).toContainEqual(await stored());
   }, 30_000);
 
   test("transactions: 'never': the guarded w: 0 upsert updates X or Y, as some serial execution of it does", async () => {
-    const { x, stored, stopMatching } = await twoMatching('guarded');
+    const { x, stored, written, stopMatching } = await twoMatching('guarded');
     sent.length = 0;
     // Through the model's collection (the guard's own entry point, the driver's options as given),
     // so the test does not depend on how a Mongoose version passes a query's write concern on.
     const guarded = Never.collection as unknown as mongo.Collection;
-    const result = await raced(() => guarded.updateOne({ title: 'guarded', status: 'open' }, { $inc: { edits: 1 } }, { upsert: true, writeConcern: { w: 0 } }), stopMatching);
+    const result = await raced(() => guarded.updateOne({ title: 'guarded', status: 'open' }, { $inc: { edits: 1 } }, { upsert: true, writeConcern: { w: 0 } }), stopMatching, written);
     // The race happened: the guard's first write, sent acknowledged, was narrowed to X; the caller
     // gets the unacknowledged write's answer.
     expect({ ok: result.ok, racedOnX: JSON.stringify(sent[0]?.q ?? null).includes(x.toHexString()), w: sent[0]?.w }).toEqual({ ok: true, racedOnX: true, w: 1 });
@@ -165,8 +172,8 @@ describeIf(deploymentFacts().failPoints, 'needs fail points')('an unacknowledged
       await stopMatching();
       const settled = await result;
       expect(settled.ok && settled.value).toEqual({ acknowledged: false, deletedCount: undefined });
-      await sleep(2_500);
-      await connA.connection.getClient().db(db.name).command({ ping: 1 });
+      // Every serial execution of the delete removes one of the two: wait for that (bounded).
+      await waitUntil(async () => (await raw.countDocuments({ title: 'deleted' })) < 2, LANDED_MS, 50);
     } finally {
       connA.connection.getClient().off('commandStarted', listener);
     }

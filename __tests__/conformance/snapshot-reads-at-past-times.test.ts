@@ -1,5 +1,6 @@
 /**
- * Attack 9: snapshot reads outside transactions (readConcern snapshot / atClusterTime).
+ * Snapshot reads outside transactions at a past time (readConcern snapshot / atClusterTime): the
+ * catalog (renames, indexes) and the data as they were then. (Found by review 9.)
  *
  * The emulator may refuse with NotImplemented (238); any other answer must be mongod's.
  *
@@ -48,7 +49,7 @@ async function errorOr238(p: Promise<unknown>, code: number, msg?: RegExp): Prom
   throw new Error(`expected error ${code} (or 238), got answer ${JSON.stringify(out)}`);
 }
 
-describeIf(isReplSet, 'snapshot reads need a replica set')('attack9 snapshot reads', () => {
+describeIf(isReplSet, 'snapshot reads need a replica set')('snapshot reads at a past cluster time', () => {
   let client: MongoClient;
   const db = (): ReturnType<MongoClient['db']> => client.db(dbName);
 

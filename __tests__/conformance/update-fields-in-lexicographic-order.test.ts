@@ -1,5 +1,5 @@
 /**
- * Attack 10: the order in which an update's modifiers are applied, and what follows from it (the
+ * The order in which an update's modifiers are applied, and what follows from it (the
  * stored field order, equality matches on embedded documents, a change stream's removedFields).
  *
  * mongod parses every modifier of an update into one tree of UpdateObjectNodes whose children are a

@@ -1,6 +1,6 @@
 /**
- * Attack 9: change streams (events in transactions, updateDescription of modifier and pipeline
- * updates, rename events).
+ * Change streams: events of one transaction share its time, the updateDescription of modifier and
+ * pipeline updates (byte-level diffs), rename events. (Found by review 9.)
  *
  * Sources (mongodb/mongo):
  *  - src/mongo/db/pipeline/change_stream_filter_helpers.cpp (buildTransactionFilter): "All events
@@ -19,7 +19,7 @@ import { describeIf, openClient, uniqueDbName, type Loose } from './support/serv
 const dbName = uniqueDbName('attack9_cs');
 const isReplSet = testTopology() === 'replset';
 
-describeIf(isReplSet, 'change streams need a replica set')('attack9 change streams', () => {
+describeIf(isReplSet, 'change streams need a replica set')('change streams: transaction time, update descriptions, renames', () => {
   let client: MongoClient;
   let db: Db;
   const streams: ChangeStream[] = [];

@@ -1,6 +1,6 @@
 /**
- * Attack 10 on the emulator's upsert seed (writes.ts `upsertSeed`) and on the
- * `bypassDocumentValidation` field of the write commands and aggregate.
+ * The emulator's upsert seed (writes.ts `upsertSeed`) from an `$in` of equal values and from a
+ * DBRef equality, and the `bypassDocumentValidation` field of the write commands and aggregate.
  *
  * Each test accepts mongod 7.0's answer or NotImplemented (238), never another answer.
  */

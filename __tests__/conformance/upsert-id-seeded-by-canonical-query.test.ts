@@ -1,5 +1,5 @@
 /**
- * Attack 7 on the emulator's R22 rule (writes.ts `takeCreatedId`, `upsertSeed`): "an upsert whose
+ * The emulator's R22 rule (writes.ts `takeCreatedId`, `upsertSeed`): "an upsert whose
  * query seeds no `_id` may create it". Whether the query seeds an `_id` is decided by mongod on the
  * CANONICALIZED query (UpdateDriver::populateDocumentWithQueryFields, src/mongo/db/update/
  * update_driver.cpp: "We canonicalize the query to collapse $and/$or"), and jstests/core/

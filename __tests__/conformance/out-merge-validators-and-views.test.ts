@@ -1,6 +1,6 @@
 /**
- * Attack tests (attack8) on $out/$merge, views and validators. Each test states mongod's answer
- * and the source it comes from (mongodb/mongo unless noted).
+ * $out/$merge against validators and views, and renames of views (found by review 8). Each test
+ * states mongod's answer and the source it comes from (mongodb/mongo unless noted).
  */
 import type { Db, MongoClient } from 'mongodb';
 import { expectServerError, openClient, uniqueDbName, type Loose } from './support/server';
