@@ -49,6 +49,14 @@ interface Grant {
   owner: string;
   token: string;
   start: number;
+  /**
+   * When the acquisition's write became visible (its change event's wallTime). An `update` waiting
+   * behind a transaction that holds the record (R17) decides with the `$$NOW` it read when it
+   * arrived (R6: one value for the whole command, write-conflict retries included), so `start`
+   * can precede the commit of the previous holder's release by as long as that transaction ran;
+   * until that commit the previous holder still holds the lock on the server.
+   */
+  committed: number;
   end: number;
   expiries: Array<{ at: number; expiresAt: number }>;
 }
@@ -124,7 +132,7 @@ function grantsFrom(events: mongo.ChangeStreamDocument[]): Grant[] {
       const replaced = current === null ? undefined : grants.get(current);
       if (replaced && replaced.end > start) replaced.end = start;
       current = fields.token;
-      grants.set(current, { owner: owner!, token: current, start, end: expiresAt!, expiries: [{ at, expiresAt: expiresAt! }] });
+      grants.set(current, { owner: owner!, token: current, start, committed: at, end: expiresAt!, expiries: [{ at, expiresAt: expiresAt! }] });
     } else if ('token' in fields && fields.token === null) {
       const grant = current === null ? undefined : grants.get(current);
       if (grant && expiresAt !== undefined) {
@@ -299,8 +307,8 @@ replicaSetOnly('change streams and fail points need a replica set')(
     }
     for (const belief of beliefs) {
       const grants = grantsByDoc.get(belief.doc) ?? [];
-      const other = grants.find((grant) => grant.owner !== belief.owner && grant.start + 1 < belief.t && belief.t < grant.end);
-      if (other) beliefOverlaps.push(`${belief.doc}: ${belief.owner} believed at ${belief.t} (for ${Math.round(belief.m)} ms) while ${other.owner} held [${other.start}, ${other.end}]`);
+      const other = grants.find((grant) => grant.owner !== belief.owner && Math.max(grant.start, grant.committed) + 1 < belief.t && belief.t < grant.end);
+      if (other) beliefOverlaps.push(`${belief.doc}: ${belief.owner} believed at ${belief.t} (for ${Math.round(belief.m)} ms) while ${other.owner} held [${other.start} (committed ${other.committed}), ${other.end}]`);
       const own = grants.find((grant) => grant.token === belief.token);
       if (!own) beliefOverlaps.push(`${belief.doc}: ${belief.owner} believed at ${belief.t} in an acquisition the server never granted`);
       else if (belief.t + belief.m > grantedAt(own, belief.t) + 1) {

@@ -55,6 +55,14 @@ interface Grant {
   owner: string;
   token: string;
   start: number;
+  /**
+   * When the acquisition's write became visible (its change event's wallTime). An acquisition
+   * waiting behind a transaction that holds the record (R17: a guarded save, a saveAndUnlock)
+   * may decide with a `$$NOW` read before that wait (R6: once per command through mongos, and the
+   * emulator's as well; mongod's findAndModify reads it again per attempt), so `start` can precede the commit of the previous holder's release; until that commit the
+   * previous holder still holds the lock on the server.
+   */
+  committed: number;
   /** When the server stopped granting it: its expiry, its release, or the next acquisition. */
   end: number;
   /**
@@ -132,7 +140,7 @@ function grantsFrom(events: mongo.ChangeStreamDocument[]): Grant[] {
       const replaced = current === null ? undefined : grants.get(current);
       if (replaced && replaced.end > start) replaced.end = start;
       current = fields.token;
-      grants.set(current, { owner: owner!, token: current, start, end: expiresAt!, expiries: [{ at, expiresAt: expiresAt! }] });
+      grants.set(current, { owner: owner!, token: current, start, committed: at, end: expiresAt!, expiries: [{ at, expiresAt: expiresAt! }] });
     } else if ('token' in fields && fields.token === null) {
       // A release: the grant that was current ends at the release's $$NOW (its expiresAt).
       const grant = current === null ? undefined : grants.get(current);
@@ -304,8 +312,8 @@ replicaSetOnly('change streams and fail points need a replica set')(
     const violating: Belief[] = [];
     for (const belief of beliefs) {
       const before = beliefOverlaps.length;
-      const other = grants.find((grant) => grant.owner !== belief.owner && grant.start + 1 < belief.t && belief.t < grant.end);
-      if (other) beliefOverlaps.push(`${belief.owner} believed at ${belief.t} (for ${Math.round(belief.m)} ms) while ${other.owner} held [${other.start}, ${other.end}]`);
+      const other = grants.find((grant) => grant.owner !== belief.owner && Math.max(grant.start, grant.committed) + 1 < belief.t && belief.t < grant.end);
+      if (other) beliefOverlaps.push(`${belief.owner} believed at ${belief.t} (for ${Math.round(belief.m)} ms) while ${other.owner} held [${other.start} (committed ${other.committed}), ${other.end}]`);
       const own = byToken.get(belief.token);
       if (!own) beliefOverlaps.push(`${belief.owner} believed at ${belief.t} in an acquisition the server never granted (${belief.token})`);
       else if (belief.t + belief.m > grantedAt(own, belief.t) + 1) {
