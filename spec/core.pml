@@ -131,7 +131,7 @@ proctype Client(byte c) {
           tok = htok[s];
           SEND(c);
 #ifndef EXT_FROM_REPLY
-          /* beginExtension: until the answer, count on what both the lease and the extension give */
+          /* startExtension: until the answer, count on what both the lease and the extension give */
           if
           :: left[s] > TTL - DRIFT -> left[s] = TTL - DRIFT
           :: else -> skip

@@ -399,7 +399,7 @@ export class Replay {
         c.expect = ['findAndModify'];
         c.call = c.doc!.extendLock();
         c.exec = await this.takeWrite(c, 'findAndModify', locks);
-        // beginExtension: the lease counts on no more than the extension gives
+        // startExtension: the lease counts on no more than the extension gives
         if (c.belief) c.belief.until = Math.min(c.belief.until, Date.now() + (c.doc!.heldLock()?.msLeft() ?? 0));
         return;
       case 'extend-exec':
