@@ -26,6 +26,7 @@ import { deploymentFacts, testUri } from '../conformance/support/server';
 import { blockCommands, failPointOff } from '../plugin/guard/support';
 import { connect, sleep, testDatabase, type MonitoredConnection } from '../support/db';
 import { usesFailPoints } from '../support/fail-point-lock';
+import { beliefViolations, grantsFrom, serverOverlaps, type Belief } from '../support/grant-history';
 import { lateReplies, on, type LateReplies } from '../support/late-replies';
 import { replicaSetOnly } from '../support/topology';
 import { workItemModel, type WorkItemModel } from '../support/work-item';
@@ -45,40 +46,8 @@ interface Owner {
   late: LateReplies;
 }
 
-interface Grant {
-  owner: string;
-  token: string;
-  start: number;
-  /**
-   * When the acquisition's write became visible (its change event's wallTime). An `update` waiting
-   * behind a transaction that holds the record (R17) decides with the `$$NOW` it read when it
-   * arrived (R6: one value for the whole command, write-conflict retries included), so `start`
-   * can precede the commit of the previous holder's release by as long as that transaction ran;
-   * until that commit the previous holder still holds the lock on the server.
-   */
-  committed: number;
-  end: number;
-  expiries: Array<{ at: number; expiresAt: number }>;
-}
-
-/**
- * The expiry the server had granted `grant` at wall time `t`: the last written before `t`. Change
- * events carry whole milliseconds, as do the samples: a write in the very millisecond of a sample
- * may have come after it, so only writes of earlier milliseconds count (the other check allows the
- * same millisecond: `grant.start + 1 < belief.t`).
- */
-function grantedAt(grant: Grant, t: number): number {
-  let expiry = grant.expiries[0]!.expiresAt;
-  for (const entry of grant.expiries) if (entry.at < t) expiry = entry.expiresAt;
-  return expiry;
-}
-
-interface Belief {
-  owner: string;
+interface DocumentBelief extends Belief {
   doc: string;
-  token: string;
-  t: number;
-  m: number;
 }
 
 let owners: Owner[] = [];
@@ -109,46 +78,6 @@ afterAll(async () => {
 const rand = (lo: number, hi: number) => lo + Math.floor(Math.random() * (hi - lo));
 const pick = <T>(items: T[]): T => items[Math.floor(Math.random() * items.length)]!;
 
-/** Replays one document's change events into grants per token (as lease-beliefs-under-stalls). */
-function grantsFrom(events: mongo.ChangeStreamDocument[]): Grant[] {
-  const grants = new Map<string, Grant>();
-  let current: string | null = null;
-  let owner: string | null = null;
-  for (const event of events) {
-    if (event.operationType === 'delete') {
-      current = null;
-      owner = null;
-      continue;
-    }
-    let fields: Record<string, unknown>;
-    if (event.operationType === 'insert' || event.operationType === 'replace') fields = event.fullDocument as Record<string, unknown>;
-    else if (event.operationType === 'update') fields = event.updateDescription.updatedFields as Record<string, unknown>;
-    else continue;
-    const expiresAt = fields.expiresAt instanceof Date ? fields.expiresAt.getTime() : undefined;
-    const at = (event as { wallTime?: Date }).wallTime?.getTime() ?? 0;
-    if ('owner' in fields) owner = (fields.owner as string | null) ?? null;
-    if (typeof fields.token === 'string' && fields.token !== current) {
-      const start = (fields.acquiredAt as Date).getTime();
-      const replaced = current === null ? undefined : grants.get(current);
-      if (replaced && replaced.end > start) replaced.end = start;
-      current = fields.token;
-      grants.set(current, { owner: owner!, token: current, start, committed: at, end: expiresAt!, expiries: [{ at, expiresAt: expiresAt! }] });
-    } else if ('token' in fields && fields.token === null) {
-      const grant = current === null ? undefined : grants.get(current);
-      if (grant && expiresAt !== undefined) {
-        grant.end = expiresAt;
-        grant.expiries.push({ at, expiresAt });
-      }
-      current = null;
-    } else if (expiresAt !== undefined && current !== null) {
-      const grant = grants.get(current)!;
-      grant.end = expiresAt;
-      grant.expiries.push({ at, expiresAt });
-    }
-  }
-  return [...grants.values()].sort((a, b) => a.start - b.start);
-}
-
 replicaSetOnly('change streams and fail points need a replica set')(
   'groups under random stalls, pauses, late replies and racing renewals: no owner believes it holds a document while the server grants it to another',
   async () => {
@@ -169,7 +98,7 @@ replicaSetOnly('change streams and fail points need a replica set')(
       }
     })();
 
-    const beliefs: Belief[] = [];
+    const beliefs: DocumentBelief[] = [];
     type Handle = Awaited<ReturnType<WorkItemModel['acquireLocks']>>;
     const live = new Map<string, Handle>();
     const sampler = setInterval(() => {
@@ -294,26 +223,16 @@ replicaSetOnly('change streams and fail points need a replica set')(
       byDoc.set(key, list);
     }
     const grantsByDoc = new Map([...byDoc].map(([doc, list]) => [doc, grantsFrom(list)]));
-    const serverOverlaps: string[] = [];
+    // Property 1 on each record's own history; property 13 for every sample (support/grant-history.ts).
+    const serverOverlapsFound: string[] = [];
     const beliefOverlaps: string[] = [];
     let grantCount = 0;
     for (const [doc, grants] of grantsByDoc) {
       grantCount += grants.length;
-      for (let i = 1; i < grants.length; i++) {
-        const previous = grants[i - 1]!;
-        const next = grants[i]!;
-        if (next.owner !== previous.owner && next.start < previous.end) serverOverlaps.push(`${doc}: ${previous.owner} until ${previous.end} / ${next.owner} from ${next.start}`);
-      }
+      serverOverlapsFound.push(...serverOverlaps(grants).map((overlap) => `${doc}: ${overlap}`));
     }
     for (const belief of beliefs) {
-      const grants = grantsByDoc.get(belief.doc) ?? [];
-      const other = grants.find((grant) => grant.owner !== belief.owner && Math.max(grant.start, grant.committed) + 1 < belief.t && belief.t < grant.end);
-      if (other) beliefOverlaps.push(`${belief.doc}: ${belief.owner} believed at ${belief.t} (for ${Math.round(belief.m)} ms) while ${other.owner} held [${other.start} (committed ${other.committed}), ${other.end}]`);
-      const own = grants.find((grant) => grant.token === belief.token);
-      if (!own) beliefOverlaps.push(`${belief.doc}: ${belief.owner} believed at ${belief.t} in an acquisition the server never granted`);
-      else if (belief.t + belief.m > grantedAt(own, belief.t) + 1) {
-        beliefOverlaps.push(`${belief.doc}: ${belief.owner} counted at ${belief.t} on its lock until ${Math.round(belief.t + belief.m)}, the server had granted it until ${grantedAt(own, belief.t)}`);
-      }
+      beliefOverlaps.push(...beliefViolations(belief, grantsByDoc.get(belief.doc) ?? []).map((violation) => `${belief.doc}: ${violation}`));
     }
     if (beliefOverlaps.length > 0 && process.env.MPL_GROUP_BELIEFS_DUMP) {
       const { writeFileSync } = await import('node:fs');
@@ -321,7 +240,7 @@ replicaSetOnly('change streams and fail points need a replica set')(
     }
     process.stdout.write(`group lease beliefs: ${grantCount} grants, ${beliefs.length} belief samples, outcomes ${JSON.stringify(Object.fromEntries(outcomes))}\n`);
     expect(grantCount).toBeGreaterThan(10);
-    expect(serverOverlaps).toEqual([]);
+    expect(serverOverlapsFound).toEqual([]);
     expect(beliefOverlaps.slice(0, 5)).toEqual([]);
   },
   RUN_MS + 120_000,

@@ -33,6 +33,7 @@ import { deploymentFacts, testUri } from '../conformance/support/server';
 import { blockCommands, failPointOff } from '../plugin/guard/support';
 import { connect, sleep, testDatabase, waitUntil, type MonitoredConnection } from '../support/db';
 import { usesFailPoints } from '../support/fail-point-lock';
+import { beliefViolations, grantsFrom, serverOverlaps, type Belief } from '../support/grant-history';
 import { lateReplies, on, type LateReplies } from '../support/late-replies';
 import { replicaSetOnly } from '../support/topology';
 import { workItemModel, type WorkItemModel } from '../support/work-item';
@@ -49,41 +50,6 @@ interface Owner {
   conn: MonitoredConnection;
   model: WorkItemModel;
   late: LateReplies;
-}
-
-interface Grant {
-  owner: string;
-  token: string;
-  start: number;
-  /**
-   * When the acquisition's write became visible (its change event's wallTime). An acquisition
-   * waiting behind a transaction that holds the record (R17: a guarded save, a saveAndUnlock)
-   * may decide with a `$$NOW` read before that wait (R6: once per command through mongos, and the
-   * emulator's as well; mongod's findAndModify reads it again per attempt), so `start` can precede the commit of the previous holder's release; until that commit the
-   * previous holder still holds the lock on the server.
-   */
-  committed: number;
-  /** When the server stopped granting it: its expiry, its release, or the next acquisition. */
-  end: number;
-  /**
-   * Each expiry the server wrote for it (its grant, extensions, its release), with the change
-   * event's wall time: what the server granted at a given moment is the last one written by then.
-   */
-  expiries: Array<{ at: number; expiresAt: number }>;
-}
-
-/** The expiry the server had granted `grant` at wall time `t`. */
-function grantedAt(grant: Grant, t: number): number {
-  let expiry = grant.expiries[0]!.expiresAt;
-  for (const entry of grant.expiries) if (entry.at <= t) expiry = entry.expiresAt;
-  return expiry;
-}
-
-interface Belief {
-  owner: string;
-  token: string;
-  t: number;
-  m: number;
 }
 
 let owners: Owner[] = [];
@@ -113,51 +79,6 @@ afterAll(async () => {
 
 const rand = (lo: number, hi: number) => lo + Math.floor(Math.random() * (hi - lo));
 const pick = <T>(items: T[]): T => items[Math.floor(Math.random() * items.length)]!;
-
-/** Replays the lock collection's change events (one document) into grants per token. */
-function grantsFrom(events: mongo.ChangeStreamDocument[]): Grant[] {
-  const grants = new Map<string, Grant>();
-  let current: string | null = null;
-  let owner: string | null = null;
-  for (const event of events) {
-    if (event.operationType === 'delete') {
-      current = null;
-      owner = null;
-      continue;
-    }
-    let fields: Record<string, unknown>;
-    if (event.operationType === 'insert' || event.operationType === 'replace') fields = event.fullDocument as Record<string, unknown>;
-    else if (event.operationType === 'update') fields = event.updateDescription.updatedFields as Record<string, unknown>;
-    else continue;
-    const expiresAt = fields.expiresAt instanceof Date ? fields.expiresAt.getTime() : undefined;
-    const at = (event as { wallTime?: Date }).wallTime?.getTime() ?? 0;
-    // A diff names only the fields that changed: an owner that takes its own lock again keeps it.
-    if ('owner' in fields) owner = (fields.owner as string | null) ?? null;
-    if (typeof fields.token === 'string' && fields.token !== current) {
-      // A new acquisition: from the command's $$NOW (acquiredAt) to the expiry it wrote. It ends
-      // the acquisition it replaced (the same owner renewing, or the previous one expired).
-      const start = (fields.acquiredAt as Date).getTime();
-      const replaced = current === null ? undefined : grants.get(current);
-      if (replaced && replaced.end > start) replaced.end = start;
-      current = fields.token;
-      grants.set(current, { owner: owner!, token: current, start, committed: at, end: expiresAt!, expiries: [{ at, expiresAt: expiresAt! }] });
-    } else if ('token' in fields && fields.token === null) {
-      // A release: the grant that was current ends at the release's $$NOW (its expiresAt).
-      const grant = current === null ? undefined : grants.get(current);
-      if (grant && expiresAt !== undefined) {
-        grant.end = expiresAt;
-        grant.expiries.push({ at, expiresAt });
-      }
-      current = null;
-    } else if (expiresAt !== undefined && current !== null) {
-      // An extension or a resume of the current acquisition.
-      const grant = grants.get(current)!;
-      grant.end = expiresAt;
-      grant.expiries.push({ at, expiresAt });
-    }
-  }
-  return [...grants.values()].sort((a, b) => a.start - b.start);
-}
 
 replicaSetOnly('change streams and fail points need a replica set')(
   "under random stalls, pauses and late replies no owner believes it holds the lock while the server grants it to another",
@@ -296,30 +217,14 @@ replicaSetOnly('change streams and fail points need a replica set')(
     expect({ endOfRunSeenInTheStream }).toEqual({ endOfRunSeenInTheStream: true });
 
     const grants = grantsFrom(events);
-    // Property 1 on the server's own history.
-    const serverOverlaps: string[] = [];
-    for (let i = 1; i < grants.length; i++) {
-      const previous = grants[i - 1]!;
-      const next = grants[i]!;
-      if (next.owner !== previous.owner && next.start < previous.end) serverOverlaps.push(`${previous.owner} until ${previous.end} / ${next.owner} from ${next.start}`);
-    }
-    // Property 13, two ways. At the instant t of a sample its owner believes it holds the lock:
-    // no other owner's grant may cover t. And what it counts on, t + m, must not reach past the
-    // expiry the server had granted that very acquisition at t (a later shorter extension, or its
-    // own release, may end it sooner: the owner learns of those when it sends them).
-    const byToken = new Map(grants.map((grant) => [grant.token, grant]));
+    // Property 1 on the server's own history; property 13 for every sample (support/grant-history.ts).
+    const serverOverlapsFound = serverOverlaps(grants);
     const beliefOverlaps: string[] = [];
     const violating: Belief[] = [];
     for (const belief of beliefs) {
-      const before = beliefOverlaps.length;
-      const other = grants.find((grant) => grant.owner !== belief.owner && Math.max(grant.start, grant.committed) + 1 < belief.t && belief.t < grant.end);
-      if (other) beliefOverlaps.push(`${belief.owner} believed at ${belief.t} (for ${Math.round(belief.m)} ms) while ${other.owner} held [${other.start} (committed ${other.committed}), ${other.end}]`);
-      const own = byToken.get(belief.token);
-      if (!own) beliefOverlaps.push(`${belief.owner} believed at ${belief.t} in an acquisition the server never granted (${belief.token})`);
-      else if (belief.t + belief.m > grantedAt(own, belief.t) + 1) {
-        beliefOverlaps.push(`${belief.owner} counted at ${belief.t} on its lock until ${Math.round(belief.t + belief.m)}, the server had granted it until ${grantedAt(own, belief.t)}`);
-      }
-      if (beliefOverlaps.length > before) violating.push(belief);
+      const found = beliefViolations(belief, grants);
+      beliefOverlaps.push(...found);
+      if (found.length > 0) violating.push(belief);
     }
     // The abort events: how late after another owner's grant began (reported, not asserted).
     let worstAbortLateness = 0;
@@ -339,7 +244,7 @@ replicaSetOnly('change streams and fail points need a replica set')(
       );
     }
     expect(grants.length).toBeGreaterThan(10);
-    expect(serverOverlaps).toEqual([]);
+    expect(serverOverlapsFound).toEqual([]);
     expect(beliefOverlaps.slice(0, 5)).toEqual([]);
   },
   RUN_MS + 120_000,
