@@ -25,7 +25,8 @@
  */
 import type { mongo } from 'mongoose';
 import { usesFailPoints } from '../support/fail-point-lock';
-import { connect, testDatabase, type MonitoredConnection } from '../support/db';
+import { connect, nextCommandSent, testDatabase, type MonitoredConnection } from '../support/db';
+import { blockCommands } from '../plugin/guard/support';
 import { jobModel } from '../support/job';
 
 usesFailPoints();
@@ -49,27 +50,11 @@ afterAll(async () => {
 });
 
 /** Holds back the worker's next `command` on `collection` for `ms`. */
-async function stall(command: string, collection: string, ms: number): Promise<void> {
-  await admin.connection.getClient().db('admin').command({
-    configureFailPoint: 'failCommand',
-    mode: { times: 1 },
-    data: { failCommands: [command], appName: APP, namespace: `${db.name}.${collection}`, blockConnection: true, blockTimeMS: ms },
-  });
-}
+const stall = (command: string, collection: string, ms: number) =>
+  blockCommands(admin.connection, { appName: APP, namespace: `${db.name}.${collection}`, commands: [command], blockTimeMS: ms });
 
 /** Resolves when the worker has sent its next `command` on `collection` (the server then holds it back). */
-function sent(command: string, collection: string): Promise<void> {
-  return new Promise((resolve) => {
-    const client = worker.connection.getClient();
-    const listener = (event: { commandName: string; command: mongo.Document }) => {
-      if (event.commandName === command && event.command[command] === collection) {
-        client.off('commandStarted', listener);
-        resolve();
-      }
-    };
-    client.on('commandStarted', listener);
-  });
-}
+const sent = (command: string, collection: string) => nextCommandSent(worker, command, collection);
 
 test('a document found not matching that matches again is still claimable by the same call: no false null', async () => {
   const Admin = await jobModel(admin.connection, { ttl: 30_000 }, 'Rematch');

@@ -21,7 +21,7 @@
 import { LockDatabaseError, LockExpiredError, LockExpiredOnArrivalError, type LockTargetId } from '../../src';
 import { deploymentFacts, describeIf } from '../conformance/support/server';
 import { blockCommands, failPointOff } from '../plugin/guard/support';
-import { connect, sleep, testDatabase, type MonitoredConnection } from '../support/db';
+import { connect, nextCommandSent, sleep, testDatabase, type MonitoredConnection } from '../support/db';
 import { usesFailPoints } from '../support/fail-point-lock';
 import { replicaSetOnly } from '../support/topology';
 import { workItemModel, type WorkItemModel } from '../support/work-item';
@@ -67,17 +67,7 @@ describeIf(deploymentFacts().failPoints, 'needs fail points')('grants answered l
   const itemsNs = () => `${db.name}.${B.collection.collectionName}`;
 
   /** Resolves once a client sends `name` on collection `collection` (command monitoring). */
-  function sending(conn: MonitoredConnection, name: string, collection: string): Promise<void> {
-    return new Promise((resolve) => {
-      const listener = (event: { commandName: string; command: Record<string, unknown> }) => {
-        if (event.commandName === name && event.command[name] === collection) {
-          conn.connection.getClient().off('commandStarted', listener);
-          resolve();
-        }
-      };
-      conn.connection.getClient().on('commandStarted', listener);
-    });
-  }
+  const sending = nextCommandSent;
 
   /** H locks a document and starts a saveAndUnlock that the server stalls inside its transaction. */
   async function stalledHolder(): Promise<{ id: LockTargetId; saved: Promise<unknown> }> {

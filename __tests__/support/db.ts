@@ -74,3 +74,20 @@ export async function waitUntil(condition: () => boolean | Promise<boolean>, tim
     await sleep(intervalMs);
   }
 }
+
+/**
+ * Resolves when `conn` next sends `command` on `collection` (command monitoring): the moment a
+ * test knows the command is on its way, for instance held back on the server by a fail point.
+ */
+export function nextCommandSent(conn: MonitoredConnection, command: string, collection: string): Promise<void> {
+  const client = conn.connection.getClient();
+  return new Promise((resolve) => {
+    const listener = (event: { commandName: string; command: Record<string, unknown> }) => {
+      if (event.commandName === command && event.command[command] === collection) {
+        client.off('commandStarted', listener);
+        resolve();
+      }
+    };
+    client.on('commandStarted', listener);
+  });
+}
