@@ -12,12 +12,10 @@
  * And a lock whose record vanished (the collection was dropped under it) was reported as
  * `released`, which nobody did: now `reason: 'vanished'`, with a message that says so.
  */
-import mongoose, { type Connection } from 'mongoose';
-import * as os from 'node:os';
+import type { Connection } from 'mongoose';
 import { LockNotHeldError } from '../../src';
 import { LOCK_SETUP_WARNING_CODE, setupTiming } from '../../src/lock-collection-setup';
-import { testUri } from '../../test-backend/test-env';
-import { connect, sleep, testDatabase, type MonitoredConnection } from '../support/db';
+import { connect, operatorConnection, sleep, testDatabase, type MonitoredConnection } from '../support/db';
 import { workItemModel, type WorkItemModel } from '../support/work-item';
 
 const db = testDatabase('droplocks');
@@ -30,8 +28,7 @@ const defaults = { ...setupTiming };
 
 beforeAll(async () => {
   conn = await connect(db.name);
-  const workaround = Number(mongoose.version.split('.')[0]) >= 9 ? { runtimeAdapters: { os } } : {};
-  operator = await mongoose.createConnection(testUri(), { dbName: db.name, ...workaround } as mongoose.ConnectOptions).asPromise();
+  operator = await operatorConnection(db.name);
   jest.spyOn(process, 'emitWarning').mockImplementation(((message: string, options?: { code?: string }) => {
     if (options?.code === LOCK_SETUP_WARNING_CODE) warnings.push(message);
   }) as typeof process.emitWarning);

@@ -13,11 +13,9 @@
  * shares the first instance's lease, so it would not show.
  * Runs on a replica set and on a standalone server.
  */
-import mongoose, { type Connection } from 'mongoose';
-import * as os from 'node:os';
+import type { Connection } from 'mongoose';
 import { LockExpiredError } from '../../src';
-import { testUri } from '../../test-backend/test-env';
-import { connect, sleep, testDatabase, type MonitoredConnection } from '../support/db';
+import { connect, operatorConnection, sleep, testDatabase, type MonitoredConnection } from '../support/db';
 import { workItemModel, type WorkItemModel } from '../support/work-item';
 
 const db = testDatabase('expired_server_expiry');
@@ -27,8 +25,7 @@ let M: WorkItemModel;
 
 beforeAll(async () => {
   conn = await connect(db.name);
-  const workaround = Number(mongoose.version.split('.')[0]) >= 9 ? { runtimeAdapters: { os } } : {};
-  operator = await mongoose.createConnection(testUri(), { dbName: db.name, ...workaround } as mongoose.ConnectOptions).asPromise();
+  operator = await operatorConnection(db.name);
   M = await workItemModel(conn.connection, { ttl: 800 }, 'ServerExpiry');
 });
 

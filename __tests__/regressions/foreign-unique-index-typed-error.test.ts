@@ -11,11 +11,9 @@
  * `lock()`. (Nor does the setup, which reads the indexes with listIndexes, say anything about a
  * unique index that no lock record can satisfy.)
  */
-import mongoose, { type Connection } from 'mongoose';
-import * as os from 'node:os';
+import type { Connection } from 'mongoose';
 import { LockError } from '../../src';
-import { testUri } from '../../test-backend/test-env';
-import { connect, testDatabase, type MonitoredConnection } from '../support/db';
+import { connect, operatorConnection, testDatabase, type MonitoredConnection } from '../support/db';
 import { workItemSchema, type WorkItem, type WorkItemModel } from '../support/work-item';
 
 const db = testDatabase('foreignunique');
@@ -24,8 +22,7 @@ let operator: Connection;
 
 beforeAll(async () => {
   conn = await connect(db.name);
-  const workaround = Number(mongoose.version.split('.')[0]) >= 9 ? { runtimeAdapters: { os } } : {};
-  operator = await mongoose.createConnection(testUri(), { dbName: db.name, ...workaround } as mongoose.ConnectOptions).asPromise();
+  operator = await operatorConnection(db.name);
 });
 
 afterAll(async () => {

@@ -24,11 +24,9 @@
  * `data.namespace`, mode `times`).
  * Runs on a replica set and on a standalone server.
  */
-import mongoose, { type Connection } from 'mongoose';
-import * as os from 'node:os';
+import type { Connection } from 'mongoose';
 import { LockConfigurationError, lockAll } from '../../src';
-import { testUri } from '../../test-backend/test-env';
-import { connect, sleep, testDatabase, type MonitoredConnection } from '../support/db';
+import { connect, operatorConnection, sleep, testDatabase, type MonitoredConnection } from '../support/db';
 import { usesFailPoints } from '../support/fail-point-lock';
 import { workItemModel, type WorkItemModel } from '../support/work-item';
 
@@ -47,8 +45,7 @@ let Plain: WorkItemModel;
 
 beforeAll(async () => {
   conn = await connect(db.name);
-  const workaround = Number(mongoose.version.split('.')[0]) >= 9 ? { runtimeAdapters: { os } } : {};
-  operator = await mongoose.createConnection(testUri(), { dbName: db.name, ...workaround } as mongoose.ConnectOptions).asPromise();
+  operator = await operatorConnection(db.name);
   Unique = await workItemModel(conn.connection, { ttl: 30_000 }, 'GroupUniqueOwner');
   Plain = await workItemModel(conn.connection, { ttl: 30_000 }, 'GroupUniquePlain');
   Total = await workItemModel(conn.connection, { ttl: 30_000 }, 'GroupUniqueOwnerTotal');

@@ -15,11 +15,9 @@
  * (The emulator's TTL monitor runs every second in tests, like mongod's with ttlMonitorSleepSecs=1.)
  * Runs on a replica set and on a standalone server.
  */
-import mongoose, { type Connection, type Types } from 'mongoose';
-import * as os from 'node:os';
+import { type Connection, type Types } from 'mongoose';
 import { LockExpiredError, LockNotHeldError } from '../../src';
-import { testUri } from '../../test-backend/test-env';
-import { connect, sleep, testDatabase, type MonitoredConnection } from '../support/db';
+import { connect, operatorConnection, sleep, testDatabase, type MonitoredConnection } from '../support/db';
 import { workItemModel, type WorkItemModel } from '../support/work-item';
 
 const db = testDatabase('grouplossreason');
@@ -33,8 +31,7 @@ let Kept: WorkItemModel;
 
 beforeAll(async () => {
   conn = await connect(db.name);
-  const workaround = Number(mongoose.version.split('.')[0]) >= 9 ? { runtimeAdapters: { os } } : {};
-  operator = await mongoose.createConnection(testUri(), { dbName: db.name, ...workaround } as mongoose.ConnectOptions).asPromise();
+  operator = await operatorConnection(db.name);
   Purged = await workItemModel(conn.connection, { ttl: 10 * 60_000, purgeAfter: 0 }, 'GroupLossPurged');
   Kept = await workItemModel(conn.connection, { ttl: 10 * 60_000 }, 'GroupLossKept');
 });

@@ -11,11 +11,9 @@
  * claimForWrite's foreignUniqueIndex already does; it was written to check a suspicion, and passed.)
  * Needs transactions (atomic mode): skipped on a standalone server.
  */
-import mongoose, { type Connection } from 'mongoose';
-import * as os from 'node:os';
+import type { Connection } from 'mongoose';
 import { LockConfigurationError } from '../../src';
-import { testUri } from '../../test-backend/test-env';
-import { connect, testDatabase, type MonitoredConnection } from '../support/db';
+import { connect, operatorConnection, testDatabase, type MonitoredConnection } from '../support/db';
 import { replicaSetOnly } from '../support/topology';
 import { workItemModel, type WorkItemModel } from '../support/work-item';
 
@@ -26,8 +24,7 @@ let M: WorkItemModel;
 
 beforeAll(async () => {
   conn = await connect(db.name);
-  const workaround = Number(mongoose.version.split('.')[0]) >= 9 ? { runtimeAdapters: { os } } : {};
-  operator = await mongoose.createConnection(testUri(), { dbName: db.name, ...workaround } as mongoose.ConnectOptions).asPromise();
+  operator = await operatorConnection(db.name);
   M = await workItemModel(conn.connection, { ttl: 30_000, transactions: 'auto' }, 'GuardUniqueOwner');
   await operator.db!.collection(M.lockModel().collection.collectionName).createIndex({ owner: 1 }, { unique: true, name: 'owner_every_record' });
 });

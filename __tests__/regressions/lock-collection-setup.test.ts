@@ -17,11 +17,9 @@
  * The refusals are injected with failCommand on this file's own appName.
  */
 import mongoose, { type Connection } from 'mongoose';
-import * as os from 'node:os';
 import { LockConfigurationError, LockDatabaseError } from '../../src';
 import { LOCK_SETUP_WARNING_CODE, setupTiming } from '../../src/lock-collection-setup';
-import { testUri } from '../../test-backend/test-env';
-import { connect, sleep, testDatabase, type MonitoredConnection } from '../support/db';
+import { connect, operatorConnection, sleep, testDatabase, type MonitoredConnection } from '../support/db';
 import { usesFailPoints } from '../support/fail-point-lock';
 import { workItemSchema, type WorkItem, type WorkItemModel } from '../support/work-item';
 
@@ -41,8 +39,7 @@ let counter = 0;
 
 beforeAll(async () => {
   conn = await connect(db.name, { appName: APP });
-  const workaround = Number(mongoose.version.split('.')[0]) >= 9 ? { runtimeAdapters: { os } } : {};
-  operator = await mongoose.createConnection(testUri(), { dbName: db.name, ...workaround } as mongoose.ConnectOptions).asPromise();
+  operator = await operatorConnection(db.name);
   jest.spyOn(process, 'emitWarning').mockImplementation(((message: string, options?: { code?: string }) => {
     if (options?.code === LOCK_SETUP_WARNING_CODE) warnings.push(message);
   }) as typeof process.emitWarning);

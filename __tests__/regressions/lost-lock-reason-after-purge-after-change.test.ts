@@ -14,11 +14,9 @@
  * (The emulator's TTL monitor runs every second, like mongod's with ttlMonitorSleepSecs=1.)
  * Runs on a replica set and on a standalone server.
  */
-import mongoose, { type Connection } from 'mongoose';
-import * as os from 'node:os';
+import type { Connection } from 'mongoose';
 import type { LockNotHeldError } from '../../src';
-import { testUri } from '../../test-backend/test-env';
-import { connect, sleep, testDatabase, type MonitoredConnection } from '../support/db';
+import { connect, operatorConnection, sleep, testDatabase, type MonitoredConnection } from '../support/db';
 import { workItemModel, workItemSchema, type WorkItem, type WorkItemModel } from '../support/work-item';
 
 const db = testDatabase('lost_reason_purge_change');
@@ -33,8 +31,7 @@ let New: WorkItemModel;
 beforeAll(async () => {
   running = await connect(db.name);
   next = await connect(db.name);
-  const workaround = Number(mongoose.version.split('.')[0]) >= 9 ? { runtimeAdapters: { os } } : {};
-  operator = await mongoose.createConnection(testUri(), { dbName: db.name, ...workaround } as mongoose.ConnectOptions).asPromise();
+  operator = await operatorConnection(db.name);
   Old = await workItemModel(running.connection, { ttl: 10 * 60_000 }, 'PurgeChangeReason');
   // The next deploy: Mongoose's own init() of its lock model meets the index with the old expiry
   // (IndexOptionsConflict), and its setup moves the index to 0 s with collMod (here at once, as a

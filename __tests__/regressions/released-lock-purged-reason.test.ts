@@ -13,11 +13,9 @@
  * tests, like mongod's with ttlMonitorSleepSecs=1.)
  */
 import { LockNotHeldError } from '../../src';
-import { connect, sleep, testDatabase, type MonitoredConnection } from '../support/db';
+import { connect, operatorConnection, sleep, testDatabase, type MonitoredConnection } from '../support/db';
 import { workItemModel, type WorkItemModel } from '../support/work-item';
-import mongoose, { type Connection } from 'mongoose';
-import * as os from 'node:os';
-import { testUri } from '../../test-backend/test-env';
+import type { Connection } from 'mongoose';
 
 const db = testDatabase('purgedreason');
 let conn: MonitoredConnection;
@@ -27,8 +25,7 @@ let M: WorkItemModel;
 
 beforeAll(async () => {
   conn = await connect(db.name);
-  const workaround = Number(mongoose.version.split('.')[0]) >= 9 ? { runtimeAdapters: { os } } : {};
-  operator = await mongoose.createConnection(testUri(), { dbName: db.name, ...workaround } as mongoose.ConnectOptions).asPromise();
+  operator = await operatorConnection(db.name);
   M = await workItemModel(conn.connection, { ttl: 10 * 60_000, purgeAfter: 0 });
 });
 

@@ -13,10 +13,8 @@
  * upgrade that adds one) stalls all of that process's locking until the secondary returns.
  * Here the emulator's failCommand blocks createIndexes on the plugin's connection for 15 s.
  */
-import mongoose, { type Connection } from 'mongoose';
-import * as os from 'node:os';
-import { testUri } from '../../test-backend/test-env';
-import { connect, testDatabase, type MonitoredConnection } from '../support/db';
+import type { Connection } from 'mongoose';
+import { connect, operatorConnection, testDatabase, type MonitoredConnection } from '../support/db';
 import { usesFailPoints } from '../support/fail-point-lock';
 import { workItemSchema, type WorkItem, type WorkItemModel } from '../support/work-item';
 
@@ -31,8 +29,7 @@ let operator: Connection;
 
 beforeAll(async () => {
   conn = await connect(db.name, { appName: APP });
-  const workaround = Number(mongoose.version.split('.')[0]) >= 9 ? { runtimeAdapters: { os } } : {};
-  operator = await mongoose.createConnection(testUri(), { dbName: db.name, ...workaround } as mongoose.ConnectOptions).asPromise();
+  operator = await operatorConnection(db.name);
 });
 
 afterAll(async () => {

@@ -10,11 +10,9 @@
  * the emulator's failCommand closes the connection of every createIndexes of the plugin's
  * connection, and the retries are made frequent.
  */
-import mongoose, { type Connection } from 'mongoose';
-import * as os from 'node:os';
+import type { Connection } from 'mongoose';
 import { LOCK_SETUP_WARNING_CODE, setupTiming } from '../../src/lock-collection-setup';
-import { testUri } from '../../test-backend/test-env';
-import { connect, sleep, testDatabase, type MonitoredConnection } from '../support/db';
+import { connect, operatorConnection, sleep, testDatabase, type MonitoredConnection } from '../support/db';
 import { usesFailPoints } from '../support/fail-point-lock';
 import { workItemSchema, type WorkItem, type WorkItemModel } from '../support/work-item';
 
@@ -30,8 +28,7 @@ const defaults = { ...setupTiming };
 
 beforeAll(async () => {
   conn = await connect(db.name, { appName: APP });
-  const workaround = Number(mongoose.version.split('.')[0]) >= 9 ? { runtimeAdapters: { os } } : {};
-  operator = await mongoose.createConnection(testUri(), { dbName: db.name, ...workaround } as mongoose.ConnectOptions).asPromise();
+  operator = await operatorConnection(db.name);
   jest.spyOn(process, 'emitWarning').mockImplementation(((message: string, options?: { code?: string }) => {
     if (options?.code === LOCK_SETUP_WARNING_CODE) warnings.push(message);
   }) as typeof process.emitWarning);

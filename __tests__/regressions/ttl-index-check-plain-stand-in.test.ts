@@ -12,11 +12,9 @@
  * The first attempt and the retries do retime such an index (resolveConflicts); the check must at
  * least say so, or do the same.
  */
-import mongoose, { type Connection } from 'mongoose';
-import * as os from 'node:os';
+import type { Connection } from 'mongoose';
 import { LOCK_SETUP_WARNING_CODE, setupTiming } from '../../src/lock-collection-setup';
-import { testUri } from '../../test-backend/test-env';
-import { connect, sleep, testDatabase, type MonitoredConnection } from '../support/db';
+import { connect, operatorConnection, sleep, testDatabase, type MonitoredConnection } from '../support/db';
 import { workItemModel } from '../support/work-item';
 
 const db = testDatabase('ttlstandin');
@@ -27,8 +25,7 @@ const defaults = { ...setupTiming };
 
 beforeAll(async () => {
   conn = await connect(db.name);
-  const workaround = Number(mongoose.version.split('.')[0]) >= 9 ? { runtimeAdapters: { os } } : {};
-  operator = await mongoose.createConnection(testUri(), { dbName: db.name, ...workaround } as mongoose.ConnectOptions).asPromise();
+  operator = await operatorConnection(db.name);
   jest.spyOn(process, 'emitWarning').mockImplementation(((message: string, options?: { code?: string }) => {
     if (options?.code === LOCK_SETUP_WARNING_CODE) warnings.push(message);
   }) as typeof process.emitWarning);

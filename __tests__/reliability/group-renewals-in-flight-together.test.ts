@@ -21,11 +21,9 @@
  * (LockExpiredOnArrivalError), instead of resolving as if renewed.
  * Runs on a replica set and on a standalone server.
  */
-import mongoose, { type Connection, type Types } from 'mongoose';
-import * as os from 'node:os';
-import { testUri } from '../../test-backend/test-env';
+import { type Connection, type Types } from 'mongoose';
 import { LockExpiredOnArrivalError } from '../../src';
-import { connect, sleep, testDatabase, type MonitoredConnection } from '../support/db';
+import { connect, operatorConnection, sleep, testDatabase, type MonitoredConnection } from '../support/db';
 import { lateReplies, on } from '../support/late-replies';
 import { workItemModel, type WorkItemModel } from '../support/work-item';
 
@@ -37,8 +35,7 @@ let operator: Connection;
 
 beforeAll(async () => {
   conn = await connect(db.name);
-  const workaround = Number(mongoose.version.split('.')[0]) >= 9 ? { runtimeAdapters: { os } } : {};
-  operator = await mongoose.createConnection(testUri(), { dbName: db.name, ...workaround } as mongoose.ConnectOptions).asPromise();
+  operator = await operatorConnection(db.name);
   M = await workItemModel(conn.connection, { ttl: 30_000 }, 'GroupRenewTogether');
 });
 

@@ -10,11 +10,9 @@
  * other entry points send their command with the wrong-typed id. Property 7: bad input gets a
  * clear typed error before anything touches the database.
  */
-import mongoose, { Types, type Connection } from 'mongoose';
-import * as os from 'node:os';
+import { Types, type Connection } from 'mongoose';
 import { InvalidLockArgumentError } from '../../src';
-import { testUri } from '../../test-backend/test-env';
-import { connect, testDatabase, type MonitoredConnection } from '../support/db';
+import { connect, operatorConnection, testDatabase, type MonitoredConnection } from '../support/db';
 import { workItemModel, type WorkItemModel } from '../support/work-item';
 
 const db = testDatabase('forgedidtype');
@@ -25,8 +23,7 @@ let operator: Connection;
 
 beforeAll(async () => {
   conn = await connect(db.name);
-  const workaround = Number(mongoose.version.split('.')[0]) >= 9 ? { runtimeAdapters: { os } } : {};
-  operator = await mongoose.createConnection(testUri(), { dbName: db.name, ...workaround } as mongoose.ConnectOptions).asPromise();
+  operator = await operatorConnection(db.name);
   WorkItem = await workItemModel(conn.connection);
 });
 

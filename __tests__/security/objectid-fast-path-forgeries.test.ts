@@ -22,13 +22,11 @@
  * js-bson version installed: Mongoose 9 ships 7.x, Mongoose 8 ships 6.x), then against the lock calls.
  */
 import mongoose, { Types, mongo, type Connection } from 'mongoose';
-import * as os from 'node:os';
 import { InvalidLockArgumentError } from '../../src';
 import { freshPlainObjectId } from '../../src/arguments';
 import { idKey, sameId } from '../../src/id-key';
 import { freshId, IdRefusal, type FreshId } from '../../src/id-value';
-import { testUri } from '../../test-backend/test-env';
-import { connect, testDatabase, type MonitoredConnection } from '../support/db';
+import { connect, operatorConnection, testDatabase, type MonitoredConnection } from '../support/db';
 import { workItemModel, type WorkItemModel } from '../support/work-item';
 
 const db = testDatabase('oidfastforge');
@@ -39,8 +37,7 @@ let operator: Connection;
 
 beforeAll(async () => {
   conn = await connect(db.name);
-  const workaround = Number(mongoose.version.split('.')[0]) >= 9 ? { runtimeAdapters: { os } } : {};
-  operator = await mongoose.createConnection(testUri(), { dbName: db.name, ...workaround } as mongoose.ConnectOptions).asPromise();
+  operator = await operatorConnection(db.name);
   WorkItem = await workItemModel(conn.connection);
   await WorkItem.create({ _id: new Types.ObjectId(HEX), title: 'named by the bytes only' });
 });

@@ -91,3 +91,12 @@ export function nextCommandSent(conn: MonitoredConnection, command: string, coll
     client.on('commandStarted', listener);
   });
 }
+
+/**
+ * A plain connection to the test backend, without command monitoring: what a test does behind the
+ * plugin's back (hand-made indexes, raw reads and writes of lock records) is then not recorded as
+ * the plugin's commands (support/command-recorder.ts, the compatibility record).
+ */
+export function operatorConnection(dbName: string): Promise<Connection> {
+  return mongoose.createConnection(testUri(), { dbName, ...driverWorkarounds() } as mongoose.ConnectOptions).asPromise();
+}
