@@ -18,42 +18,21 @@
  */
 import { mongo, type Types } from 'mongoose';
 import { LockDatabaseError, LockNotHeldError } from '../../src';
-import { startPrivateBackend } from '../../test-backend/test-env';
-import { connectTo, testDatabase, type MonitoredConnection } from '../support/db';
+import { testDatabase, type MonitoredConnection } from '../support/db';
+import { privateReplicaSet } from '../support/private-replica-set';
 import { workItemModel, type WorkItemModel } from '../support/work-item';
 
 jest.setTimeout(120_000);
 
 const db = testDatabase('releasereplylost');
-let server: { uri: string; stop(): Promise<void> } | undefined;
-let conn: MonitoredConnection | undefined;
-let raw: mongo.MongoClient | undefined;
+const fixture = privateReplicaSet(db, 'ReleaseReplyLost');
+let conn: MonitoredConnection;
+let raw: mongo.MongoClient;
 let M: WorkItemModel;
 let skip: string | undefined;
 
-beforeAll(async () => {
-  const started = await startPrivateBackend('replset');
-  if ('unsupported' in started) {
-    skip = started.unsupported;
-    return;
-  }
-  server = started;
-  conn = await connectTo(started.uri, db.name, { retryWrites: true });
-  raw = new mongo.MongoClient(started.uri);
-  await raw.connect();
-  M = await workItemModel(conn.connection, { ttl: 30_000 }, 'ReleaseReplyLost');
-}, 60_000);
-
-afterAll(async () => {
-  const admin = raw?.db('admin');
-  await admin?.command({ configureFailPoint: 'failCommand', mode: 'off' }).catch(() => undefined);
-  await admin?.command({ configureFailPoint: 'onPrimaryTransactionalWrite', mode: 'off' }).catch(() => undefined);
-  if (conn) {
-    await db.drop(conn.connection).catch(() => undefined);
-    await conn.close();
-  }
-  await raw?.close();
-  await server?.stop();
+beforeAll(() => {
+  ({ conn, raw, model: M, skipped: skip } = fixture);
 });
 
 /** The next `update` is applied on the server, and neither its first attempt nor its retry is answered. */
@@ -179,7 +158,7 @@ test('a group handle whose release was applied but answered with an error: the h
 test("saveAndUnlock without transactions, its release applied but answered with an error: the instance counts on nothing", async () => {
   if (skip) return console.log(`release-reply-lost: skipped (${skip})`);
   // transactions: 'never': the guard checks, the save writes, then a separate release (plugin.ts saveAndUnlockDocument).
-  const Never = await workItemModel(conn!.connection, { ttl: 30_000, transactions: 'never' }, 'ReleaseReplyLostNever');
+  const Never = await workItemModel(conn.connection, { ttl: 30_000, transactions: 'never' }, 'ReleaseReplyLostNever');
   const { _id: id } = await Never.create({ title: 'save and unlock, reply lost' });
   const doc = await Never.lock(id, 'alice');
   doc.title = 'saved';

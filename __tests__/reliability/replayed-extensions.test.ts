@@ -22,39 +22,19 @@
  */
 import { performance } from 'node:perf_hooks';
 import { mongo } from 'mongoose';
-import { startPrivateBackend } from '../../test-backend/test-env';
-import { connectTo, testDatabase, type MonitoredConnection } from '../support/db';
-import { workItemModel, type WorkItemModel } from '../support/work-item';
+import { testDatabase, type MonitoredConnection } from '../support/db';
+import { privateReplicaSet } from '../support/private-replica-set';
+import type { WorkItemModel } from '../support/work-item';
 
 const db = testDatabase('replayedext');
-let server: { uri: string; stop(): Promise<void> } | undefined;
-let conn: MonitoredConnection | undefined;
-/** The driver Mongoose uses (driver 6 with Mongoose 8): ids built by Mongoose serialize with its BSON. */
-let raw: mongo.MongoClient | undefined;
+const fixture = privateReplicaSet(db, 'ReplayedExtension');
+let conn: MonitoredConnection;
+let raw: mongo.MongoClient;
 let M: WorkItemModel;
 let skip: string | undefined;
 
-beforeAll(async () => {
-  const started = await startPrivateBackend('replset');
-  if ('unsupported' in started) {
-    skip = started.unsupported;
-    return;
-  }
-  server = started;
-  conn = await connectTo(started.uri, db.name, { retryWrites: true });
-  raw = new mongo.MongoClient(started.uri);
-  await raw.connect();
-  M = await workItemModel(conn.connection, { ttl: 30_000 }, 'ReplayedExtension');
-}, 60_000);
-
-afterAll(async () => {
-  await raw?.db('admin').command({ configureFailPoint: 'onPrimaryTransactionalWrite', mode: 'off' }).catch(() => undefined);
-  if (conn) {
-    await db.drop(conn.connection).catch(() => undefined);
-    await conn.close();
-  }
-  await raw?.close();
-  await server?.stop();
+beforeAll(() => {
+  ({ conn, raw, model: M, skipped: skip } = fixture);
 });
 
 async function closeAfterNextWrite(): Promise<void> {
@@ -79,9 +59,9 @@ test('an extension whose reply was lost and replayed: the lease stays within the
   const { _id: id } = await M.create({ title: 'replayed extend' });
   const doc = await M.lock(id, 'alice');
   await closeAfterNextWrite();
-  conn!.resetCommands();
+  conn.resetCommands();
   await doc.extendLock(60_000);
-  expect(conn!.commands.filter((c) => c === 'findAndModify')).toHaveLength(2);
+  expect(conn.commands.filter((c) => c === 'findAndModify')).toHaveLength(2);
   await expectWithinServerGrant(id, () => doc.heldLock()!.msLeft());
   expect(doc.heldLock()!.msLeft()).toBeGreaterThan(50_000);
   await doc.unlock();
@@ -92,9 +72,9 @@ test('a resume whose reply was lost and replayed: the lease stays within the gra
   const { _id: id } = await M.create({ title: 'replayed resume' });
   const first = await M.lock(id, 'alice');
   await closeAfterNextWrite();
-  conn!.resetCommands();
+  conn.resetCommands();
   const resumed = await M.lock(id, 'alice', { resume: first.heldLock()!.ticket, ttl: 45_000 });
-  expect(conn!.commands.filter((c) => c === 'findAndModify')).toHaveLength(2);
+  expect(conn.commands.filter((c) => c === 'findAndModify')).toHaveLength(2);
   await expectWithinServerGrant(id, () => resumed.heldLock()!.msLeft());
   expect(resumed.heldLock()!.msLeft()).toBeGreaterThan(35_000);
   await resumed.unlock();
