@@ -22,14 +22,15 @@
  */
 import { performance } from 'node:perf_hooks';
 import { mongo, type Types } from 'mongoose';
-import { deploymentFacts, testUri } from '../conformance/support/server';
+import { testUri } from '../conformance/support/server';
 import { blockCommands, failPointOff } from '../plugin/guard/support';
-import { connect, sleep, testDatabase, type MonitoredConnection } from '../support/db';
+import { sleep, testDatabase, type MonitoredConnection } from '../support/db';
 import { usesFailPoints } from '../support/fail-point-lock';
 import { beliefViolations, grantsFrom, serverOverlaps, type Belief } from '../support/grant-history';
-import { lateReplies, on, type LateReplies } from '../support/late-replies';
+import { on } from '../support/late-replies';
 import { replicaSetOnly } from '../support/topology';
-import { workItemModel, type WorkItemModel } from '../support/work-item';
+import { pick, rand, stalledOwners, type Owner } from '../support/stalled-owners';
+import type { WorkItemModel } from '../support/work-item';
 
 usesFailPoints();
 
@@ -38,45 +39,18 @@ const OWNERS = 4;
 const DOCUMENTS = 4;
 const RUN_MS = Number(process.env.MPL_GROUP_BELIEFS_MS ?? 20_000);
 
-interface Owner {
-  name: string;
-  app: string;
-  conn: MonitoredConnection;
-  model: WorkItemModel;
-  late: LateReplies;
-}
-
 interface DocumentBelief extends Belief {
   doc: string;
 }
 
-let owners: Owner[] = [];
+const cast = stalledOwners(db, { count: OWNERS, appPrefix: 'mpl-gbeliefs', modelName: 'GroupBeliefs' });
+let owners: Owner[];
 let admin: MonitoredConnection;
 let adminModel: WorkItemModel;
 
-beforeAll(async () => {
-  if (!deploymentFacts().failPoints) return;
-  admin = await connect(db.name);
-  adminModel = await workItemModel(admin.connection, { ttl: 30_000, ownerStorage: 'plain' }, 'GroupBeliefs');
-  for (let i = 0; i < OWNERS; i++) {
-    const app = `mpl-gbeliefs-${i}-${process.pid}`;
-    const conn = await connect(db.name, { appName: app });
-    const model = await workItemModel(conn.connection, { ttl: 30_000, ownerStorage: 'plain' }, 'GroupBeliefs');
-    owners.push({ name: `owner-${i}`, app, conn, model, late: lateReplies(conn.connection) });
-  }
-}, 60_000);
-
-afterAll(async () => {
-  if (!admin) return;
-  await failPointOff(admin.connection).catch(() => undefined);
-  for (const owner of owners) owner.late.stop();
-  await db.drop(admin.connection);
-  await Promise.all([admin.close(), ...owners.map((owner) => owner.conn.close())]);
-  owners = [];
+beforeAll(() => {
+  ({ owners, admin, adminModel } = cast);
 });
-
-const rand = (lo: number, hi: number) => lo + Math.floor(Math.random() * (hi - lo));
-const pick = <T>(items: T[]): T => items[Math.floor(Math.random() * items.length)]!;
 
 replicaSetOnly('change streams and fail points need a replica set')(
   'groups under random stalls, pauses, late replies and racing renewals: no owner believes it holds a document while the server grants it to another',

@@ -29,14 +29,15 @@
 import { performance } from 'node:perf_hooks';
 import { mongo } from 'mongoose';
 import type { LockTargetId } from '../../src';
-import { deploymentFacts, testUri } from '../conformance/support/server';
+import { testUri } from '../conformance/support/server';
 import { blockCommands, failPointOff } from '../plugin/guard/support';
-import { connect, sleep, testDatabase, waitUntil, type MonitoredConnection } from '../support/db';
+import { sleep, testDatabase, waitUntil, type MonitoredConnection } from '../support/db';
 import { usesFailPoints } from '../support/fail-point-lock';
 import { beliefViolations, grantsFrom, serverOverlaps, type Belief } from '../support/grant-history';
-import { lateReplies, on, type LateReplies } from '../support/late-replies';
+import { on } from '../support/late-replies';
 import { replicaSetOnly } from '../support/topology';
-import { workItemModel, type WorkItemModel } from '../support/work-item';
+import { pick, rand, stalledOwners, type Owner } from '../support/stalled-owners';
+import type { WorkItemModel } from '../support/work-item';
 
 usesFailPoints();
 
@@ -44,41 +45,14 @@ const db = testDatabase('leasebeliefs');
 const OWNERS = 4;
 const RUN_MS = Number(process.env.MPL_LEASE_BELIEFS_MS ?? 30_000);
 
-interface Owner {
-  name: string;
-  app: string;
-  conn: MonitoredConnection;
-  model: WorkItemModel;
-  late: LateReplies;
-}
-
-let owners: Owner[] = [];
+const cast = stalledOwners(db, { count: OWNERS, appPrefix: 'mpl-beliefs', modelName: 'Beliefs' });
+let owners: Owner[];
 let admin: MonitoredConnection;
 let adminModel: WorkItemModel;
 
-beforeAll(async () => {
-  if (!deploymentFacts().failPoints) return;
-  admin = await connect(db.name);
-  adminModel = await workItemModel(admin.connection, { ttl: 30_000, ownerStorage: 'plain' }, 'Beliefs');
-  for (let i = 0; i < OWNERS; i++) {
-    const app = `mpl-beliefs-${i}-${process.pid}`;
-    const conn = await connect(db.name, { appName: app });
-    const model = await workItemModel(conn.connection, { ttl: 30_000, ownerStorage: 'plain' }, 'Beliefs');
-    owners.push({ name: `owner-${i}`, app, conn, model, late: lateReplies(conn.connection) });
-  }
-}, 60_000);
-
-afterAll(async () => {
-  if (!admin) return;
-  await failPointOff(admin.connection).catch(() => undefined);
-  for (const owner of owners) owner.late.stop();
-  await db.drop(admin.connection);
-  await Promise.all([admin.close(), ...owners.map((owner) => owner.conn.close())]);
-  owners = [];
+beforeAll(() => {
+  ({ owners, admin, adminModel } = cast);
 });
-
-const rand = (lo: number, hi: number) => lo + Math.floor(Math.random() * (hi - lo));
-const pick = <T>(items: T[]): T => items[Math.floor(Math.random() * items.length)]!;
 
 replicaSetOnly('change streams and fail points need a replica set')(
   "under random stalls, pauses and late replies no owner believes it holds the lock while the server grants it to another",
