@@ -9,5 +9,7 @@ module.exports = {
   globalTeardown: '<rootDir>/test-backend/jest-global-teardown.ts',
   setupFiles: ['<rootDir>/test-backend/jest-setup.ts'],
   testTimeout: 30000,
-  maxWorkers: 2,
+  // Two by default (the machine this project grew on has two cores); CI's whole-suite lane sets
+  // MPL_JEST_WORKERS=3, since most of a test's time is waiting (timers, fail points, the emulator).
+  maxWorkers: Number(process.env.MPL_JEST_WORKERS) || 2,
 };
