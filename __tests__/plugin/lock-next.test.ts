@@ -6,7 +6,7 @@
  */
 import { Schema, Types, type mongo } from 'mongoose';
 import { LockNotHeldError, LockedError, lockPlugin, type LockableModel } from '../../src';
-import { connect, sleep, testDatabase, type MonitoredConnection } from '../support/db';
+import { connect, sleep, testDatabase, waitUntil, type MonitoredConnection } from '../support/db';
 import { jobModel, type JobModel } from '../support/job';
 import { onReplicaSet } from '../support/topology';
 
@@ -75,8 +75,10 @@ describe('which document', () => {
     const Q = await queue([{ priority: 3, payload: 'held' }, { priority: 2, payload: 'expired' }, { priority: 1, payload: 'free' }]);
     const [held, expired] = await Promise.all([Q.findOne({ payload: 'held' }), Q.findOne({ payload: 'expired' })]);
     await Q.lock(held!._id, 'someone-else');
-    await Q.lock(expired!._id, 'crashed-worker', { ttl: 50 });
-    await sleep(120);
+    // A lock left by a worker that crashed: long enough to arrive with a lease on a loaded machine
+    // (a 50 ms one was refused on arrival at load 16), then waited out.
+    await Q.lock(expired!._id, 'crashed-worker', { ttl: 500 });
+    expect(await waitUntil(async () => !(await Q.isLocked(expired!._id)), 10_000)).toBe(true);
     expect(payloads([await Q.lockNext({}, 'w', { sort: { priority: -1 } })])).toEqual(['expired']);
     expect(payloads([await Q.lockNext({}, 'w', { sort: { priority: -1 } })])).toEqual(['free']);
     expect(await Q.lockNext({}, 'w', { sort: { priority: -1 } })).toBeNull();
