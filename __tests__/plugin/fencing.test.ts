@@ -2,6 +2,7 @@
 import { LockNotHeldError } from '../../src';
 import { connect, sleep, testDatabase, type MonitoredConnection } from '../support/db';
 import { workItemModel, type WorkItemModel } from '../support/work-item';
+import { staleLock } from '../support/stale-lock';
 
 const db = testDatabase('fencing');
 let conn: MonitoredConnection;
@@ -37,8 +38,7 @@ test('every acquisition gets a larger fence: takeovers, renewals and re-locks af
 
 test('a stalled holder is fenced off: B writes, A wakes up and its save is rejected, B\'s data intact', async () => {
   const { _id: id } = await WorkItem.create({ title: 'original' });
-  const a = await WorkItem.lock(id, 'holder-a', { ttl: 150 });
-  await sleep(250); // A stalls past its ttl
+  const a = await staleLock(WorkItem, id, 'holder-a'); // A stalls past its ttl
   const b = await WorkItem.lock(id, 'holder-b');
   expect(b.heldLock()!.fence).toBeGreaterThan(a.heldLock()!.fence);
   b.title = 'written by B';

@@ -21,8 +21,9 @@ import {
   lockErrorHandler,
   type LockErrorBody,
 } from '../../src';
-import { connect, sleep, testDatabase, type MonitoredConnection } from '../support/db';
+import { connect, testDatabase, type MonitoredConnection } from '../support/db';
 import { workItemModel, type WorkItemModel } from '../support/work-item';
+import { staleLock } from '../support/stale-lock';
 
 const db = testDatabase('http');
 let conn: MonitoredConnection;
@@ -114,8 +115,7 @@ test('409 for a stale ticket, with the reason', async () => {
 
 test('409 LOCK_EXPIRED for a ticket whose lock expired', async () => {
   const { _id: id } = await WorkItem.create({ title: 'expired' });
-  const item = await WorkItem.lock(id, HOLDER, { ttl: 150 });
-  await sleep(300);
+  const item = await staleLock(WorkItem, id, HOLDER);
   const response = await request(app).post(`/items/${id}/submit?owner=${HOLDER}`).type('form').send({ ticket: item.heldLock()!.ticket }).expect(409);
   expect(bodyOf(response).error).toMatchObject({ code: 'LOCK_EXPIRED', reason: 'expired' });
 });

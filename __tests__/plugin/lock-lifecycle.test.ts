@@ -4,6 +4,7 @@ import { Types } from 'mongoose';
 import { LockError, LockExpiredError, LockNotHeldError, LockTargetNotFoundError, LockedError } from '../../src';
 import { connect, sleep, testDatabase, type MonitoredConnection } from '../support/db';
 import { workItemModel, type WorkItemModel } from '../support/work-item';
+import { staleLock } from '../support/stale-lock';
 
 const db = testDatabase('lifecycle');
 let conn: MonitoredConnection;
@@ -100,8 +101,7 @@ describe('unlock', () => {
 
   test('an unlock after another owner took over does not release the new holder', async () => {
     const id = await newItem();
-    const stale = await WorkItem.lock(id, 'session-a', { ttl: 150 });
-    await sleep(250);
+    const stale = await staleLock(WorkItem, id, 'session-a');
     const fresh = await WorkItem.lock(id, 'session-b');
     const error = await stale.unlock().catch((e: unknown) => e);
     expect(error).toBeInstanceOf(LockNotHeldError);
@@ -113,9 +113,8 @@ describe('unlock', () => {
 
   test('an unlock after expiry says it expired', async () => {
     const id = await newItem();
-    const item = await WorkItem.lock(id, 'session-a', { ttl: 100 });
+    const item = await staleLock(WorkItem, id, 'session-a', 100);
     const expiresAt = item.heldLock()!.expiresAt;
-    await sleep(200);
     const error = await item.unlock().catch((e: unknown) => e);
     expect(error).toBeInstanceOf(LockExpiredError);
     expect((error as LockExpiredError).code).toBe('LOCK_EXPIRED');

@@ -1,8 +1,9 @@
 /** The write guard on save() and saveAndUnlock(): PRODUCT.md properties 2, 5 and 6. */
 import { mongo } from 'mongoose';
 import { LockExpiredError, LockNotHeldError, LockedError } from '../../src';
-import { connect, sleep, testDatabase, type MonitoredConnection } from '../support/db';
+import { connect, testDatabase, type MonitoredConnection } from '../support/db';
 import { workItemModel, type WorkItemModel } from '../support/work-item';
+import { staleLock } from '../support/stale-lock';
 
 const db = testDatabase('guard');
 let conn: MonitoredConnection;
@@ -71,8 +72,7 @@ for (const [label, model] of [
     test('a holder whose lock expired and was taken over writes nothing; the new holder\'s data is intact', async () => {
       const M = model();
       const { _id: id } = await M.create({ title: 'original' });
-      const stale = await M.lock(id, 'session-a', { ttl: 150 });
-      await sleep(250);
+      const stale = await staleLock(M, id, 'session-a');
       const fresh = await M.lock(id, 'session-b');
       fresh.title = 'written by b';
       await fresh.save();
@@ -90,8 +90,7 @@ for (const [label, model] of [
     test('an expired lock nobody took: LockExpiredError and nothing written', async () => {
       const M = model();
       const { _id: id } = await M.create({ title: 'original' });
-      const stale = await M.lock(id, 'session-a', { ttl: 100 });
-      await sleep(200);
+      const stale = await staleLock(M, id, 'session-a', 100);
       const bytes = await storedBytes(M, id);
       stale.title = 'late write';
       const error = await stale.saveAndUnlock().catch((e: unknown) => e);
@@ -131,8 +130,7 @@ describe('save()', () => {
 
   test('a stale holder\'s plain save is rejected after a takeover', async () => {
     const { _id: id } = await NoTxn.create({ title: 'orig' });
-    const stale = await NoTxn.lock(id, 'session-a', { ttl: 100 });
-    await sleep(200);
+    const stale = await staleLock(NoTxn, id, 'session-a', 100);
     const fresh = await NoTxn.lock(id, 'session-b');
     const bytes = await storedBytes(NoTxn, id);
     stale.title = 'stale';
@@ -166,8 +164,7 @@ describe('save()', () => {
 
 test('a rejected stale save stays rejected: retrying it cannot slip through once the lock looks free', async () => {
   const { _id: id } = await WorkItem.create({ title: 'original' });
-  const stale = await WorkItem.lock(id, 'session-a', { ttl: 100 });
-  await sleep(200);
+  const stale = await staleLock(WorkItem, id, 'session-a', 100);
   stale.title = 'late write';
   await expect(stale.save()).rejects.toBeInstanceOf(LockExpiredError);
   expect(await WorkItem.isLocked(id)).toBe(false); // nobody holds it now
