@@ -69,3 +69,25 @@ test('a write in the very millisecond of a sample may come before or after it: e
   expect(grantedAt(grant!, T0 + 200)).toBe(T0 + 1_000);
   expect(grantedAt(grant!, T0 + 201)).toBe(T0 + 600);
 });
+
+test('a takeover of a record whose expiry the server had not reached is reported on the replayed history itself', () => {
+  // B's acquisition overwrites A's record at 500 (no release in between) although the expiry the
+  // server last wrote for A is 1000: the server granted the lock to two owners at once (property 1).
+  const grants = grantsFrom([
+    insert(0, { owner: 'A', token: 'a1', acquiredAt: at(0), expiresAt: at(1_000) }),
+    update(500, { owner: 'B', token: 'b1', acquiredAt: at(500), expiresAt: at(1_500) }),
+  ]);
+  expect(serverOverlaps(grants)).toEqual([`A until ${T0 + 1_000} / B from ${T0 + 500}`]);
+  // A's lease (conservative) had ended before 500, so no sample of A's shows it: property 1 is the
+  // only check that can see this history.
+  expect([0, 100, 400].flatMap((ms) => beliefViolations({ owner: 'A', token: 'a1', t: T0 + ms, m: 50 }, grants))).toEqual([]);
+});
+
+test('a takeover at or after the expiry the server last wrote (extensions included) is not reported', () => {
+  const grants = grantsFrom([
+    insert(0, { owner: 'A', token: 'a1', acquiredAt: at(0), expiresAt: at(400) }),
+    update(300, { expiresAt: at(1_000) }),
+    update(1_000, { owner: 'B', token: 'b1', acquiredAt: at(1_000), expiresAt: at(2_000) }),
+  ]);
+  expect(serverOverlaps(grants)).toEqual([]);
+});
