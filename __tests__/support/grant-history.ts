@@ -100,13 +100,20 @@ export function grantedAt(grant: Grant, t: number): number {
   return Math.max(before, sameMillisecond);
 }
 
-/** Property 1 on the server's own history: no acquisition starts before another owner's ends. */
+/**
+ * Property 1 on the server's own history: no acquisition starts before the expiry the server last
+ * wrote for another owner's (its grant, extension or release). Not `end`: the replay ends a grant
+ * that was taken over where the next one starts, so `end` cannot show a takeover that came too
+ * early; the takeover's filter compares the record's expiry with the same `$$NOW` that became the
+ * next `acquiredAt` (lock-store.ts, EXPIRED_EXPR), so on a correct server `start` is never earlier.
+ */
 export function serverOverlaps(grants: readonly Grant[]): string[] {
   const overlaps: string[] = [];
   for (let i = 1; i < grants.length; i++) {
     const previous = grants[i - 1]!;
     const next = grants[i]!;
-    if (next.owner !== previous.owner && next.start < previous.end) overlaps.push(`${previous.owner} until ${previous.end} / ${next.owner} from ${next.start}`);
+    const until = previous.expiries[previous.expiries.length - 1]!.expiresAt;
+    if (next.owner !== previous.owner && next.start < until) overlaps.push(`${previous.owner} until ${until} / ${next.owner} from ${next.start}`);
   }
   return overlaps;
 }
