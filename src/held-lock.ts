@@ -163,8 +163,6 @@ function changed(lease: Lease): void {
  * covers a resume that was sent before that lease was known here.
  */
 export function newHeldLockState(fields: HeldLockFields, timing: GrantTiming, scope: string): HeldLockState {
-  const { ticket, ...rest } = fields;
-  let issued = typeof ticket === 'string' ? ticket : undefined;
   // A resume joins the lease of an instance here that knows the ticket (one whose ticket was read,
   // or a resume: created with its ticket string); a fresh acquisition is entered in the map only
   // when its ticket is first read.
@@ -189,55 +187,133 @@ export function newHeldLockState(fields: HeldLockFields, timing: GrantTiming, sc
       listeners: new Set(),
       key: undefined,
     };
-    if (issued !== undefined) remember(scope, fields.documentId, fields.token, lease);
+    if (typeof fields.ticket === 'string') remember(scope, fields.documentId, fields.token, lease);
   }
-  const shared = lease;
-  // The ticket is computed when first read (it hashes the document id, and most locks are never
-  // continued in a later request); read-only, like the rest. Accessors in the literal, not
-  // Object.defineProperty after it: the object keeps a fast shape.
-  const lock = {
-    ...rest,
-    msLeft: () => (state.lost === undefined && !shared.released && shared.suspended === 0 ? Math.max(0, shared.validUntil - monotonicNow()) : 0),
-    get ticket(): string {
-      if (issued === undefined) {
-        issued = (ticket as () => string)();
-        if (!shared.released) remember(scope, fields.documentId, fields.token, shared);
-      }
-      return issued;
-    },
-    get expiresAt(): Date {
-      return shared.expiresAt;
-    },
-    set expiresAt(value: Date) {
-      shared.expiresAt = value;
-    },
-  } as HeldLock;
-  const state: HeldLockState = {
-    lock,
-    lease: shared,
-    get grantedAtMonotonic() {
-      return shared.grantedAtMonotonic;
-    },
-    set grantedAtMonotonic(value: number) {
-      shared.grantedAtMonotonic = value;
-    },
-    get serverTimeAtGrant() {
-      return shared.serverTimeAtGrant;
-    },
-    set serverTimeAtGrant(value: number) {
-      shared.serverTimeAtGrant = value;
-    },
-    get validUntil() {
-      return shared.validUntil;
-    },
-    set validUntil(value: number) {
-      shared.validUntil = value;
-      changed(shared);
-    },
-    lost: undefined,
-    pendingRelease: undefined,
-  };
-  return state;
+  return new LockState(fields, lease, scope);
+}
+
+/**
+ * A HeldLockState. A class (its accessors on the prototype), and the lock it carries a HeldLockView:
+ * an object literal with accessors made a new hidden class per lock (its getters are new closures
+ * each time), several microseconds per lock call (issue 16, Performance).
+ */
+class LockState implements HeldLockState {
+  readonly lock: HeldLock;
+  lost: LockLossReason | undefined = undefined;
+  pendingRelease: object | undefined = undefined;
+
+  constructor(
+    fields: HeldLockFields,
+    readonly lease: Lease,
+    scope: string,
+  ) {
+    this.lock = new HeldLockView(fields, this, scope);
+  }
+
+  get grantedAtMonotonic(): number {
+    return this.lease.grantedAtMonotonic;
+  }
+
+  set grantedAtMonotonic(value: number) {
+    this.lease.grantedAtMonotonic = value;
+  }
+
+  get serverTimeAtGrant(): number {
+    return this.lease.serverTimeAtGrant;
+  }
+
+  set serverTimeAtGrant(value: number) {
+    this.lease.serverTimeAtGrant = value;
+  }
+
+  get validUntil(): number {
+    return this.lease.validUntil;
+  }
+
+  set validUntil(value: number) {
+    this.lease.validUntil = value;
+    changed(this.lease);
+  }
+}
+
+/** The accessors every HeldLockView defines as its own (set in its static block, where they can read its private fields). */
+let HELD_LOCK_ACCESSORS: { expiresAt: PropertyDescriptor; ticket: PropertyDescriptor };
+
+/**
+ * The lock `doc.heldLock()` returns. Its fields are own enumerable properties, as documented (the
+ * README's table, JSON): the data fields, `msLeft`, and the accessors `expiresAt` (the shared
+ * lease's: every instance of the acquisition sees an extension) and `ticket` (computed when first
+ * read: it hashes the document id, and most locks are never continued in a later request; only
+ * then does the lease enter the map of leases). The accessors are defined on each object with
+ * the same functions (HELD_LOCK_ACCESSORS), which read the object's private state, so every view
+ * shares one hidden class. Read-only, like the rest (no setter for `ticket`).
+ */
+class HeldLockView implements HeldLock {
+  static {
+    HELD_LOCK_ACCESSORS = {
+      expiresAt: {
+        get(this: HeldLockView): Date {
+          return this.#state.lease.expiresAt;
+        },
+        set(this: HeldLockView, value: Date) {
+          this.#state.lease.expiresAt = value;
+        },
+        enumerable: true,
+        configurable: true,
+      },
+      ticket: {
+        get(this: HeldLockView): string {
+          if (this.#issued === undefined) {
+            const fields = this.#fields;
+            this.#issued = (fields.ticket as () => string)();
+            // By the acquisition's own fields, not the view's (writable, the caller's to change).
+            if (!this.#state.lease.released) remember(this.#scope, fields.documentId, fields.token, this.#state.lease);
+          }
+          return this.#issued;
+        },
+        enumerable: true,
+        configurable: true,
+      },
+    };
+  }
+
+  readonly #state: HeldLockState;
+  readonly #scope: string;
+  readonly #fields: HeldLockFields;
+  #issued: string | undefined;
+  declare readonly documentId: unknown;
+  declare readonly owner: string;
+  declare readonly token: string;
+  declare readonly fence: number;
+  declare readonly acquiredAt: Date;
+  declare expiresAt: Date;
+  declare readonly ttl: number;
+  declare readonly ticket: string;
+  declare readonly label: string | null;
+  declare readonly msLeft: () => number;
+
+  constructor(fields: HeldLockFields, state: HeldLockState, scope: string) {
+    this.#state = state;
+    this.#scope = scope;
+    this.#fields = fields;
+    this.#issued = typeof fields.ticket === 'string' ? fields.ticket : undefined;
+    // The fields in the order they always had (all `declare`d: none is defined before this).
+    this.documentId = fields.documentId;
+    this.owner = fields.owner;
+    this.token = fields.token;
+    this.fence = fields.fence;
+    this.acquiredAt = fields.acquiredAt;
+    Object.defineProperty(this, 'expiresAt', HELD_LOCK_ACCESSORS.expiresAt);
+    this.ttl = fields.ttl;
+    this.label = fields.label;
+    // Its own function (callable detached, as `const { msLeft } = doc.heldLock()`).
+    const msLeft = () => {
+      const { lease } = state;
+      return state.lost === undefined && !lease.released && lease.suspended === 0 ? Math.max(0, lease.validUntil - monotonicNow()) : 0;
+    };
+    this.msLeft = msLeft;
+    Object.defineProperty(this, 'ticket', HELD_LOCK_ACCESSORS.ticket);
+  }
 }
 
 /** Milliseconds this process may still count on the lock (negative once the lease ran out or the holder released it). */

@@ -185,8 +185,16 @@ function freeOrHeldBy(ownerKey: string | undefined): unknown {
  */
 function applyIf(condition: unknown, fields: Record<string, unknown>): Document[] {
   const set: Record<string, unknown> = {};
-  for (const [name, value] of Object.entries(fields)) set[name] = { $cond: [condition, value, `$${name}`] };
+  // Own keys only (Object.keys, as Object.entries before: no [name, value] pair per field).
+  for (const name of Object.keys(fields)) set[name] = { $cond: [condition, fields[name], fieldPath(name)] };
   return [{ $set: set }];
+}
+/** `$name`, the path of a field of the record (the plugin's own field names: a handful, kept). */
+const fieldPaths = new Map<string, string>();
+function fieldPath(name: string): string {
+  let path = fieldPaths.get(name);
+  if (path === undefined) fieldPaths.set(name, (path = `$${name}`));
+  return path;
 }
 /** The expiry of a claim record the guard inserts: long past (free), and purged by the TTL index. */
 const CLAIM_EXPIRED = new Date(0);
