@@ -49,7 +49,7 @@
  * __tests__/plugin/locked-document-load.test.ts checks both paths against findById.
  */
 import { channel } from 'node:diagnostics_channel';
-import type { HydratedDocument, Schema, SchemaType, mongo } from 'mongoose';
+import { mongo, type HydratedDocument, type Schema, type SchemaType } from 'mongoose';
 import type { AnyModel } from './runtime';
 
 type AnyDoc = HydratedDocument<unknown>;
@@ -209,6 +209,9 @@ export function directLoadProblem(model: AnyModel): string | undefined {
   return cachedModelProblem(model);
 }
 
+/** The driver's primary read preference (see loadDocument). */
+const PRIMARY = mongo.ReadPreference.primary;
+
 function schemaSetsLean(model: AnyModel): boolean {
   const options = (model.schema as unknown as { options: Record<string, unknown> }).options;
   return 'lean' in options && options.lean != null;
@@ -233,7 +236,11 @@ export async function loadDocument(model: AnyModel, documentId: unknown, loadId:
     return (await query) as AnyDoc | null;
   }
   // The arguments Query._findOne passes for this query (steps 1 and 3 above): the cast filter, which
-  // is the id itself, and the options `.read('primary').session(null)` left.
-  const raw = await model.collection.findOne({ _id: documentId } as mongo.Filter<mongo.Document>, { readPreference: { mode: 'primary', tags: undefined }, session: null } as never);
+  // is the id itself, and the options `.read('primary').session(null)` left. Its read preference
+  // `{ mode: 'primary', tags: undefined }` is given as the driver's own primary ReadPreference,
+  // the instance the driver would build from it (ReadPreference.fromOptions, mongodb
+  // lib/read_preference.js: an instance is used as it is, and only a `readPreferenceTags` option,
+  // never given here, would touch it), without building one per load.
+  const raw = await model.collection.findOne({ _id: documentId } as mongo.Filter<mongo.Document>, { readPreference: PRIMARY, session: null } as never);
   return raw ? (model.hydrate(raw) as AnyDoc) : null;
 }

@@ -152,6 +152,7 @@ function knownLease(scope: string, documentId: unknown, token: string): Lease | 
 }
 
 function changed(lease: Lease): void {
+  if (lease.listeners.size === 0) return; // no handle: no copy of the set to make
   for (const listener of [...lease.listeners]) listener();
 }
 

@@ -359,7 +359,7 @@ export class LockStore {
    * wait for that transaction (R17), which cannot end if its own callback is the one waiting.
    */
   private refuseIfInOpenTransaction(documentId: unknown, session?: ClientSession): void {
-    if (session?.inTransaction()) return;
+    if (callerTransactions.empty || session?.inTransaction()) return;
     if (callerTransactions.writing(this.namespace, documentId)) throw new LockedByTransactionError(documentId);
   }
 

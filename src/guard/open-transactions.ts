@@ -67,6 +67,11 @@ export class CallerTransactions {
   }
 
   /** Whether an open caller transaction of this process has written the lock record of `id` in `namespace`. */
+  /** Whether no caller transaction is noted (the usual case): a caller can skip building the namespace it would ask with. */
+  get empty(): boolean {
+    return this.entries.size === 0;
+  }
+
   writing(namespace: string, id: unknown): boolean {
     // Asked before every lock-record write: with no caller transaction noted (the usual case), no key to compute.
     if (this.entries.size === 0) return false;
