@@ -178,13 +178,17 @@ const staticProblems = new WeakMap<AnyModel, { discriminators: number; problem: 
 
 function cachedModelProblem(model: AnyModel): string | undefined {
   // A discriminator added later adds its schema's paths to what findById may project.
-  const discriminators = Object.keys((model as unknown as ModelInternals).discriminators ?? {}).length;
+  const known = (model as unknown as ModelInternals).discriminators;
+  const discriminators = known == null ? 0 : Object.keys(known).length;
   const cached = staticProblems.get(model);
   if (cached && cached.discriminators === discriminators) return cached.problem;
   const problem = modelProblem(model);
   staticProblems.set(model, { discriminators, problem });
   return problem;
 }
+
+/** The connection's and Mongoose's options findById applies to the query (step 3 above). */
+const GLOBAL_QUERY_OPTIONS = ['maxTimeMS', 'allowDiskUse'] as const;
 
 const userDefined = (options: Record<string, unknown> | null | undefined, key: string) => options != null && key in options && options[key] !== undefined;
 
@@ -201,11 +205,13 @@ export function directLoadProblem(model: AnyModel): string | undefined {
   const middleware = queryProto._queryMiddleware;
   if (middleware != null && (typeof middleware.hasHooks !== 'function' || middleware.hasHooks('findOne'))) return "'findOne' query middleware";
   if (model.findById !== base.Model.findById || model.findOne !== base.Model.findOne || model.hydrate !== base.Model.hydrate) return 'findById, findOne or hydrate overridden';
-  if (QUERY_METHODS.some((name) => queryProto[name] !== base.Query.prototype[name])) return 'query methods overridden';
-  for (const option of ['maxTimeMS', 'allowDiskUse']) {
+  // Plain loops over constant lists: this runs on every lock call (issue 16, Performance).
+  const baseQuery = base.Query.prototype;
+  for (const name of QUERY_METHODS) if (queryProto[name] !== baseQuery[name]) return 'query methods overridden';
+  for (const option of GLOBAL_QUERY_OPTIONS) {
     if (userDefined(internals.db.options, option) || userDefined(base.options, option)) return `${option} option`;
   }
-  if (QUERY_TRACING_CHANNELS.some((c) => c.hasSubscribers)) return 'query tracing subscribers';
+  for (const tracing of QUERY_TRACING_CHANNELS) if (tracing.hasSubscribers) return 'query tracing subscribers';
   return cachedModelProblem(model);
 }
 
