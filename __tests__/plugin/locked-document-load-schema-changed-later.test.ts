@@ -7,8 +7,8 @@
  * `{ p: 0 }`; walked when `schema._hasSelectedPaths !== false`, which `schema.add` of a select path
  * sets), so after such an `add` it stops returning the path at once; `select: false` is what
  * applications use to keep password hashes and secrets out of loaded documents. (`path(p).select(false)`
- * alone may not reach findById on Mongoose 9, which cached `_hasSelectedPaths` when compiling: that
- * case only pins that the two agree.)
+ * alone does not reach findById on Mongoose 9, which cached `_hasSelectedPaths` when compiling, so
+ * there the two agree; on Mongoose 8 findById leaves the path out at once and the lock does not.)
  *
  * document-load.ts caches the model's static problems (cachedModelProblem: "select: false paths"
  * among them) per model, invalidated only by a change in the number of discriminators. A model
