@@ -60,3 +60,42 @@ export function deploymentKeys(connections: readonly Connection[]): (connection:
   });
   return (connection) => String(root(clients.indexOf(clientOf(connection))));
 }
+
+/** The deployment numbers given out so far, by client (deploymentOf). */
+const numbered = new WeakMap<object, string>();
+/** The clients numbered so far (while alive), to find a new client's deployment by its addresses. */
+let clientsSeen: { client: WeakRef<ClientView & object>; key: string }[] = [];
+let nextDeployment = 1;
+
+/**
+ * A key for the deployment `connection` reaches, the same for the whole life of its driver client
+ * and for every client that shares an address with it when first seen (see the module comment).
+ * For the process-wide maps keyed by lock collection and `_id` (held-lock.ts, the leases;
+ * guard/open-transactions.ts): a namespace names a collection only within one deployment.
+ * One WeakMap read per call once the client was seen. A connection whose client is not there yet
+ * (never opened) gets '0': it has sent nothing, so nothing of it is in those maps.
+ *
+ * Limit: two clients of one deployment seeded with different names of one server (`localhost` and
+ * `127.0.0.1`) that share no address when the second is first seen get two keys, as lockAll's
+ * check counts them as two deployments (deploymentKeys).
+ */
+export function deploymentOf(connection: Connection): string {
+  const client = clientOf(connection) as (ClientView & object) | undefined;
+  if (client === undefined) return '0';
+  const known = numbered.get(client);
+  if (known !== undefined) return known;
+  const addresses = new Set(addressesOf(client));
+  let key: string | undefined;
+  clientsSeen = clientsSeen.filter((entry) => entry.client.deref() !== undefined);
+  for (const entry of clientsSeen) {
+    const other = entry.client.deref();
+    if (other && addressesOf(other).some((address) => addresses.has(address))) {
+      key = entry.key;
+      break;
+    }
+  }
+  key ??= String(nextDeployment++);
+  clientsSeen.push({ client: new WeakRef(client), key });
+  numbered.set(client, key);
+  return key;
+}

@@ -80,8 +80,31 @@ interface Lease {
   key: string | undefined;
 }
 
+/**
+ * The facts of one acquisition as the plugin itself keeps them (`HeldLockState.lock`): what every
+ * command about the lock and every error is built from. Never the object `doc.heldLock()` hands
+ * out (HeldLockView, a copy of these fields): what a caller writes there changes nothing the
+ * plugin does.
+ */
+export interface AcquisitionFacts {
+  readonly documentId: unknown;
+  readonly owner: string;
+  readonly token: string;
+  readonly fence: number;
+  readonly acquiredAt: Date;
+  /** The server's expiry, from the acquisition's shared lease. */
+  readonly expiresAt: Date;
+  readonly ttl: number;
+  readonly label: string | null;
+  /** As HeldLock.msLeft. */
+  msLeft(): number;
+}
+
 export interface HeldLockState {
-  lock: HeldLock;
+  /** The acquisition's own facts (never the caller's object: see `view`). */
+  readonly lock: AcquisitionFacts;
+  /** The object `doc.heldLock()` returns (made when first asked for, then the same one). */
+  view(): HeldLock;
   /** The acquisition's lease, shared with every other instance of it in this process. */
   readonly lease: Lease;
   /**
@@ -194,21 +217,69 @@ export function newHeldLockState(fields: HeldLockFields, timing: GrantTiming, sc
 }
 
 /**
- * A HeldLockState. A class (its accessors on the prototype), and the lock it carries a HeldLockView:
- * an object literal with accessors made a new hidden class per lock (its getters are new closures
- * each time), several microseconds per lock call (issue 16, Performance).
+ * A HeldLockState, and its own facts (`lock` is the state itself: one object per lock call). A
+ * class with its accessors on the prototype: an object literal with accessors made a new hidden
+ * class per lock (its getters are new closures each time), several microseconds per lock call
+ * (issue 16, Performance). The object `doc.heldLock()` returns is made only when first asked for.
  */
-class LockState implements HeldLockState {
-  readonly lock: HeldLock;
+class LockState implements HeldLockState, AcquisitionFacts {
+  readonly documentId: unknown;
+  readonly owner: string;
+  readonly token: string;
+  readonly fence: number;
+  readonly acquiredAt: Date;
+  readonly ttl: number;
+  readonly label: string | null;
   lost: LockLossReason | undefined = undefined;
   pendingRelease: object | undefined = undefined;
+  /** The ticket, once issued; until then the function that issues it. */
+  #ticket: string | (() => string);
+  #view: HeldLockView | undefined = undefined;
 
   constructor(
     fields: HeldLockFields,
     readonly lease: Lease,
-    scope: string,
+    private readonly scope: string,
   ) {
-    this.lock = new HeldLockView(fields, this, scope);
+    this.documentId = fields.documentId;
+    this.owner = fields.owner;
+    this.token = fields.token;
+    this.fence = fields.fence;
+    this.acquiredAt = fields.acquiredAt;
+    this.ttl = fields.ttl;
+    this.label = fields.label;
+    this.#ticket = fields.ticket;
+  }
+
+  get lock(): AcquisitionFacts {
+    return this;
+  }
+
+  get expiresAt(): Date {
+    return this.lease.expiresAt;
+  }
+
+  msLeft(): number {
+    const { lease } = this;
+    return this.lost === undefined && !lease.released && lease.suspended === 0 ? Math.max(0, lease.validUntil - monotonicNow()) : 0;
+  }
+
+  /**
+   * The acquisition's ticket, issued when first read (it hashes the document id, and most locks are
+   * never continued in a later request); only then does the lease enter the map of leases, by the
+   * acquisition's own facts.
+   */
+  ticket(): string {
+    const ticket = this.#ticket;
+    if (typeof ticket === 'string') return ticket;
+    const issued = ticket();
+    this.#ticket = issued;
+    if (!this.lease.released) remember(this.scope, this.documentId, this.token, this.lease);
+    return issued;
+  }
+
+  view(): HeldLock {
+    return (this.#view ??= new HeldLockView(this));
   }
 
   get grantedAtMonotonic(): number {
@@ -237,51 +308,50 @@ class LockState implements HeldLockState {
   }
 }
 
-/** The accessors every HeldLockView defines as its own (set in its static block, where they can read its private fields). */
-let HELD_LOCK_ACCESSORS: { expiresAt: PropertyDescriptor; ticket: PropertyDescriptor };
+/**
+ * Where a HeldLockView keeps its acquisition: a symbol-keyed, non-enumerable property (not in
+ * `Object.keys`, JSON or a spread). Unlike a `#private` field, which is found only on the very
+ * object it was installed on (the receiver), a property is found through a Proxy (Vue's
+ * `reactive()` reads with the Proxy as receiver) and through an heir (`Object.create(lock)`).
+ */
+const ACQUISITION: unique symbol = Symbol('acquisition');
+
+type ViewReceiver = { readonly [ACQUISITION]: LockState };
+
+/** The accessors every HeldLockView defines as its own, the same functions for all (one hidden class). */
+const HELD_LOCK_ACCESSORS = {
+  expiresAt: {
+    get(this: ViewReceiver): Date {
+      return this[ACQUISITION].expiresAt;
+    },
+    // The caller's object: a value written here is the caller's own (a data property from then on),
+    // never the lease's expiry, which only the server's replies set.
+    set(this: object, value: Date) {
+      Object.defineProperty(this, 'expiresAt', { value, writable: true, enumerable: true, configurable: true });
+    },
+    enumerable: true,
+    configurable: true,
+  },
+  ticket: {
+    get(this: ViewReceiver): string {
+      return this[ACQUISITION].ticket();
+    },
+    enumerable: true,
+    configurable: true,
+  },
+} satisfies Record<string, PropertyDescriptor>;
 
 /**
- * The lock `doc.heldLock()` returns. Its fields are own enumerable properties, as documented (the
- * README's table, JSON): the data fields, `msLeft`, and the accessors `expiresAt` (the shared
- * lease's: every instance of the acquisition sees an extension) and `ticket` (computed when first
- * read: it hashes the document id, and most locks are never continued in a later request; only
- * then does the lease enter the map of leases). The accessors are defined on each object with
- * the same functions (HELD_LOCK_ACCESSORS), which read the object's private state, so every view
- * shares one hidden class. Read-only, like the rest (no setter for `ticket`).
+ * The lock `doc.heldLock()` returns: a copy of the acquisition's facts, so that what the caller
+ * writes to its fields (documented read-only, writable in JavaScript) changes nothing the plugin
+ * does. Its fields are own enumerable properties, as documented (the README's table, JSON): the
+ * data fields, `msLeft`, and the accessors `expiresAt` (the shared lease's: every instance of the
+ * acquisition sees an extension) and `ticket` (issued when first read), defined with shared
+ * functions (HELD_LOCK_ACCESSORS) that read the acquisition through the ACQUISITION property, so
+ * they work with any receiver. Read-only `ticket` (no setter).
  */
 class HeldLockView implements HeldLock {
-  static {
-    HELD_LOCK_ACCESSORS = {
-      expiresAt: {
-        get(this: HeldLockView): Date {
-          return this.#state.lease.expiresAt;
-        },
-        set(this: HeldLockView, value: Date) {
-          this.#state.lease.expiresAt = value;
-        },
-        enumerable: true,
-        configurable: true,
-      },
-      ticket: {
-        get(this: HeldLockView): string {
-          if (this.#issued === undefined) {
-            const fields = this.#fields;
-            this.#issued = (fields.ticket as () => string)();
-            // By the acquisition's own fields, not the view's (writable, the caller's to change).
-            if (!this.#state.lease.released) remember(this.#scope, fields.documentId, fields.token, this.#state.lease);
-          }
-          return this.#issued;
-        },
-        enumerable: true,
-        configurable: true,
-      },
-    };
-  }
-
-  readonly #state: HeldLockState;
-  readonly #scope: string;
-  readonly #fields: HeldLockFields;
-  #issued: string | undefined;
+  declare readonly [ACQUISITION]: LockState;
   declare readonly documentId: unknown;
   declare readonly owner: string;
   declare readonly token: string;
@@ -293,26 +363,19 @@ class HeldLockView implements HeldLock {
   declare readonly label: string | null;
   declare readonly msLeft: () => number;
 
-  constructor(fields: HeldLockFields, state: HeldLockState, scope: string) {
-    this.#state = state;
-    this.#scope = scope;
-    this.#fields = fields;
-    this.#issued = typeof fields.ticket === 'string' ? fields.ticket : undefined;
+  constructor(state: LockState) {
+    Object.defineProperty(this, ACQUISITION, { value: state });
     // The fields in the order they always had (all `declare`d: none is defined before this).
-    this.documentId = fields.documentId;
-    this.owner = fields.owner;
-    this.token = fields.token;
-    this.fence = fields.fence;
-    this.acquiredAt = fields.acquiredAt;
+    this.documentId = state.documentId;
+    this.owner = state.owner;
+    this.token = state.token;
+    this.fence = state.fence;
+    this.acquiredAt = state.acquiredAt;
     Object.defineProperty(this, 'expiresAt', HELD_LOCK_ACCESSORS.expiresAt);
-    this.ttl = fields.ttl;
-    this.label = fields.label;
+    this.ttl = state.ttl;
+    this.label = state.label;
     // Its own function (callable detached, as `const { msLeft } = doc.heldLock()`).
-    const msLeft = () => {
-      const { lease } = state;
-      return state.lost === undefined && !lease.released && lease.suspended === 0 ? Math.max(0, lease.validUntil - monotonicNow()) : 0;
-    };
-    this.msLeft = msLeft;
+    this.msLeft = () => state.msLeft();
     Object.defineProperty(this, 'ticket', HELD_LOCK_ACCESSORS.ticket);
   }
 }

@@ -28,11 +28,12 @@
  *    docs/mongodb-compatibility.md).
  */
 import { randomBytes } from 'node:crypto';
-import type { mongo } from 'mongoose';
+import type { Connection, mongo } from 'mongoose';
 import { LockConfigurationError, LockExpiredError, LockExpiredOnArrivalError, LockNotHeldError, LockedError, describeId } from './errors';
 import { LockedByTransactionError } from './guard/errors';
 import { callerTransactions } from './guard/open-transactions';
 import { distinctIds, idKey } from './id-key';
+import { deploymentOf } from './deployment-key';
 import { finishExtension, leaseLeft, startExtension, startResume, type HeldLockState } from './held-lock';
 import { MIN_LEASE_MS, monotonicNow, type GrantTiming } from './lease';
 import type { TicketParts } from './ticket';
@@ -328,7 +329,6 @@ export class LockStore {
    * store holds Mongoose's collection, whose wrapper passes the driver's methods on but not its
    * getters (`namespace` is undefined there: lib/drivers/node-mongodb-native/collection.js skips
    * properties with getters), and the database name is known only once the connection opened.
-   * Also what names this lock collection in the process's map of leases (held-lock.ts).
    */
   get namespace(): string {
     const locks = this.locks as unknown as { namespace?: string; collectionName: string; conn?: { name?: string } };
@@ -336,11 +336,22 @@ export class LockStore {
   }
 
   /**
+   * What names this lock collection in the process-wide maps keyed by lock collection and `_id`
+   * (held-lock.ts, the leases; guard/open-transactions.ts): its deployment (deployment-key.ts,
+   * deploymentOf) and namespace. A namespace alone names a collection only within one deployment,
+   * and lockAll takes one namespace and `_id` on two deployments as two documents.
+   */
+  get scope(): string {
+    const conn = (this.locks as unknown as { conn?: Connection }).conn;
+    return `${conn ? deploymentOf(conn) : '0'}\u0000${this.namespace}`;
+  }
+
+  /**
    * Notes that the caller's transaction on `session` writes the lock records of `ids` (the guard's
    * joined writes), so that a lock call outside it is refused instead of waiting for it.
    */
   noteCallerTransaction(ids: unknown[], session: ClientSession): void {
-    callerTransactions.note(this.namespace, ids, session);
+    callerTransactions.note(this.scope, ids, session);
   }
 
   /**
@@ -350,7 +361,9 @@ export class LockStore {
    * the write inside that very transaction.
    */
   refuseWritesInOpenTransaction(ids: unknown[]): void {
-    for (const id of ids) if (callerTransactions.writing(this.namespace, id)) throw new LockedByTransactionError(id, 'write');
+    if (callerTransactions.empty) return;
+    const scope = this.scope;
+    for (const id of ids) if (callerTransactions.writing(scope, id)) throw new LockedByTransactionError(id, 'write');
   }
 
   /**
@@ -360,7 +373,7 @@ export class LockStore {
    */
   private refuseIfInOpenTransaction(documentId: unknown, session?: ClientSession): void {
     if (callerTransactions.empty || session?.inTransaction()) return;
-    if (callerTransactions.writing(this.namespace, documentId)) throw new LockedByTransactionError(documentId);
+    if (callerTransactions.writing(this.scope, documentId)) throw new LockedByTransactionError(documentId);
   }
 
   /**
@@ -795,7 +808,7 @@ export class LockStore {
     // A resume moves the expiry of an acquisition that an instance of this process may carry:
     // that instance's lease hears of it as of an extension (held-lock.ts, startResume; without
     // the caller's ttl, the acquisition's, which the record stores).
-    const pending = startResume(this.namespace, documentId, ticket.token, sentAt, ttl);
+    const pending = startResume(this.scope, documentId, ticket.token, sentAt, ttl);
     let grant: Grant | undefined;
     try {
       const record = await this.locks.findOneAndUpdate(
@@ -1014,7 +1027,7 @@ export class LockStore {
    * read, which runs outside that transaction).
    */
   writtenByCallerTransaction(documentId: unknown): boolean {
-    return callerTransactions.writing(this.namespace, documentId);
+    return callerTransactions.writing(this.scope, documentId);
   }
 
   // ---- Several documents under one acquisition (Model.lockMany, lockAll, the group handle). Each

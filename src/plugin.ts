@@ -69,7 +69,7 @@ function confirmHeld(state: HeldLockState, store: LockStore): Promise<void> | un
  * was released (held-lock.ts).
  */
 async function releaseGrant(store: LockStore, documentId: unknown, key: string, grant: Grant): Promise<void> {
-  if (await store.releaseHeld(documentId, key, grant.token)) releaseKnownLease(store.namespace, documentId, grant.token);
+  if (await store.releaseHeld(documentId, key, grant.token)) releaseKnownLease(store.scope, documentId, grant.token);
 }
 
 /** The options `Model.lock` accepts. */
@@ -168,7 +168,7 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
         ticket: resuming ? issueTicket(documentId, grant.token, grant.fence) : () => issueTicket(documentId, grant.token, grant.fence),
         label: grant.label,
       };
-      const state = newHeldLockState(held, grant, store.namespace);
+      const state = newHeldLockState(held, grant, store.scope);
       if (leaseLeft(state) >= MIN_LEASE_MS) {
         const doc = await loadLocked(model, documentId, loadId, state, store);
         if (leaseLeft(state) >= MIN_LEASE_MS) {
@@ -321,7 +321,7 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
       await ready;
       // With a ticket the acquisition is known: its instances in this process (a handle) stop
       // counting on it when the release is sent, which may apply even if its reply is lost (F2).
-      if (token !== undefined) releaseKnownLease(store.namespace, documentId, token);
+      if (token !== undefined) releaseKnownLease(store.scope, documentId, token);
       return store.releaseHeld(documentId, ownerKey(who), token);
     });
   });
@@ -384,7 +384,7 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
   // lease ran out the server may still hold the lock, and the ticket still says which one it was.
   schema.method('heldLock', function heldLock(this: AnyDoc): HeldLock | null {
     const state = heldLockState(this);
-    return state && state.lost === undefined ? state.lock : null;
+    return state && state.lost === undefined ? state.view() : null;
   });
 
   // As typedErrors('unlock', ...), written out (see lock).
