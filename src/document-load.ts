@@ -113,12 +113,15 @@ interface PathInternals {
 
 /** Why the `_id` path's cast could change the id (then the load is findById), or undefined. */
 function idPathProblem(model: AnyModel): string | undefined {
-  const idPath = model.schema.path('_id') as (SchemaType & PathInternals) | undefined;
+  // The schema's own `_id` path (`schema.path('_id')` finds it there, after parsing the name).
+  const idPath = (model.schema as unknown as SchemaPaths).paths._id;
   if (!idPath?.instance || !DIRECT_ID_TYPES.has(idPath.instance)) return `_id type ${idPath?.instance ?? 'none'}`;
+  const setters = idPath.setters;
+  if (setters === undefined || setters.length === 0) return undefined;
   // An ObjectId `_id` carries Mongoose's own `resetId` setter (lib/schema/objectId.js, auto()),
   // which returns a value unchanged outside a document; any other setter is the application's.
   const builtIn = autoIdSetter(model);
-  if ((idPath.setters ?? []).some((setter) => setter !== builtIn)) return '_id setters';
+  for (const setter of setters) if (setter !== builtIn) return '_id setters';
   return undefined;
 }
 
@@ -133,32 +136,63 @@ function autoIdSetter(model: AnyModel): unknown {
   return autoIdSetters.get(base);
 }
 
+/** A schema's paths by name (what `eachPath` walks: lib/schema.js, Schema.prototype.eachPath). */
+interface SchemaPaths {
+  paths: Record<string, PathInternals | undefined>;
+  /**
+   * Mongoose 9: whether the schema (nested schemas included) has a path with a `select` option,
+   * computed when the model is compiled (Schema.prototype._preCompile) and reset to undefined by
+   * `schema.add` / `schema.path(p, type)` / `schema.remove` (lib/schema.js). Absent in Mongoose 8.
+   */
+  _hasSelectedPaths?: boolean;
+}
+
 /**
- * Whether any path of `schema` (nested schemas and array elements included) is declared with
- * `select: false`: findById then sends a projection excluding it and builds the document with that
- * selection (lib/queryHelpers.js, applyPaths: with no projection of the caller's, only the
- * `excluded` paths of analyzeSchema / analyzePath, `type.selected === false`, and maps with
- * `options.select === false`, become `{ path: 0 }`; `select: true` paths, such as a discriminator
- * key, matter only to an inclusive projection).
+ * Whether findById's projection leaves a path of `schema` out: a path (nested schemas and array
+ * elements included) declared with `select: false`. findById then sends a projection excluding it
+ * and builds the document with that selection (lib/queryHelpers.js, applyPaths: with no projection
+ * of the caller's, only the `excluded` paths of analyzeSchema / analyzePath, `type.selected ===
+ * false`, and maps with `options.select === false`, become `{ path: 0 }`; `select: true` paths,
+ * such as a discriminator key, matter only to an inclusive projection). Mongoose 9's applyPaths
+ * walks the schema only when `schema._hasSelectedPaths !== false`; so does this, so a
+ * `path(p).select(false)` after compiling is ignored by both, and a `schema.add` of a `select:
+ * false` path (which resets the flag) is seen by both at once. Mongoose 8 walks on every query; so
+ * does this (a loop over the paths, no allocation). Asked on every lock call, never cached: the
+ * schema may change after the model's first lock (schema.add, path().select()).
  */
-function declaresUnselected(schema: Schema, seen = new Set<Schema>()): boolean {
-  if (seen.has(schema)) return false;
-  seen.add(schema);
-  let found = false;
-  schema.eachPath((_path, type) => {
-    const t = type as SchemaType & PathInternals;
-    if (found) return;
-    if (t.selected === false || t.options?.select === false) found = true;
-    else if (t.$isMongooseArray && !t.$isMongooseDocumentArray && unselectedElement(t.embeddedSchemaType ?? t.caster)) found = true;
-    else if (t.schema && declaresUnselected(t.schema, seen)) found = true;
-  });
-  return found;
+function selectsOut(schema: Schema): boolean {
+  const paths = schema as unknown as SchemaPaths;
+  return paths._hasSelectedPaths !== false && declaresUnselected(paths, undefined);
+}
+
+function declaresUnselected(schema: SchemaPaths, seen: SchemaPaths[] | undefined): boolean {
+  const paths = schema.paths;
+  for (const name in paths) {
+    const t = paths[name];
+    if (t === undefined) continue;
+    if (t.selected === false || t.options?.select === false) return true;
+    if (t.$isMongooseArray && !t.$isMongooseDocumentArray && unselectedElement(t.embeddedSchemaType ?? t.caster)) return true;
+    const nested = t.schema as unknown as SchemaPaths | undefined;
+    if (nested !== undefined) {
+      // Recursive schemas: each one once.
+      const visited = seen ?? [schema];
+      if (!visited.includes(nested)) {
+        visited.push(nested);
+        if (declaresUnselected(nested, visited)) return true;
+      }
+      seen = visited;
+    }
+  }
+  return false;
 }
 
 /** An array element type declared with `select: false` (applyPaths analyzes it in the array's place). */
 const unselectedElement = (element: PathInternals | undefined) => element?.selected === false || element?.options?.select === false;
 
-/** Why the model's static shape needs findById, or undefined; cached per model and discriminator count. */
+/**
+ * Why the model's shape needs findById, or undefined. Asked on every lock call (property reads and
+ * a loop over the paths; nothing cached): a schema may change after the model's first lock.
+ */
 function modelProblem(model: AnyModel): string | undefined {
   const internals = model as unknown as ModelInternals;
   const schema = model.schema as unknown as SchemaInternals;
@@ -168,23 +202,13 @@ function modelProblem(model: AnyModel): string | undefined {
   const options = schema.options;
   if (options.collation != null) return 'schema collation';
   if (options.readConcern?.level != null) return 'schema readConcern';
-  if (options.writeConcern != null && Object.values(options.writeConcern).some((value) => value != null)) return 'schema writeConcern';
-  const schemas = [model.schema, ...Object.values(internals.discriminators ?? {}).map((d) => d.schema)];
-  if (schemas.some((s) => declaresUnselected(s))) return 'select: false paths';
+  const writeConcern = options.writeConcern;
+  if (writeConcern != null) for (const key in writeConcern) if (writeConcern[key] != null) return 'schema writeConcern';
+  if (selectsOut(model.schema)) return 'select: false paths';
+  // A discriminator's schema adds its paths to what findById may project.
+  const discriminators = internals.discriminators;
+  if (discriminators != null) for (const name in discriminators) if (selectsOut(discriminators[name]!.schema)) return 'select: false paths';
   return undefined;
-}
-
-const staticProblems = new WeakMap<AnyModel, { discriminators: number; problem: string | undefined }>();
-
-function cachedModelProblem(model: AnyModel): string | undefined {
-  // A discriminator added later adds its schema's paths to what findById may project.
-  const known = (model as unknown as ModelInternals).discriminators;
-  const discriminators = known == null ? 0 : Object.keys(known).length;
-  const cached = staticProblems.get(model);
-  if (cached && cached.discriminators === discriminators) return cached.problem;
-  const problem = modelProblem(model);
-  staticProblems.set(model, { discriminators, problem });
-  return problem;
 }
 
 /** The connection's and Mongoose's options findById applies to the query (step 3 above). */
@@ -212,7 +236,7 @@ export function directLoadProblem(model: AnyModel): string | undefined {
     if (userDefined(internals.db.options, option) || userDefined(base.options, option)) return `${option} option`;
   }
   for (const tracing of QUERY_TRACING_CHANNELS) if (tracing.hasSubscribers) return 'query tracing subscribers';
-  return cachedModelProblem(model);
+  return modelProblem(model);
 }
 
 /** The driver's primary read preference (see loadDocument). */
