@@ -43,12 +43,15 @@
  * none of steps 1-4 can make a difference: no discriminator child (its key filter), no 'findOne'
  * query middleware, no `select: false` path, no schema `collation` / `readConcern` /
  * `writeConcern`, no global or connection `maxTimeMS` / `allowDiskUse`, nobody subscribed to Mongoose's query tracing channel, Mongoose's
- * own `findById` / `findOne` / `hydrate` and Query methods on the model (not overridden), and an `_id` type whose cast
+ * own `findById` / `findOne` / `hydrate` and Query methods on the model (not overridden on the model, and
+ * Mongoose's own functions on its Query and Model, by their source: not patched process-wide, see mongooseOwn), and an `_id` type whose cast
  * of the id the lock was taken on is that very value (built-in types, no setter of the
  * application's own: see `idPathProblem`). Otherwise the load is `findById(id).read('primary').session(null)`.
  * __tests__/plugin/locked-document-load.test.ts checks both paths against findById.
  */
 import { channel } from 'node:diagnostics_channel';
+import { readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { mongo, type HydratedDocument, type Schema, type SchemaType } from 'mongoose';
 import type { AnyModel } from './runtime';
 
@@ -75,7 +78,106 @@ const QUERY_TRACING_CHANNELS = ['start', 'end', 'asyncStart', 'asyncEnd', 'error
  * The Query methods findById(id).read('primary') runs (steps 1-4 above): a model's query helper
  * (`schema.query`, installed on the model's own Query prototype) with one of these names replaces it.
  */
-const QUERY_METHODS = ['findOne', 'read', 'setOptions', 'exec', '_findOne', '_castConditions', '_applyTranslateAliases', '_optionsForExec', '_applyPaths', '_completeOne', 'cast'];
+const QUERY_METHODS = [
+  'findOne',
+  'read',
+  'session',
+  'lean',
+  'select',
+  'merge',
+  'setOptions',
+  'then',
+  'exec',
+  '_validateOp',
+  'error',
+  '_findOne',
+  '_castConditions',
+  '_applyTranslateAliases',
+  '_optionsForExec',
+  '_applyPaths',
+  '_completeOne',
+  'cast',
+];
+
+/** The Model statics findById(id) runs (lib/model.js). */
+const MODEL_METHODS = ['findById', 'findOne', 'hydrate'];
+
+/**
+ * Mongoose's own source files, of the copy this module resolves (the application's, as a peer
+ * dependency), read once when first needed; null where they cannot be read (a bundled build):
+ * then no function is taken for Mongoose's own and every load is findById's.
+ */
+let mongooseSource: { query: string; model: string } | null | undefined;
+
+function sourceOf(file: 'query' | 'model'): string | undefined {
+  if (mongooseSource === undefined) {
+    try {
+      const lib = join(dirname(require.resolve('mongoose/package.json')), 'lib');
+      mongooseSource = { query: readFileSync(join(lib, 'query.js'), 'utf8'), model: readFileSync(join(lib, 'model.js'), 'utf8') };
+    } catch {
+      mongooseSource = null;
+    }
+  }
+  return mongooseSource?.[file];
+}
+
+/** Verdicts of mongooseOwn, by function and the assignment it was checked against. */
+const ownVerdicts = new WeakMap<object, Map<string, boolean>>();
+
+/**
+ * Whether `fn` is Mongoose's own `<owner>.<name>`: its source text is that of the assignment
+ * `<owner>.<name> = <fn>` in Mongoose's file. A process-wide patch of Mongoose's Query or Model
+ * (@opentelemetry/instrumentation-mongoose wraps Query.prototype.exec with shimmer when mongoose
+ * is required, before any plugin module loads; an app wrapping findOne to scope every query) is
+ * another function, with other text: found on the prototype, it is not taken for Mongoose's own,
+ * whenever it was installed. Judged once per function (a string search in the file).
+ */
+function mongooseOwn(fn: unknown, owner: 'Query.prototype' | 'Model', name: string): boolean {
+  if (typeof fn !== 'function') return false;
+  const assignment = `${owner}.${name}`;
+  let verdicts = ownVerdicts.get(fn);
+  const known = verdicts?.get(assignment);
+  if (known !== undefined) return known;
+  const file = sourceOf(owner === 'Model' ? 'model' : 'query');
+  const own = file !== undefined && file.includes(`${assignment} = ${Function.prototype.toString.call(fn)}`);
+  if (!verdicts) ownVerdicts.set(fn, (verdicts = new Map()));
+  verdicts.set(assignment, own);
+  return own;
+}
+
+/**
+ * Whether the Query and Model methods of the model's Mongoose (`base`) that findById runs are
+ * Mongoose's own (mongooseOwn). Remembered per Query prototype with the functions it was judged
+ * for: a lock call compares those (one property read per method) and judges again only when one
+ * was replaced.
+ */
+const pristineVerdicts = new WeakMap<object, { functions: unknown[]; pristine: boolean }>();
+
+function mongoosePristine(base: ModelInternals['base']): boolean {
+  const queryProto = base.Query.prototype;
+  const baseModel = base.Model as unknown as Record<string, unknown>;
+  const known = pristineVerdicts.get(queryProto);
+  if (known) {
+    const functions = known.functions;
+    let same = true;
+    let i = 0;
+    for (const name of QUERY_METHODS) if (queryProto[name] !== functions[i++]) same = false;
+    for (const name of MODEL_METHODS) if (baseModel[name] !== functions[i++]) same = false;
+    if (same) return known.pristine;
+  }
+  const functions: unknown[] = [];
+  let pristine = true;
+  for (const name of QUERY_METHODS) {
+    functions.push(queryProto[name]);
+    if (!mongooseOwn(queryProto[name], 'Query.prototype', name)) pristine = false;
+  }
+  for (const name of MODEL_METHODS) {
+    functions.push(baseModel[name]);
+    if (!mongooseOwn(baseModel[name], 'Model', name)) pristine = false;
+  }
+  pristineVerdicts.set(queryProto, { functions, pristine });
+  return pristine;
+}
 
 /** Internals of a compiled model read here (lib/model.js compile and _applyQueryMiddleware). */
 interface ModelInternals {
@@ -232,6 +334,9 @@ export function directLoadProblem(model: AnyModel): string | undefined {
   // Plain loops over constant lists: this runs on every lock call (issue 16, Performance).
   const baseQuery = base.Query.prototype;
   for (const name of QUERY_METHODS) if (queryProto[name] !== baseQuery[name]) return 'query methods overridden';
+  // Mongoose's own Query and Model methods, replaced process-wide (instrumentation, a query scope):
+  // compared with Mongoose's source, not with the prototype such a patch changes.
+  if (!mongoosePristine(base)) return "Mongoose's query methods patched";
   for (const option of GLOBAL_QUERY_OPTIONS) {
     if (userDefined(internals.db.options, option) || userDefined(base.options, option)) return `${option} option`;
   }

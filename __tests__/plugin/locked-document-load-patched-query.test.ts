@@ -16,6 +16,7 @@
  */
 import mongoose, { Schema, type Query } from 'mongoose';
 import { LockTargetNotFoundError, lockPlugin, type LockMethods } from '../../src';
+import { directLoadProblem } from '../../src/document-load';
 import { connect, testDatabase, type MonitoredConnection } from '../support/db';
 
 const db = testDatabase('docloadpatched');
@@ -101,4 +102,31 @@ test('a process-wide wrapper of Query.prototype.findOne that scopes every findOn
       expect(await model.isLocked(id)).toBe(false);
     },
   );
+});
+
+test("the verdict follows the prototype: findById's load while a patch is in place (whatever it is named), the direct load again once Mongoose's own function is back", async () => {
+  const model = await plainModel();
+  expect(directLoadProblem(model)).toBeUndefined();
+  const proto = mongoose.Query.prototype as unknown as Record<string, (...args: unknown[]) => unknown>;
+  for (const name of ['exec', 'findOne', 'then', '_findOne'] as const) {
+    const original = proto[name]!;
+    // A wrapper carrying the original's name, as shimmer's does (its `__original` aside).
+    proto[name] = Object.defineProperty(function (this: unknown, ...args: unknown[]) {
+      return original.apply(this, args);
+    }, 'name', { value: original.name });
+    try {
+      expect([name, directLoadProblem(model)]).toEqual([name, "Mongoose's query methods patched"]);
+    } finally {
+      proto[name] = original;
+    }
+    expect([name, directLoadProblem(model)]).toEqual([name, undefined]);
+  }
+  // Mongoose's own function of another name in its place is not Mongoose's own of this name.
+  const findOne = proto.findOne!;
+  proto.findOne = proto.find!;
+  try {
+    expect(directLoadProblem(model)).toBe("Mongoose's query methods patched");
+  } finally {
+    proto.findOne = findOne;
+  }
 });
