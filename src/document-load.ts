@@ -148,38 +148,50 @@ function mongooseOwn(fn: unknown, owner: 'Query.prototype' | 'Model', name: stri
 }
 
 /**
- * Whether the Query and Model methods of the model's Mongoose (`base`) that findById runs are
- * Mongoose's own (mongooseOwn). Remembered per Query prototype with the functions it was judged
- * for: a lock call compares those (one property read per method) and judges again only when one
- * was replaced.
+ * Why the Query and Model methods findById runs for `model` are not Mongoose's own, or undefined:
+ * a method of the model's own (a query helper named like one, a static) or Mongoose's function
+ * replaced process-wide (mongooseOwn). Remembered per model Query prototype with the functions it
+ * was judged for: a lock call compares those (one property read per method, one loop) and judges
+ * again only when one was replaced, on the model or on Mongoose's prototype it inherits from.
  */
-const pristineVerdicts = new WeakMap<object, { functions: unknown[]; pristine: boolean }>();
+const methodVerdicts = new WeakMap<object, { functions: unknown[]; problem: string | undefined }>();
 
-function mongoosePristine(base: ModelInternals['base']): boolean {
-  const queryProto = base.Query.prototype;
-  const baseModel = base.Model as unknown as Record<string, unknown>;
-  const known = pristineVerdicts.get(queryProto);
+function methodsProblem(model: AnyModel): string | undefined {
+  const internals = model as unknown as ModelInternals;
+  const queryProto = internals.Query.prototype;
+  const statics = model as unknown as Record<string, unknown>;
+  const known = methodVerdicts.get(queryProto);
   if (known) {
     const functions = known.functions;
-    let same = true;
     let i = 0;
+    let same = true;
     for (const name of QUERY_METHODS) if (queryProto[name] !== functions[i++]) same = false;
-    for (const name of MODEL_METHODS) if (baseModel[name] !== functions[i++]) same = false;
-    if (same) return known.pristine;
+    for (const name of MODEL_METHODS) if (statics[name] !== functions[i++]) same = false;
+    if (same) return known.problem;
   }
+  const base = internals.base;
+  const baseQuery = base.Query.prototype;
+  const baseModel = base.Model as unknown as Record<string, unknown>;
   const functions: unknown[] = [];
-  let pristine = true;
+  let problem: string | undefined;
   for (const name of QUERY_METHODS) {
-    functions.push(queryProto[name]);
-    if (!mongooseOwn(queryProto[name], 'Query.prototype', name)) pristine = false;
+    const fn = queryProto[name];
+    functions.push(fn);
+    if (problem !== undefined) continue;
+    if (fn !== baseQuery[name]) problem = 'query methods overridden';
+    else if (!mongooseOwn(fn, 'Query.prototype', name)) problem = "Mongoose's query methods patched";
   }
   for (const name of MODEL_METHODS) {
-    functions.push(baseModel[name]);
-    if (!mongooseOwn(baseModel[name], 'Model', name)) pristine = false;
+    const fn = statics[name];
+    functions.push(fn);
+    if (problem !== undefined) continue;
+    if (fn !== baseModel[name]) problem = 'findById, findOne or hydrate overridden';
+    else if (!mongooseOwn(fn, 'Model', name)) problem = "Mongoose's query methods patched";
   }
-  pristineVerdicts.set(queryProto, { functions, pristine });
-  return pristine;
+  methodVerdicts.set(queryProto, { functions, problem });
+  return problem;
 }
+
 
 /** Internals of a compiled model read here (lib/model.js compile and _applyQueryMiddleware). */
 interface ModelInternals {
@@ -233,11 +245,11 @@ const autoIdSetters = new WeakMap<object, unknown>();
 /** The `resetId` setter of an auto ObjectId `_id` in the model's Mongoose. */
 function autoIdSetter(model: AnyModel): unknown {
   const base = (model as unknown as ModelInternals).base;
-  if (!autoIdSetters.has(base)) {
-    const probe = new base.Schema({}).path('_id') as (SchemaType & PathInternals) | undefined;
-    autoIdSetters.set(base, probe?.setters?.[0]);
-  }
-  return autoIdSetters.get(base);
+  const known = autoIdSetters.get(base);
+  if (known !== undefined || autoIdSetters.has(base)) return known;
+  const probe = new base.Schema({}).path('_id') as (SchemaType & PathInternals) | undefined;
+  autoIdSetters.set(base, probe?.setters?.[0]);
+  return probe?.setters?.[0];
 }
 
 /** A schema's paths by name (what `eachPath` walks: lib/schema.js, Schema.prototype.eachPath). */
@@ -332,13 +344,9 @@ export function directLoadProblem(model: AnyModel): string | undefined {
   const queryProto = internals.Query.prototype;
   const middleware = queryProto._queryMiddleware;
   if (middleware != null && (typeof middleware.hasHooks !== 'function' || middleware.hasHooks('findOne'))) return "'findOne' query middleware";
-  if (model.findById !== base.Model.findById || model.findOne !== base.Model.findOne || model.hydrate !== base.Model.hydrate) return 'findById, findOne or hydrate overridden';
   // Plain loops over constant lists: this runs on every lock call (issue 16, Performance).
-  const baseQuery = base.Query.prototype;
-  for (const name of QUERY_METHODS) if (queryProto[name] !== baseQuery[name]) return 'query methods overridden';
-  // Mongoose's own Query and Model methods, replaced process-wide (instrumentation, a query scope):
-  // compared with Mongoose's source, not with the prototype such a patch changes.
-  if (!mongoosePristine(base)) return "Mongoose's query methods patched";
+  const methods = methodsProblem(model);
+  if (methods !== undefined) return methods;
   for (const option of GLOBAL_QUERY_OPTIONS) {
     if (userDefined(internals.db.options, option) || userDefined(base.options, option)) return `${option} option`;
   }

@@ -36,7 +36,9 @@ beforeAll(async () => {
   conn = await connect(db.name);
   WorkItem = await workItemModel(conn.connection);
   // The js-bson the driver itself uses (Mongoose 9: 7.x, Mongoose 8: 6.x), loaded once more.
-  const driverBson = require.resolve('bson', { paths: [path.dirname(require.resolve('mongodb'))] });
+  // Mongoose's own driver (Mongoose 8 may have its own nested mongodb 6 beside the project's 7).
+  const driver = require.resolve('mongodb', { paths: [path.dirname(require.resolve('mongoose'))] });
+  const driverBson = require.resolve('bson', { paths: [path.dirname(driver)] });
   jest.isolateModules(() => {
     // eslint-disable-next-line @typescript-eslint/no-require-imports
     Foreign = (require(driverBson) as { ObjectId: ObjectIdClass }).ObjectId;
