@@ -136,8 +136,9 @@ export type HeldLockFields = Omit<HeldLock, 'msLeft' | 'ticket'> & { ticket: str
 
 /**
  * The leases of the acquisitions instances of this process carry whose ticket was issued, by lock
- * collection, `_id` and token (one acquisition: a lockAll group gives its locks in several lock
- * collections one token, and two of them may have one `_id`): kept only while an instance refers to one (a WeakRef). A released lease leaves at once (no instance may
+ * collection (its deployment and namespace), `_id` and token (one acquisition: a lockAll group gives
+ * its locks in several lock collections, on one or several deployments, one token, and two of them
+ * may have one namespace and `_id`): kept only while an instance refers to one (a WeakRef). A released lease leaves at once (no instance may
  * join it again); entries whose lease was collected are swept whenever the map has doubled since
  * the last sweep, so the map stays as small as the live acquisitions at O(1) amortized cost per
  * lock (a FinalizationRegistry per lock cost more than the rest of newHeldLockState).
@@ -163,7 +164,7 @@ function forget(lease: Lease): void {
   if (lease.key !== undefined && leases.get(lease.key)?.deref() === lease) leases.delete(lease.key);
 }
 
-/** `scope`: the lock collection's namespace (no NUL in a namespace). */
+/** `scope`: the lock collection's deployment and namespace (LockStore.scope: a namespace alone names a collection only within one deployment). */
 function leaseKey(scope: string, documentId: unknown, token: string): string {
   return `${token}\u0000${scope}\u0000${idKey(documentId)}`;
 }
@@ -181,7 +182,7 @@ function changed(lease: Lease): void {
 
 /**
  * The state of a lock just granted (or resumed) by a command timed by `timing`, in the lock
- * collection whose namespace is `scope` (LockStore.namespace). A resume of an
+ * collection named by `scope` (LockStore.scope: its deployment and namespace). A resume of an
  * acquisition an instance of this process already carries joins that instance's lease: its own
  * extension was accounted there (LockStore.resume, startResume); the minimum with its own lease
  * covers a resume that was sent before that lease was known here.
