@@ -65,3 +65,18 @@ test("after the caller wrote another document's id to heldLock().documentId, sav
   expect(await M.isLocked(id)).toBe(false);
   expect(await M.isLocked(other)).toBe(false);
 });
+
+test("after the caller wrote heldLock().expiresAt, the acquisition's expiry (seen by its other instances) is still the server's", async () => {
+  const { _id: id } = await M.create({ title: 'expiry overwritten' });
+  const doc = await M.lock(id, 'alice', { ttl: 30_000 });
+  const lock = doc.heldLock()!;
+  // Another instance of the acquisition (a resume in this process: one shared lease).
+  const other = await M.lock(id, 'alice', { resume: lock.ticket, ttl: 30_000 });
+  const serverExpiry = other.heldLock()!.expiresAt.getTime();
+  tryOverwrite(lock, 'expiresAt', new Date(0));
+  expect(doc.heldLock()).toBe(lock); // the caller's object keeps what the caller wrote
+  expect(other.heldLock()!.expiresAt.getTime()).toBe(serverExpiry);
+  expect(doc.heldLock()!.msLeft()).toBeGreaterThan(20_000);
+  await other.unlock();
+  expect(doc.heldLock()!.msLeft()).toBe(0);
+});
