@@ -61,15 +61,19 @@ export function deploymentKeys(connections: readonly Connection[]): (connection:
   return (connection) => String(root(clients.indexOf(clientOf(connection))));
 }
 
-/** The deployment numbers given out so far, by client (deploymentOf). */
+/** The deployment key of each client seen (deploymentOf). */
 const numbered = new WeakMap<object, string>();
-/** The clients numbered so far (while alive), to find a new client's deployment by its addresses. */
-let clientsSeen: { client: WeakRef<ClientView & object>; key: string }[] = [];
+/**
+ * The deployment key of every server address seen so far (lower case; never forgotten: a process
+ * talks to few addresses), so that a client made later (a reconnect, another connection to the
+ * same servers) gets the key of the clients that reached them before, even once those are gone.
+ */
+const byAddress = new Map<string, string>();
 let nextDeployment = 1;
 
 /**
  * A key for the deployment `connection` reaches, the same for the whole life of its driver client
- * and for every client that shares an address with it when first seen (see the module comment).
+ * and for every client that shares a server address with one seen before (see the module comment).
  * For the process-wide maps keyed by lock collection and `_id` (held-lock.ts, the leases;
  * guard/open-transactions.ts): a namespace names a collection only within one deployment.
  * One WeakMap read per call once the client was seen. A connection whose client is not there yet
@@ -84,18 +88,11 @@ export function deploymentOf(connection: Connection): string {
   if (client === undefined) return '0';
   const known = numbered.get(client);
   if (known !== undefined) return known;
-  const addresses = new Set(addressesOf(client));
+  const addresses = addressesOf(client);
   let key: string | undefined;
-  clientsSeen = clientsSeen.filter((entry) => entry.client.deref() !== undefined);
-  for (const entry of clientsSeen) {
-    const other = entry.client.deref();
-    if (other && addressesOf(other).some((address) => addresses.has(address))) {
-      key = entry.key;
-      break;
-    }
-  }
+  for (const address of addresses) if ((key = byAddress.get(address)) !== undefined) break;
   key ??= String(nextDeployment++);
-  clientsSeen.push({ client: new WeakRef(client), key });
+  for (const address of addresses) if (!byAddress.has(address)) byAddress.set(address, key);
   numbered.set(client, key);
   return key;
 }
