@@ -86,6 +86,11 @@ function claimedTypes(value: unknown): ReadonlySet<number> | undefined {
   // An invalid Date is sent as the epoch; a Date look-alike (a Proxy) throws here and is refused.
   if (value instanceof Date) return Number.isNaN(Date.prototype.getTime.call(value)) ? undefined : DATE;
   if (value instanceof Types.ObjectId) return OBJECT_ID;
+  // An ObjectId of another copy of js-bson (an app's own `bson`, a second install): Mongoose's cast
+  // takes it as one by its tag (lib/cast/objectid.js, isBsonType reads `_bsontype`), and so does
+  // the serializer. The tag only names the claim: freshScalarId then judges the value by the BSON
+  // it serializes to (an ObjectId of 12 bytes, or refused before anything is sent).
+  if ((value as { _bsontype?: unknown } | null)?._bsontype === 'ObjectId') return OBJECT_ID;
   // A Buffer `_id` is cast by a query to a BSON Binary (and comes back from the server as one); a
   // UUID is a Binary of subtype 4.
   if (Buffer.isBuffer(value) || value instanceof Types.Buffer || value instanceof mongo.Binary || value instanceof Types.UUID) return BINARY;
@@ -216,7 +221,8 @@ export function idCaster(schema: Schema): IdCasters {
       throw refuse(`${describeValue(id)} cannot be cast to this schema's _id type (${idPath.instance}).`);
     }
     // 4. What the cast serializes to, of the schema's type (the same value needs no second round trip).
-    const sent = cast === raw.value && schemaTypes.has(raw.type) ? raw : freshId(cast, schemaTypes, `this schema's _id type (${idPath.instance})`);
+    // (A Long the cast kept, as a Mixed `_id` does, is sent as its fresh value: a bigint, as every int64 id.)
+    const sent = cast === raw.value && schemaTypes.has(raw.type) && !(cast instanceof mongo.Long) ? raw : freshId(cast, schemaTypes, `this schema's _id type (${idPath.instance})`);
     if (sent instanceof IdRefusal) {
       const cameFrom = cast === raw.value ? '' : ` (cast to the schema's ${idPath.instance})`;
       throw refuse(`${describeValue(id)}${cameFrom} ${sent.problem}`);
@@ -238,7 +244,11 @@ function freshScalarId(id: unknown): FreshId | IdRefusal {
   }
   if (problem !== undefined || claimed === undefined) throw new InvalidLockArgumentError('id', problem ?? `expected the document's _id, got ${describeValue(id)}.`);
   // 2. The caller's value, serialized once; from here on only fresh values are read.
-  return freshId(id, claimed, CLAIMED_NAMES.get(claimed));
+  const fresh = freshId(id, claimed, CLAIMED_NAMES.get(claimed));
+  // A Long stays a Long (a fresh one, of the decoded int64): Mongoose's cast takes it as findById
+  // does (a Number `_id` casts a Long to its number, lib/cast/number.js; a bigint it refuses).
+  if (!(fresh instanceof IdRefusal) && typeof fresh.value === 'bigint' && typeof id !== 'bigint') return { ...fresh, value: mongo.Long.fromBigInt(fresh.value) };
+  return fresh;
 }
 
 /** The size of an ObjectId's BSON value (id-value.ts, FreshId.bytes). */

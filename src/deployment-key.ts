@@ -60,3 +60,39 @@ export function deploymentKeys(connections: readonly Connection[]): (connection:
   });
   return (connection) => String(root(clients.indexOf(clientOf(connection))));
 }
+
+/** The deployment key of each client seen (deploymentOf). */
+const numbered = new WeakMap<object, string>();
+/**
+ * The deployment key of every server address seen so far (lower case; never forgotten: a process
+ * talks to few addresses), so that a client made later (a reconnect, another connection to the
+ * same servers) gets the key of the clients that reached them before, even once those are gone.
+ */
+const byAddress = new Map<string, string>();
+let nextDeployment = 1;
+
+/**
+ * A key for the deployment `connection` reaches, the same for the whole life of its driver client
+ * and for every client that shares a server address with one seen before (see the module comment).
+ * For the process-wide maps keyed by lock collection and `_id` (held-lock.ts, the leases;
+ * guard/open-transactions.ts): a namespace names a collection only within one deployment.
+ * One WeakMap read per call once the client was seen. A connection whose client is not there yet
+ * (never opened) gets '0': it has sent nothing, so nothing of it is in those maps.
+ *
+ * Limit: two clients of one deployment seeded with different names of one server (`localhost` and
+ * `127.0.0.1`) that share no address when the second is first seen get two keys, as lockAll's
+ * check counts them as two deployments (deploymentKeys).
+ */
+export function deploymentOf(connection: Connection): string {
+  const client = clientOf(connection) as (ClientView & object) | undefined;
+  if (client === undefined) return '0';
+  const known = numbered.get(client);
+  if (known !== undefined) return known;
+  const addresses = addressesOf(client);
+  let key: string | undefined;
+  for (const address of addresses) if ((key = byAddress.get(address)) !== undefined) break;
+  key ??= String(nextDeployment++);
+  for (const address of addresses) if (!byAddress.has(address)) byAddress.set(address, key);
+  numbered.set(client, key);
+  return key;
+}

@@ -80,8 +80,31 @@ interface Lease {
   key: string | undefined;
 }
 
+/**
+ * The facts of one acquisition as the plugin itself keeps them (`HeldLockState.lock`): what every
+ * command about the lock and every error is built from. Never the object `doc.heldLock()` hands
+ * out (HeldLockView, a copy of these fields): what a caller writes there changes nothing the
+ * plugin does.
+ */
+export interface AcquisitionFacts {
+  readonly documentId: unknown;
+  readonly owner: string;
+  readonly token: string;
+  readonly fence: number;
+  readonly acquiredAt: Date;
+  /** The server's expiry, from the acquisition's shared lease. */
+  readonly expiresAt: Date;
+  readonly ttl: number;
+  readonly label: string | null;
+  /** As HeldLock.msLeft. */
+  msLeft(): number;
+}
+
 export interface HeldLockState {
-  lock: HeldLock;
+  /** The acquisition's own facts (never the caller's object: see `view`). */
+  readonly lock: AcquisitionFacts;
+  /** The object `doc.heldLock()` returns (made when first asked for, then the same one). */
+  view(): HeldLock;
   /** The acquisition's lease, shared with every other instance of it in this process. */
   readonly lease: Lease;
   /**
@@ -113,8 +136,9 @@ export type HeldLockFields = Omit<HeldLock, 'msLeft' | 'ticket'> & { ticket: str
 
 /**
  * The leases of the acquisitions instances of this process carry whose ticket was issued, by lock
- * collection, `_id` and token (one acquisition: a lockAll group gives its locks in several lock
- * collections one token, and two of them may have one `_id`): kept only while an instance refers to one (a WeakRef). A released lease leaves at once (no instance may
+ * collection (its deployment and namespace), `_id` and token (one acquisition: a lockAll group gives
+ * its locks in several lock collections, on one or several deployments, one token, and two of them
+ * may have one namespace and `_id`): kept only while an instance refers to one (a WeakRef). A released lease leaves at once (no instance may
  * join it again); entries whose lease was collected are swept whenever the map has doubled since
  * the last sweep, so the map stays as small as the live acquisitions at O(1) amortized cost per
  * lock (a FinalizationRegistry per lock cost more than the rest of newHeldLockState).
@@ -140,7 +164,7 @@ function forget(lease: Lease): void {
   if (lease.key !== undefined && leases.get(lease.key)?.deref() === lease) leases.delete(lease.key);
 }
 
-/** `scope`: the lock collection's namespace (no NUL in a namespace). */
+/** `scope`: the lock collection's deployment and namespace (LockStore.scope: a namespace alone names a collection only within one deployment). */
 function leaseKey(scope: string, documentId: unknown, token: string): string {
   return `${token}\u0000${scope}\u0000${idKey(documentId)}`;
 }
@@ -152,19 +176,18 @@ function knownLease(scope: string, documentId: unknown, token: string): Lease | 
 }
 
 function changed(lease: Lease): void {
+  if (lease.listeners.size === 0) return; // no handle: no copy of the set to make
   for (const listener of [...lease.listeners]) listener();
 }
 
 /**
  * The state of a lock just granted (or resumed) by a command timed by `timing`, in the lock
- * collection whose namespace is `scope` (LockStore.namespace). A resume of an
+ * collection named by `scope` (LockStore.scope: its deployment and namespace). A resume of an
  * acquisition an instance of this process already carries joins that instance's lease: its own
  * extension was accounted there (LockStore.resume, startResume); the minimum with its own lease
  * covers a resume that was sent before that lease was known here.
  */
 export function newHeldLockState(fields: HeldLockFields, timing: GrantTiming, scope: string): HeldLockState {
-  const { ticket, ...rest } = fields;
-  let issued = typeof ticket === 'string' ? ticket : undefined;
   // A resume joins the lease of an instance here that knows the ticket (one whose ticket was read,
   // or a resume: created with its ticket string); a fresh acquisition is entered in the map only
   // when its ticket is first read.
@@ -189,55 +212,173 @@ export function newHeldLockState(fields: HeldLockFields, timing: GrantTiming, sc
       listeners: new Set(),
       key: undefined,
     };
-    if (issued !== undefined) remember(scope, fields.documentId, fields.token, lease);
+    if (typeof fields.ticket === 'string') remember(scope, fields.documentId, fields.token, lease);
   }
-  const shared = lease;
-  // The ticket is computed when first read (it hashes the document id, and most locks are never
-  // continued in a later request); read-only, like the rest. Accessors in the literal, not
-  // Object.defineProperty after it: the object keeps a fast shape.
-  const lock = {
-    ...rest,
-    msLeft: () => (state.lost === undefined && !shared.released && shared.suspended === 0 ? Math.max(0, shared.validUntil - monotonicNow()) : 0),
-    get ticket(): string {
-      if (issued === undefined) {
-        issued = (ticket as () => string)();
-        if (!shared.released) remember(scope, fields.documentId, fields.token, shared);
-      }
-      return issued;
+  return new LockState(fields, lease, scope);
+}
+
+/**
+ * A HeldLockState, and its own facts (`lock` is the state itself: one object per lock call). A
+ * class with its accessors on the prototype: an object literal with accessors made a new hidden
+ * class per lock (its getters are new closures each time), several microseconds per lock call
+ * (issue 16, Performance). The object `doc.heldLock()` returns is made only when first asked for.
+ */
+class LockState implements HeldLockState, AcquisitionFacts {
+  readonly documentId: unknown;
+  readonly owner: string;
+  readonly token: string;
+  readonly fence: number;
+  readonly acquiredAt: Date;
+  readonly ttl: number;
+  readonly label: string | null;
+  lost: LockLossReason | undefined = undefined;
+  pendingRelease: object | undefined = undefined;
+  /** The ticket, once issued; until then the function that issues it. */
+  #ticket: string | (() => string);
+  #view: HeldLockView | undefined = undefined;
+
+  constructor(
+    fields: HeldLockFields,
+    readonly lease: Lease,
+    private readonly scope: string,
+  ) {
+    this.documentId = fields.documentId;
+    this.owner = fields.owner;
+    this.token = fields.token;
+    this.fence = fields.fence;
+    this.acquiredAt = fields.acquiredAt;
+    this.ttl = fields.ttl;
+    this.label = fields.label;
+    this.#ticket = fields.ticket;
+  }
+
+  get lock(): AcquisitionFacts {
+    return this;
+  }
+
+  get expiresAt(): Date {
+    return this.lease.expiresAt;
+  }
+
+  msLeft(): number {
+    const { lease } = this;
+    return this.lost === undefined && !lease.released && lease.suspended === 0 ? Math.max(0, lease.validUntil - monotonicNow()) : 0;
+  }
+
+  /**
+   * The acquisition's ticket, issued when first read (it hashes the document id, and most locks are
+   * never continued in a later request); only then does the lease enter the map of leases, by the
+   * acquisition's own facts.
+   */
+  ticket(): string {
+    const ticket = this.#ticket;
+    if (typeof ticket === 'string') return ticket;
+    const issued = ticket();
+    this.#ticket = issued;
+    if (!this.lease.released) remember(this.scope, this.documentId, this.token, this.lease);
+    return issued;
+  }
+
+  view(): HeldLock {
+    return (this.#view ??= new HeldLockView(this));
+  }
+
+  get grantedAtMonotonic(): number {
+    return this.lease.grantedAtMonotonic;
+  }
+
+  set grantedAtMonotonic(value: number) {
+    this.lease.grantedAtMonotonic = value;
+  }
+
+  get serverTimeAtGrant(): number {
+    return this.lease.serverTimeAtGrant;
+  }
+
+  set serverTimeAtGrant(value: number) {
+    this.lease.serverTimeAtGrant = value;
+  }
+
+  get validUntil(): number {
+    return this.lease.validUntil;
+  }
+
+  set validUntil(value: number) {
+    this.lease.validUntil = value;
+    changed(this.lease);
+  }
+}
+
+/**
+ * Where a HeldLockView keeps its acquisition: a symbol-keyed, non-enumerable property (not in
+ * `Object.keys`, JSON or a spread). Unlike a `#private` field, which is found only on the very
+ * object it was installed on (the receiver), a property is found through a Proxy (Vue's
+ * `reactive()` reads with the Proxy as receiver) and through an heir (`Object.create(lock)`).
+ */
+const ACQUISITION: unique symbol = Symbol('acquisition');
+
+type ViewReceiver = { readonly [ACQUISITION]: LockState };
+
+/** The accessors every HeldLockView defines as its own, the same functions for all (one hidden class). */
+const HELD_LOCK_ACCESSORS = {
+  expiresAt: {
+    get(this: ViewReceiver): Date {
+      return this[ACQUISITION].expiresAt;
     },
-    get expiresAt(): Date {
-      return shared.expiresAt;
+    // The caller's object: a value written here is the caller's own (a data property from then on),
+    // never the lease's expiry, which only the server's replies set.
+    set(this: object, value: Date) {
+      Object.defineProperty(this, 'expiresAt', { value, writable: true, enumerable: true, configurable: true });
     },
-    set expiresAt(value: Date) {
-      shared.expiresAt = value;
+    enumerable: true,
+    configurable: true,
+  },
+  ticket: {
+    get(this: ViewReceiver): string {
+      return this[ACQUISITION].ticket();
     },
-  } as HeldLock;
-  const state: HeldLockState = {
-    lock,
-    lease: shared,
-    get grantedAtMonotonic() {
-      return shared.grantedAtMonotonic;
-    },
-    set grantedAtMonotonic(value: number) {
-      shared.grantedAtMonotonic = value;
-    },
-    get serverTimeAtGrant() {
-      return shared.serverTimeAtGrant;
-    },
-    set serverTimeAtGrant(value: number) {
-      shared.serverTimeAtGrant = value;
-    },
-    get validUntil() {
-      return shared.validUntil;
-    },
-    set validUntil(value: number) {
-      shared.validUntil = value;
-      changed(shared);
-    },
-    lost: undefined,
-    pendingRelease: undefined,
-  };
-  return state;
+    enumerable: true,
+    configurable: true,
+  },
+} satisfies Record<string, PropertyDescriptor>;
+
+/**
+ * The lock `doc.heldLock()` returns: a copy of the acquisition's facts, so that what the caller
+ * writes to its fields (documented read-only, writable in JavaScript) changes nothing the plugin
+ * does. Its fields are own enumerable properties, as documented (the README's table, JSON): the
+ * data fields, `msLeft`, and the accessors `expiresAt` (the shared lease's: every instance of the
+ * acquisition sees an extension) and `ticket` (issued when first read), defined with shared
+ * functions (HELD_LOCK_ACCESSORS) that read the acquisition through the ACQUISITION property, so
+ * they work with any receiver. Read-only `ticket` (no setter).
+ */
+class HeldLockView implements HeldLock {
+  declare readonly [ACQUISITION]: LockState;
+  declare readonly documentId: unknown;
+  declare readonly owner: string;
+  declare readonly token: string;
+  declare readonly fence: number;
+  declare readonly acquiredAt: Date;
+  declare expiresAt: Date;
+  declare readonly ttl: number;
+  declare readonly ticket: string;
+  declare readonly label: string | null;
+  declare readonly msLeft: () => number;
+
+  constructor(state: LockState) {
+    Object.defineProperty(this, ACQUISITION, { value: state });
+    // The fields in the order they always had (all `declare`d: none is defined before this).
+    this.documentId = state.documentId;
+    this.owner = state.owner;
+    this.token = state.token;
+    this.fence = state.fence;
+    this.acquiredAt = state.acquiredAt;
+    Object.defineProperty(this, 'expiresAt', HELD_LOCK_ACCESSORS.expiresAt);
+    this.ttl = state.ttl;
+    this.label = state.label;
+    // Its own function (callable detached, as `const { msLeft } = doc.heldLock()`).
+    this.msLeft = () => state.msLeft();
+    Object.defineProperty(this, 'ticket', HELD_LOCK_ACCESSORS.ticket);
+  }
 }
 
 /** Milliseconds this process may still count on the lock (negative once the lease ran out or the holder released it). */

@@ -144,6 +144,18 @@ const OBJECT_ID_FIELDS: ReadonlySet<PropertyKey> = new Set(Reflect.ownKeys(mongo
  * would follow them and copy other bytes).
  */
 export function plainObjectIdBytes(id: unknown): Buffer | undefined {
+  const bytes = plainObjectIdArray(id);
+  if (bytes === undefined) return undefined;
+  const copy = Buffer.allocUnsafe(12);
+  for (let i = 0; i < 12; i++) copy[i] = bytes[i]!;
+  return copy;
+}
+
+/**
+ * plainObjectIdBytes without the copy: the array its `id` getter returns (js-bson 7: a new one;
+ * 6: the instance's own), for a caller that reads its 12 bytes by index at once and keeps nothing.
+ */
+function plainObjectIdArray(id: unknown): Uint8Array | undefined {
   if (id === null || typeof id !== 'object' || isProxy(id) || Object.getPrototypeOf(id) !== mongo.ObjectId.prototype) return undefined;
   // Which fields, not which js-bson reads: the 7.3 serializer dispatches on a type tag 6.10 never reads.
   const fields = Reflect.ownKeys(id);
@@ -151,17 +163,17 @@ export function plainObjectIdBytes(id: unknown): Buffer | undefined {
   for (const key of fields) if (!OBJECT_ID_FIELDS.has(key)) return undefined;
   if (typeof (id as { toBSON?: unknown }).toBSON === 'function') return undefined;
   const bytes = (id as { id?: unknown }).id;
-  if (!(bytes instanceof Uint8Array) || bytes.length !== 12) return undefined;
-  const copy = Buffer.allocUnsafe(12);
-  for (let i = 0; i < 12; i++) copy[i] = bytes[i];
-  return copy;
+  return bytes instanceof Uint8Array && bytes.length === 12 ? bytes : undefined;
 }
 
 /** Whether two `_id` values are one `_id` for mongod (idKey), without building keys for two plain ObjectIds. */
 export function sameId(a: unknown, b: unknown): boolean {
-  const x = plainObjectIdBytes(a);
-  const y = x === undefined ? undefined : plainObjectIdBytes(b);
-  return y === undefined ? idKey(a) === idKey(b) : x!.equals(y);
+  const x = plainObjectIdArray(a);
+  const y = x === undefined ? undefined : plainObjectIdArray(b);
+  if (y === undefined) return idKey(a) === idKey(b);
+  // Each byte read once, by index, as plainObjectIdBytes copies them.
+  for (let i = 0; i < 12; i++) if (x![i] !== y[i]) return false;
+  return true;
 }
 
 /** BSON type of an ObjectId, and where its 12 bytes start in the serialized `{ v: value }` (size 4, type 1, "v\0" 2). */

@@ -245,7 +245,7 @@ async function handOut(parts: readonly Part[], request: GroupRequest, token: str
         ticket: () => issueTicket(member.documentId, token, fence),
         label: typeof record.label === 'string' ? record.label : null,
       };
-      const state = leaseState(held, serverNow, sentAt, part.runtime.store.namespace);
+      const state = leaseState(held, serverNow, sentAt, part.runtime.store.scope);
       statesByMember.set(member, state);
       return state;
     });

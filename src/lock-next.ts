@@ -137,7 +137,7 @@ async function attempt(context: NextContext, candidate: Candidate): Promise<Outc
     ticket: () => issueTicket(documentId, grant.token, grant.fence),
     label: grant.label,
   };
-  const state = newHeldLockState(held, grant, store.namespace);
+  const state = newHeldLockState(held, grant, store.scope);
   const giveBack = () => store.release(state).catch(() => undefined);
   // A grant whose lease is already over when its reply arrives is never handed out (nor loaded).
   if (leaseLeft(state) < MIN_LEASE_MS) {

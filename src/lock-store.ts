@@ -28,11 +28,13 @@
  *    docs/mongodb-compatibility.md).
  */
 import { randomBytes } from 'node:crypto';
-import type { mongo } from 'mongoose';
+import type { Connection, mongo } from 'mongoose';
 import { LockConfigurationError, LockExpiredError, LockExpiredOnArrivalError, LockNotHeldError, LockedError, describeId } from './errors';
 import { LockedByTransactionError } from './guard/errors';
 import { callerTransactions } from './guard/open-transactions';
 import { distinctIds, idKey } from './id-key';
+import { deploymentOf } from './deployment-key';
+import { driverCollection } from './driver-collection';
 import { finishExtension, leaseLeft, startExtension, startResume, type HeldLockState } from './held-lock';
 import { MIN_LEASE_MS, monotonicNow, type GrantTiming } from './lease';
 import type { TicketParts } from './ticket';
@@ -185,8 +187,16 @@ function freeOrHeldBy(ownerKey: string | undefined): unknown {
  */
 function applyIf(condition: unknown, fields: Record<string, unknown>): Document[] {
   const set: Record<string, unknown> = {};
-  for (const [name, value] of Object.entries(fields)) set[name] = { $cond: [condition, value, `$${name}`] };
+  // Own keys only (Object.keys, as Object.entries before: no [name, value] pair per field).
+  for (const name of Object.keys(fields)) set[name] = { $cond: [condition, fields[name], fieldPath(name)] };
   return [{ $set: set }];
+}
+/** `$name`, the path of a field of the record (the plugin's own field names: a handful, kept). */
+const fieldPaths = new Map<string, string>();
+function fieldPath(name: string): string {
+  let path = fieldPaths.get(name);
+  if (path === undefined) fieldPaths.set(name, (path = `$${name}`));
+  return path;
 }
 /** The expiry of a claim record the guard inserts: long past (free), and purged by the TTL index. */
 const CLAIM_EXPIRED = new Date(0);
@@ -320,7 +330,6 @@ export class LockStore {
    * store holds Mongoose's collection, whose wrapper passes the driver's methods on but not its
    * getters (`namespace` is undefined there: lib/drivers/node-mongodb-native/collection.js skips
    * properties with getters), and the database name is known only once the connection opened.
-   * Also what names this lock collection in the process's map of leases (held-lock.ts).
    */
   get namespace(): string {
     const locks = this.locks as unknown as { namespace?: string; collectionName: string; conn?: { name?: string } };
@@ -328,11 +337,22 @@ export class LockStore {
   }
 
   /**
+   * What names this lock collection in the process-wide maps keyed by lock collection and `_id`
+   * (held-lock.ts, the leases; guard/open-transactions.ts): its deployment (deployment-key.ts,
+   * deploymentOf) and namespace. A namespace alone names a collection only within one deployment,
+   * and lockAll takes one namespace and `_id` on two deployments as two documents.
+   */
+  get scope(): string {
+    const conn = (this.locks as unknown as { conn?: Connection }).conn;
+    return `${conn ? deploymentOf(conn) : '0'}\u0000${this.namespace}`;
+  }
+
+  /**
    * Notes that the caller's transaction on `session` writes the lock records of `ids` (the guard's
    * joined writes), so that a lock call outside it is refused instead of waiting for it.
    */
   noteCallerTransaction(ids: unknown[], session: ClientSession): void {
-    callerTransactions.note(this.namespace, ids, session);
+    callerTransactions.note(this.scope, ids, session);
   }
 
   /**
@@ -342,7 +362,9 @@ export class LockStore {
    * the write inside that very transaction.
    */
   refuseWritesInOpenTransaction(ids: unknown[]): void {
-    for (const id of ids) if (callerTransactions.writing(this.namespace, id)) throw new LockedByTransactionError(id, 'write');
+    if (callerTransactions.empty) return;
+    const scope = this.scope;
+    for (const id of ids) if (callerTransactions.writing(scope, id)) throw new LockedByTransactionError(id, 'write');
   }
 
   /**
@@ -351,8 +373,8 @@ export class LockStore {
    * wait for that transaction (R17), which cannot end if its own callback is the one waiting.
    */
   private refuseIfInOpenTransaction(documentId: unknown, session?: ClientSession): void {
-    if (session?.inTransaction()) return;
-    if (callerTransactions.writing(this.namespace, documentId)) throw new LockedByTransactionError(documentId);
+    if (callerTransactions.empty || session?.inTransaction()) return;
+    if (callerTransactions.writing(this.scope, documentId)) throw new LockedByTransactionError(documentId);
   }
 
   /**
@@ -415,7 +437,8 @@ export class LockStore {
       let record: Document | null;
       const sentAt = monotonicNow();
       try {
-        record = await this.locks.findOneAndUpdate(
+        // The driver's collection when Mongoose's wrapper would only pass the call on (driver-collection.ts).
+        record = await driverCollection(this.locks, 'findOneAndUpdate').findOneAndUpdate(
           { _id: documentId } as Document,
           applyIf(freeOrHeldBy(mine), {
             owner: lit(ownerKey),
@@ -454,7 +477,7 @@ export class LockStore {
   async release(state: HeldLockState, session?: ClientSession): Promise<void> {
     const { documentId, token } = state.lock;
     this.refuseIfInOpenTransaction(documentId, session);
-    const result = await this.locks.updateOne({ _id: documentId, token, ...UNEXPIRED } as Document, RELEASE, { session });
+    const result = await driverCollection(this.locks, 'updateOne').updateOne({ _id: documentId, token, ...UNEXPIRED } as Document, RELEASE, { session });
     if (result.matchedCount === 1) return;
     throw await this.explainLoss(state, session);
   }
@@ -787,7 +810,7 @@ export class LockStore {
     // A resume moves the expiry of an acquisition that an instance of this process may carry:
     // that instance's lease hears of it as of an extension (held-lock.ts, startResume; without
     // the caller's ttl, the acquisition's, which the record stores).
-    const pending = startResume(this.namespace, documentId, ticket.token, sentAt, ttl);
+    const pending = startResume(this.scope, documentId, ticket.token, sentAt, ttl);
     let grant: Grant | undefined;
     try {
       const record = await this.locks.findOneAndUpdate(
@@ -1006,7 +1029,7 @@ export class LockStore {
    * read, which runs outside that transaction).
    */
   writtenByCallerTransaction(documentId: unknown): boolean {
-    return callerTransactions.writing(this.namespace, documentId);
+    return callerTransactions.writing(this.scope, documentId);
   }
 
   // ---- Several documents under one acquisition (Model.lockMany, lockAll, the group handle). Each

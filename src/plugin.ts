@@ -4,10 +4,10 @@
  * renewal in lock-handle.ts, and the write guard in guard/.
  */
 import type { HydratedDocument, SaveOptions, mongo } from 'mongoose';
-import { idCaster, validateLockCallOptions, validateOwner, type ResolvedCallOptions } from './arguments';
+import { idCaster, validateLockCallOptions, validateOwner, type LockCallOptions, type ResolvedCallOptions } from './arguments';
 import { InvalidLockArgumentError, InvalidLockOptionError, LockExpiredOnArrivalError, LockNotHeldError, LockTargetNotFoundError, LockedError } from './errors';
 import { attachHeldLock, heldLockState, leaseLeft, lostError, newHeldLockState, releaseKnownLease, releaseLease, releaseOutcomeUnknown, settleReleaseWithServer, type HeldLock, type HeldLockFields, type HeldLockState } from './held-lock';
-import { typedErrors } from './failures';
+import { toLockError, typedErrors } from './failures';
 import { loadDocument } from './document-load';
 import { idKey, sameId } from './id-key';
 import { callerError, publishErrorEvent } from './diagnostics';
@@ -25,7 +25,7 @@ import { ownerKeyFunction } from './owner-key';
 import { pluginApplication } from './plugin-registration';
 import { runtimeFactory, type AnyModel, type AnySchema } from './runtime';
 import { cursorAfter, validateListOptions, validateStatusIds, validateStatusIdsSize, validateUnlockOptions } from './status-arguments';
-import { issueTicket, readTicket } from './ticket';
+import { issueTicket, readTicket, type TicketParts } from './ticket';
 
 type AnyDoc = HydratedDocument<unknown>;
 type ClientSession = mongo.ClientSession;
@@ -49,11 +49,31 @@ function requireHeld(doc: AnyDoc): HeldLockState {
   return state;
 }
 
-/** Settles, by asking the server, a release whose outcome only the server knows; then as requireHeld. */
-async function confirmHeld(state: HeldLockState, store: LockStore): Promise<void> {
-  if (releaseOutcomeUnknown(state)) await settleReleaseWithServer(state, store);
+/**
+ * Settles, by asking the server, a release whose outcome only the server knows; then as requireHeld.
+ * Without such a release it answers at once (undefined, or throws): no promise on the common path.
+ */
+function confirmHeld(state: HeldLockState, store: LockStore): Promise<void> | undefined {
+  if (releaseOutcomeUnknown(state)) {
+    return settleReleaseWithServer(state, store).then(() => {
+      if (state.lost !== undefined) throw lostError(state);
+    });
+  }
   if (state.lost !== undefined) throw lostError(state);
+  return undefined;
 }
+
+/**
+ * A grant that came too late is released by its owner and token (cmd-unlock-by-owner): only that
+ * acquisition, no second read. Every instance of that acquisition in this process learns that it
+ * was released (held-lock.ts).
+ */
+async function releaseGrant(store: LockStore, documentId: unknown, key: string, grant: Grant): Promise<void> {
+  if (await store.releaseHeld(documentId, key, grant.token)) releaseKnownLease(store.scope, documentId, grant.token);
+}
+
+/** The options `Model.lock` accepts. */
+const LOCK_OPTIONS: readonly (keyof LockCallOptions)[] = ['ttl', 'wait', 'signal', 'label', 'resume'];
 
 /**
  * The Mongoose plugin: gives the schema's model the lock statics (`Model.lock`, `acquireLock`,
@@ -100,17 +120,16 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
     const { store, watch, ready } = runtimeOf(model);
     await ready;
     const key = ownerKey(who);
+    // No closure per call unless the call waits (issue 16, Performance).
+    if (call.wait > 0 || call.signal) return acquireWaiting(documentId, () => takeLease(model, documentId, loadId, who, key, call, ticket, store), watch, call.wait, call.signal);
+    return takeLease(model, documentId, loadId, who, key, call, ticket, store);
+  }
+
+  /** One grant: the acquisition, or with a ticket its resume. */
+  function grantOnce(documentId: unknown, key: string, call: ResolvedCallOptions, ticket: TicketParts | undefined, store: LockStore): Promise<Grant> {
     // A resume without its own ttl extends by the acquisition's (stored in the lock record), as
     // extendLock() does; the plugin's ttl only for a record written before that was stored.
-    const resumeTtl = call.ttlGiven ? call.ttl : undefined;
-    const grantOnce = ticket ? () => store.resume(documentId, key, ticket, resumeTtl, options.ttl) : () => store.acquire(documentId, key, call.ttl, call.label);
-    // A grant that came too late is released by its owner and token (cmd-unlock-by-owner): only that acquisition, no second read.
-    // Every instance of that acquisition in this process learns that it was released (held-lock.ts).
-    const releaseGrant = async (grant: Grant) => {
-      if (await store.releaseHeld(documentId, key, grant.token)) releaseKnownLease(store.namespace, documentId, grant.token);
-    };
-    const attempt = () => takeLease(model, documentId, loadId, who, call, grantOnce, ticket !== undefined, store, releaseGrant);
-    return call.wait > 0 || call.signal ? acquireWaiting(documentId, attempt, watch, call.wait, call.signal) : attempt();
+    return ticket ? store.resume(documentId, key, ticket, call.ttlGiven ? call.ttl : undefined, options.ttl) : store.acquire(documentId, key, call.ttl, call.label);
   }
 
   /**
@@ -127,14 +146,14 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
     documentId: unknown,
     loadId: unknown,
     who: string,
+    key: string,
     call: ResolvedCallOptions,
-    grantOnce: () => Promise<Grant>,
-    resuming: boolean,
+    ticket: TicketParts | undefined,
     store: LockStore,
-    releaseGrant: (grant: Grant) => Promise<unknown>,
   ): Promise<{ doc: AnyDoc; state: HeldLockState }> {
+    const resuming = ticket !== undefined;
     for (let attempt = 1; ; attempt++) {
-      const grant = await grantOnce();
+      const grant = await grantOnce(documentId, key, call, ticket, store);
       const held: HeldLockFields = {
         documentId,
         owner: who,
@@ -149,7 +168,7 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
         ticket: resuming ? issueTicket(documentId, grant.token, grant.fence) : () => issueTicket(documentId, grant.token, grant.fence),
         label: grant.label,
       };
-      const state = newHeldLockState(held, grant, store.namespace);
+      const state = newHeldLockState(held, grant, store.scope);
       if (leaseLeft(state) >= MIN_LEASE_MS) {
         const doc = await loadLocked(model, documentId, loadId, state, store);
         if (leaseLeft(state) >= MIN_LEASE_MS) {
@@ -161,7 +180,7 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
       // A caller that called the lock off meanwhile is not kept waiting for more late grants.
       const abandoned = call.signal?.aborted === true;
       const last = attempt >= LAPSED_GRANT_ATTEMPTS || abandoned;
-      if (!resuming || last) await releaseGrant(grant).catch(() => undefined);
+      if (!resuming || last) await releaseGrant(store, documentId, key, grant).catch(() => undefined);
       if (abandoned) call.signal?.throwIfAborted();
       if (last) throw new LockExpiredOnArrivalError(documentId, grant.expiresAt, { operation: resuming ? 'resume' : 'lock', ttl: grant.ttl ?? call.ttl, elapsedMs, attempts: attempt });
     }
@@ -205,7 +224,8 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
     const state = requireHeld(doc);
     const { store, ready } = runtimeOf(doc.constructor as AnyModel);
     await ready;
-    await confirmHeld(state, store);
+    const confirming = confirmHeld(state, store);
+    if (confirming) await confirming;
     // The release may apply as soon as it is sent, also when its reply is then lost (model finding
     // F2): from the send on, no instance of the acquisition counts on it (PRODUCT.md property 13;
     // a handle of this document aborts its signal). One that fails reports its error and leaves
@@ -221,8 +241,13 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
     state.lost = 'released';
   }
 
-  schema.static('lock', function lock(this: AnyModel, id: unknown, owner: unknown, callOptions?: unknown) {
-    return typedErrors('lock', async () => (await lockAndLoad(this, id, owner, validateLockCallOptions(callOptions, options.ttl, ['ttl', 'wait', 'signal', 'label', 'resume']))).doc);
+  // As typedErrors('lock', ...), written out: one async function per call (issue 16, Performance).
+  schema.static('lock', async function lock(this: AnyModel, id: unknown, owner: unknown, callOptions?: unknown) {
+    try {
+      return (await lockAndLoad(this, id, owner, validateLockCallOptions(callOptions, options.ttl, LOCK_OPTIONS))).doc;
+    } catch (error) {
+      throw toLockError('lock', error);
+    }
   });
 
   schema.static('tryLock', function tryLock(this: AnyModel, id: unknown, owner: unknown, callOptions?: unknown) {
@@ -296,7 +321,7 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
       await ready;
       // With a ticket the acquisition is known: its instances in this process (a handle) stop
       // counting on it when the release is sent, which may apply even if its reply is lost (F2).
-      if (token !== undefined) releaseKnownLease(store.namespace, documentId, token);
+      if (token !== undefined) releaseKnownLease(store.scope, documentId, token);
       return store.releaseHeld(documentId, ownerKey(who), token);
     });
   });
@@ -359,11 +384,16 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
   // lease ran out the server may still hold the lock, and the ticket still says which one it was.
   schema.method('heldLock', function heldLock(this: AnyDoc): HeldLock | null {
     const state = heldLockState(this);
-    return state && state.lost === undefined ? state.lock : null;
+    return state && state.lost === undefined ? state.view() : null;
   });
 
-  schema.method('unlock', function unlock(this: AnyDoc) {
-    return typedErrors('unlock', () => unlockDocument(this));
+  // As typedErrors('unlock', ...), written out (see lock).
+  schema.method('unlock', async function unlock(this: AnyDoc) {
+    try {
+      await unlockDocument(this);
+    } catch (error) {
+      throw toLockError('unlock', error);
+    }
   });
 
   schema.method('extendLock', function extendLock(this: AnyDoc, ttl?: unknown) {

@@ -10,7 +10,7 @@
  * `populated`, Mongoose's selection and path states, the changes the same edit then makes, and the
  * arguments Mongoose's collection `findOne` received (filter as BSON bytes, options). Each case
  * also says which load it must take (the direct one, or findById because of a hook or an option),
- * counted by `Query.prototype.exec` calls during the lock, so a case cannot pass by accident on
+ * counted by the collection calls Mongoose's queries make during the lock (observe), so a case cannot pass by accident on
  * the other path. The cases whose result depends on the query machinery (a soft-delete
  * `pre('findOne')` hook, `select: false`, a discriminator child's key filter, a schema collation,
  * a populate hook) each include a document that the two paths would load differently.
@@ -84,7 +84,19 @@ interface FindOneCall {
   options: unknown;
 }
 
-/** Records what Mongoose's collection `findOne` receives while `fn` runs, and how many queries Mongoose executed. */
+/** Mongoose's Query module (the file whose frames mark a collection call made by a query). */
+const QUERY_MODULE = require.resolve('mongoose/lib/query.js');
+
+/**
+ * Records what Mongoose's collection `findOne` receives while `fn` runs, and how many collection
+ * calls Mongoose's queries made (findById's load, populate's queries). Counted through Mongoose's
+ * `debug` option, which every Mongoose collection method calls synchronously before it sends
+ * (lib/drivers/node-mongodb-native/collection.js, iter): a call whose stack runs through
+ * lib/query.js was made by a Query (`Query.prototype._findOne` calls `mongooseCollection.findOne`);
+ * the direct load calls the collection itself. Not by wrapping `Query.prototype.exec`: the lock
+ * takes findById's path whenever Mongoose's own Query methods are replaced (document-load.ts,
+ * mongoosePristine), so a spy there would decide which path it measures.
+ */
 async function observe<T>(model: AnyModel, fn: () => Promise<T>): Promise<{ result: T; calls: FindOneCall[]; execs: number }> {
   const collection = model.collection as unknown as { findOne: (...args: unknown[]) => unknown };
   const original = collection.findOne;
@@ -93,12 +105,17 @@ async function observe<T>(model: AnyModel, fn: () => Promise<T>): Promise<{ resu
     calls.push({ filter: Buffer.from(mongo.BSON.serialize(args[0] as mongo.Document)), options: args[1] });
     return original.apply(this, args);
   };
-  const exec = jest.spyOn(model.base.Query.prototype, 'exec');
+  const base = model.base as unknown as { options: { debug?: unknown } };
+  const debugBefore = base.options.debug;
+  let execs = 0;
+  base.options.debug = () => {
+    if (new Error().stack?.includes(QUERY_MODULE)) execs++;
+  };
   try {
     const result = await fn();
-    return { result, calls, execs: exec.mock.calls.length };
+    return { result, calls, execs };
   } finally {
-    exec.mockRestore();
+    base.options.debug = debugBefore;
     collection.findOne = original;
   }
 }
@@ -455,7 +472,7 @@ describe.each(cases)('the locked document equals findById(id).read(primary): $na
         expect(locked.calls).toHaveLength(1);
         expect(locked.calls.map((call) => call.filter.toString('hex'))).toEqual(expected.calls.map((call) => call.filter.toString('hex')));
         expect(locked.calls.map((call) => call.options)).toEqual(expected.calls.map((call) => call.options));
-        // The direct load executes no query; findById's executes what findById executes (populate adds its own).
+        // The direct load runs no query; findById's runs what findById runs (populate adds its own).
         expect(expected.execs).toBeGreaterThanOrEqual(1);
         expect(locked.execs).toBe(c.direct ? 0 : expected.execs);
         if (c.edit) {

@@ -41,7 +41,7 @@ test('live leases are joined by a resume after 10,000 acquisitions came and went
       const id = new Types.ObjectId();
       const token = nextToken();
       const state = newHeldLockState(fields(id, token), timing(), SCOPE);
-      void state.lock.ticket; // enters the map
+      void state.view().ticket; // enters the map
       if (i % 100 === 7) live.push({ id, token, state }); // kept by "its instance"
       else if (i % 3 === 0) releaseLease(state); // leaves the map at once
       // else: dropped, collected at the next collection, swept later
@@ -62,13 +62,13 @@ test('a released lease is never joined again, whether it was released before or 
   const id = new Types.ObjectId();
   const before = newHeldLockState(fields(id, nextToken()), timing(), SCOPE);
   releaseLease(before);
-  void before.lock.ticket; // read after the release: not entered
-  expect(newHeldLockState({ ...fields(id, before.lock.token), ticket: before.lock.ticket }, timing(), SCOPE).lease).not.toBe(before.lease);
+  void before.view().ticket; // read after the release: not entered
+  expect(newHeldLockState({ ...fields(id, before.lock.token), ticket: before.view().ticket }, timing(), SCOPE).lease).not.toBe(before.lease);
 
   const after = newHeldLockState(fields(id, nextToken()), timing(), SCOPE);
-  void after.lock.ticket;
+  void after.view().ticket;
   releaseLease(after);
-  expect(newHeldLockState({ ...fields(id, after.lock.token), ticket: after.lock.ticket }, timing(), SCOPE).lease).not.toBe(after.lease);
+  expect(newHeldLockState({ ...fields(id, after.lock.token), ticket: after.view().ticket }, timing(), SCOPE).lease).not.toBe(after.lease);
 });
 
 test('a lease whose instances were all collected is not joined (its entry is empty), and the resume that replaces it is joined by the next', async () => {
@@ -76,7 +76,7 @@ test('a lease whose instances were all collected is not joined (its entry is emp
   const token = nextToken();
   (() => {
     const gone = newHeldLockState(fields(id, token), timing(), SCOPE);
-    void gone.lock.ticket;
+    void gone.view().ticket;
   })();
   await collect();
   const first = newHeldLockState({ ...fields(id, token), ticket: `mpl1.${token}` }, timing(), SCOPE);

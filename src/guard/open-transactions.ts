@@ -45,13 +45,18 @@ export class CallerTransactions {
   private readonly entries = new Map<string, Entry[]>();
   private pruneAt = PRUNE_FROM;
 
-  /** Notes that the transaction running on `session` writes the lock records of `ids` in `namespace`. */
-  note(namespace: string, ids: unknown[], session: mongo.ClientSession): void {
+  /**
+   * Notes that the transaction running on `session` writes the lock records of `ids` in the lock
+   * collection `scope` names (LockStore.scope: its deployment and namespace; a namespace alone
+   * names a collection only within one deployment, and another deployment's server knows nothing
+   * of this transaction).
+   */
+  note(scope: string, ids: unknown[], session: mongo.ClientSession): void {
     const transaction = (session as unknown as { transaction?: object }).transaction;
     if (!transaction) return;
     const now = monotonicNow();
     for (const id of ids) {
-      const key = `${namespace} ${idKey(id)}`;
+      const key = `${scope} ${idKey(id)}`;
       const list = this.entries.get(key);
       if (!list) this.entries.set(key, [{ transaction, since: now }]);
       else if (!list.some((entry) => entry.transaction === transaction)) list.push({ transaction, since: now });
@@ -66,11 +71,16 @@ export class CallerTransactions {
     }
   }
 
-  /** Whether an open caller transaction of this process has written the lock record of `id` in `namespace`. */
-  writing(namespace: string, id: unknown): boolean {
+  /** Whether no caller transaction is noted (the usual case): a caller can skip building the scope it would ask with. */
+  get empty(): boolean {
+    return this.entries.size === 0;
+  }
+
+  /** Whether an open caller transaction of this process has written the lock record of `id` in the lock collection `scope` names. */
+  writing(scope: string, id: unknown): boolean {
     // Asked before every lock-record write: with no caller transaction noted (the usual case), no key to compute.
     if (this.entries.size === 0) return false;
-    const key = `${namespace} ${idKey(id)}`;
+    const key = `${scope} ${idKey(id)}`;
     const list = this.entries.get(key);
     if (!list) return false;
     const now = monotonicNow();
