@@ -39,7 +39,6 @@
  *     which createModel reads only to apply a discriminator's `select: false` paths (excluded below).
  *
  * So the direct load sends the same `findOne(filter, options)` through the same Mongoose collection
- * (or its driver collection where Mongoose's would only pass the call on: driver-collection.ts)
  * and hydrates the reply with `Model.hydrate`, and it is used only for a model and a call where
  * none of steps 1-4 can make a difference: no discriminator child (its key filter), no 'findOne'
  * query middleware, no `select: false` path, no schema `collation` / `readConcern` /
@@ -54,7 +53,6 @@ import { channel } from 'node:diagnostics_channel';
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { mongo, type HydratedDocument, type Schema, type SchemaType } from 'mongoose';
-import { driverCollection } from './driver-collection';
 import type { AnyModel } from './runtime';
 
 type AnyDoc = HydratedDocument<unknown>;
@@ -386,7 +384,6 @@ export async function loadDocument(model: AnyModel, documentId: unknown, loadId:
   // the instance the driver would build from it (ReadPreference.fromOptions, mongodb
   // lib/read_preference.js: an instance is used as it is, and only a `readPreferenceTags` option,
   // never given here, would touch it), without building one per load.
-  // Through the driver's collection when Mongoose's would only pass the call on (driver-collection.ts).
-  const raw = await driverCollection(model.collection as unknown as mongo.Collection<mongo.Document>, 'findOne').findOne({ _id: documentId } as mongo.Filter<mongo.Document>, { readPreference: PRIMARY, session: null } as never);
+  const raw = await model.collection.findOne({ _id: documentId } as mongo.Filter<mongo.Document>, { readPreference: PRIMARY, session: null } as never);
   return raw ? (model.hydrate(raw) as AnyDoc) : null;
 }

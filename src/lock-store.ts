@@ -34,7 +34,6 @@ import { LockedByTransactionError } from './guard/errors';
 import { callerTransactions } from './guard/open-transactions';
 import { distinctIds, idKey } from './id-key';
 import { deploymentOf } from './deployment-key';
-import { driverCollection } from './driver-collection';
 import { finishExtension, leaseLeft, startExtension, startResume, type HeldLockState } from './held-lock';
 import { MIN_LEASE_MS, monotonicNow, type GrantTiming } from './lease';
 import type { TicketParts } from './ticket';
@@ -437,8 +436,7 @@ export class LockStore {
       let record: Document | null;
       const sentAt = monotonicNow();
       try {
-        // The driver's collection when Mongoose's wrapper would only pass the call on (driver-collection.ts).
-        record = await driverCollection(this.locks, 'findOneAndUpdate').findOneAndUpdate(
+        record = await this.locks.findOneAndUpdate(
           { _id: documentId } as Document,
           applyIf(freeOrHeldBy(mine), {
             owner: lit(ownerKey),
@@ -477,7 +475,7 @@ export class LockStore {
   async release(state: HeldLockState, session?: ClientSession): Promise<void> {
     const { documentId, token } = state.lock;
     this.refuseIfInOpenTransaction(documentId, session);
-    const result = await driverCollection(this.locks, 'updateOne').updateOne({ _id: documentId, token, ...UNEXPIRED } as Document, RELEASE, { session });
+    const result = await this.locks.updateOne({ _id: documentId, token, ...UNEXPIRED } as Document, RELEASE, { session });
     if (result.matchedCount === 1) return;
     throw await this.explainLoss(state, session);
   }

@@ -1,9 +1,10 @@
 /**
- * The lock call's own commands (acquire, load, release) go to the driver's collection directly only
- * when Mongoose's collection would pass them on unchanged (src/driver-collection.ts). What Mongoose's
- * collection does for them otherwise is kept: the `debug` option prints them (the connection's and
- * Mongoose's), 'operation-start' / 'operation-end' listeners of the connection hear them, and a
- * lock call made before the connection opened is queued until it does (bufferCommands).
+ * The lock call's own commands (acquire, load, release) go through Mongoose's collection, so what
+ * it does for every call holds for them: the `debug` option prints them (the connection's and
+ * Mongoose's), 'operation-start' / 'operation-end' listeners of the connection hear them, a lock
+ * call made before the connection opened is queued until it does (bufferCommands), and a method
+ * set on a model's collection object sees them. (Pins what a bypass to the driver's collection,
+ * tried on a branch, had to keep.)
  */
 import mongoose, { type Connection, type Types } from 'mongoose';
 import { testUri } from '../../test-backend/test-env';
