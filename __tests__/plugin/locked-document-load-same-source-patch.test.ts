@@ -43,7 +43,6 @@ function sameTextScopedFindOne(original: (...args: unknown[]) => unknown): (...a
     query.where({ deleted: { $ne: true } });
   };
   // The inner function's text is exactly `text` (only the outer factory is `anonymous`).
-  // eslint-disable-next-line @typescript-eslint/no-implied-eval
   const factory = new Function('MongooseError', 'ObjectParameterError', 'canMerge', 'prepareDiscriminatorCriteria', `return (${text});`) as (...names: unknown[]) => (...args: unknown[]) => unknown;
   return factory(MongooseError, ObjectParameterError, canMerge, prepareDiscriminatorCriteria);
 }
