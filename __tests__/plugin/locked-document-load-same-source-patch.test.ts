@@ -71,3 +71,52 @@ test("a findOne patch with Mongoose's own source text (re-evaluated in another s
     proto.findOne = original;
   }
 });
+
+/**
+ * zone.js (Angular, also in Node for server-side rendering) replaces Function.prototype.toString so
+ * that a function it patched reads as the original: angular/zone.js lib/common/to-string.ts
+ * (`if (this[zoneSymbol('OriginalDelegate')]) return originalFunctionToString.apply(this[...])`),
+ * and its patchMethod marks every wrapper so (lib/common/utils.ts, attachOriginToPatched:
+ * `patched[zoneSymbol('OriginalDelegate')] = original`; zoneSymbol(name) is '__zone_symbol__' + name).
+ * mongooseOwn calls the CURRENT Function.prototype.toString, so such a wrapper of findOne is taken
+ * for Mongoose's own and never runs for the lock's load.
+ */
+test("under zone.js's Function.prototype.toString, a zone-marked wrapper of findOne (soft-delete scope) scopes the lock's load as it scopes findById's", async () => {
+  const model = conn.connection.model('ZoneMarked', new Schema({ title: String, deleted: Boolean }).plugin(lockPlugin)) as unknown as Lockable;
+  await model.init();
+  const { _id: id } = await model.create({ title: 'deleted', deleted: true });
+  const ORIGINAL_DELEGATE = '__zone_symbol__OriginalDelegate';
+  const nativeToString = Function.prototype.toString;
+  // zone.js lib/common/to-string.ts, as it installs itself.
+  const zoneToString = function toString(this: unknown, ...args: unknown[]): string {
+    if (typeof this === 'function') {
+      const originalDelegate = (this as unknown as Record<string, unknown>)[ORIGINAL_DELEGATE];
+      if (typeof originalDelegate === 'function') return nativeToString.apply(originalDelegate, args as []);
+    }
+    return nativeToString.apply(this, args as []);
+  };
+  const proto = mongoose.Query.prototype as unknown as Record<string, (...args: unknown[]) => unknown>;
+  const original = proto.findOne!;
+  const wrapper = function findOne(this: AnyQuery, ...args: unknown[]) {
+    const query = original.apply(this, args) as AnyQuery;
+    return query.where({ deleted: { $ne: true } });
+  };
+  (wrapper as unknown as Record<string, unknown>)[ORIGINAL_DELEGATE] = original; // attachOriginToPatched
+  Function.prototype.toString = zoneToString;
+  proto.findOne = wrapper as (...args: unknown[]) => unknown;
+  try {
+    expect(await model.findById(id).read('primary').session(null).exec()).toBeNull();
+    const outcome = await model.lock(id, 'owner').then(
+      async (doc) => {
+        await doc.unlock();
+        return 'locked and loaded';
+      },
+      (error: unknown) => error,
+    );
+    expect(outcome).toBeInstanceOf(LockTargetNotFoundError);
+    expect(await model.isLocked(id)).toBe(false);
+  } finally {
+    proto.findOne = original;
+    Function.prototype.toString = nativeToString;
+  }
+});
