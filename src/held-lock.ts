@@ -310,20 +310,28 @@ class LockState implements HeldLockState, AcquisitionFacts {
 }
 
 /**
- * Where a HeldLockView keeps its acquisition: a symbol-keyed, non-enumerable property (not in
- * `Object.keys`, JSON or a spread). Unlike a `#private` field, which is found only on the very
- * object it was installed on (the receiver), a property is found through a Proxy (Vue's
- * `reactive()` reads with the Proxy as receiver) and through an heir (`Object.create(lock)`).
+ * How a HeldLockView finds its acquisition: a symbol-keyed, non-enumerable, read-only property (not
+ * in `Object.keys`, JSON or a spread) whose value is an empty frozen key, and this module's
+ * WeakMap from that key to the acquisition. Unlike a `#private` field, which is found only on the
+ * very object it was installed on, a property is found through a Proxy (Vue's `reactive()` reads
+ * with the Proxy as receiver, and hands back a frozen object as it is) and through an heir
+ * (`Object.create(lock)`); and unlike the acquisition itself, the key gives a caller nothing to
+ * change (the plugin's own state is reachable from this module only).
  */
 const ACQUISITION: unique symbol = Symbol('acquisition');
+const ACQUISITIONS = new WeakMap<object, LockState>();
 
-type ViewReceiver = { readonly [ACQUISITION]: LockState };
+type ViewReceiver = { readonly [ACQUISITION]: object };
+
+function acquisitionOf(view: ViewReceiver): LockState {
+  return ACQUISITIONS.get(view[ACQUISITION])!;
+}
 
 /** The accessors every HeldLockView defines as its own, the same functions for all (one hidden class). */
 const HELD_LOCK_ACCESSORS = {
   expiresAt: {
     get(this: ViewReceiver): Date {
-      return this[ACQUISITION].expiresAt;
+      return acquisitionOf(this).expiresAt;
     },
     // The caller's object: a value written here is the caller's own (a data property from then on),
     // never the lease's expiry, which only the server's replies set.
@@ -335,7 +343,7 @@ const HELD_LOCK_ACCESSORS = {
   },
   ticket: {
     get(this: ViewReceiver): string {
-      return this[ACQUISITION].ticket();
+      return acquisitionOf(this).ticket();
     },
     enumerable: true,
     configurable: true,
@@ -348,11 +356,11 @@ const HELD_LOCK_ACCESSORS = {
  * does. Its fields are own enumerable properties, as documented (the README's table, JSON): the
  * data fields, `msLeft`, and the accessors `expiresAt` (the shared lease's: every instance of the
  * acquisition sees an extension) and `ticket` (issued when first read), defined with shared
- * functions (HELD_LOCK_ACCESSORS) that read the acquisition through the ACQUISITION property, so
- * they work with any receiver. Read-only `ticket` (no setter).
+ * functions (HELD_LOCK_ACCESSORS) that find the acquisition through the ACQUISITION key, so they
+ * work with any receiver. Read-only `ticket` (no setter).
  */
 class HeldLockView implements HeldLock {
-  declare readonly [ACQUISITION]: LockState;
+  declare readonly [ACQUISITION]: object;
   declare readonly documentId: unknown;
   declare readonly owner: string;
   declare readonly token: string;
@@ -365,7 +373,9 @@ class HeldLockView implements HeldLock {
   declare readonly msLeft: () => number;
 
   constructor(state: LockState) {
-    Object.defineProperty(this, ACQUISITION, { value: state });
+    const key = Object.freeze({});
+    ACQUISITIONS.set(key, state);
+    Object.defineProperty(this, ACQUISITION, { value: key });
     // The fields in the order they always had (all `declare`d: none is defined before this).
     this.documentId = state.documentId;
     this.owner = state.owner;

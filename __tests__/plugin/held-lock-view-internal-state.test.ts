@@ -65,14 +65,19 @@ test("writing validUntil through the held lock's symbol-keyed property does not 
   await doc.unlock();
 });
 
-/** Vue 3 reactive(): receiver = the Proxy, and every object read (a non-builtin symbol's value too) wrapped again. */
+/**
+ * Vue 3 reactive(): receiver = the Proxy, and every object read (a non-builtin symbol's value too)
+ * wrapped again, except what Vue cannot observe: @vue/reactivity's getTargetType answers INVALID for
+ * a value with `__v_skip` or that is not extensible (`!Object.isExtensible(value)`), and
+ * createReactiveObject then returns the value itself (packages/reactivity/src/reactive.ts).
+ */
 function deepReactive<T extends object>(target: T, cache = new WeakMap<object, object>()): T {
   const known = cache.get(target);
   if (known) return known as T;
   const proxy = new Proxy(target, {
     get(t, key, receiver) {
       const value = Reflect.get(t, key, receiver) as unknown;
-      return value !== null && typeof value === 'object' && !(value instanceof Date) ? deepReactive(value, cache) : value;
+      return value !== null && typeof value === 'object' && !(value instanceof Date) && Object.isExtensible(value) ? deepReactive(value, cache) : value;
     },
   });
   cache.set(target, proxy);
