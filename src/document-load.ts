@@ -52,7 +52,7 @@
 import { channel } from 'node:diagnostics_channel';
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { mongo, type HydratedDocument, type Schema, type SchemaType } from 'mongoose';
+import { Model, Query, mongo, type HydratedDocument, type Schema, type SchemaType } from 'mongoose';
 import type { AnyModel } from './runtime';
 
 type AnyDoc = HydratedDocument<unknown>;
@@ -121,6 +121,20 @@ function sourceOf(file: 'query' | 'model'): string | undefined {
   return mongooseSource?.[file];
 }
 
+/**
+ * The Query and Model methods of the Mongoose this module resolves, as they were when it loaded.
+ * Source text alone does not identify a function (the same text evaluated elsewhere closes over
+ * other bindings; zone.js makes `Function.prototype.toString` answer a wrapper's original's text),
+ * so a function is Mongoose's own only if it is also the very one found here at load: a patch made
+ * after the plugin loaded is never taken for Mongoose's own, whatever its text. (A patch made
+ * before, with Mongoose's exact text, is: docs/limits.md.) Models of another Mongoose copy have
+ * other functions, so their loads are findById's.
+ */
+const atLoad: Record<'Query.prototype' | 'Model', Record<string, unknown>> = {
+  'Query.prototype': Object.fromEntries(QUERY_METHODS.map((name) => [name, (Query.prototype as unknown as Record<string, unknown>)[name]])),
+  Model: Object.fromEntries(MODEL_METHODS.map((name) => [name, (Model as unknown as Record<string, unknown>)[name]])),
+};
+
 /** Verdicts of mongooseOwn, by function and the assignment it was checked against. */
 const ownVerdicts = new WeakMap<object, Map<string, boolean>>();
 
@@ -133,7 +147,7 @@ const ownVerdicts = new WeakMap<object, Map<string, boolean>>();
  * whenever it was installed. Judged once per function (a string search in the file).
  */
 function mongooseOwn(fn: unknown, owner: 'Query.prototype' | 'Model', name: string): boolean {
-  if (typeof fn !== 'function') return false;
+  if (typeof fn !== 'function' || atLoad[owner][name] !== fn) return false;
   const assignment = `${owner}.${name}`;
   let verdicts = ownVerdicts.get(fn);
   const known = verdicts?.get(assignment);
