@@ -43,8 +43,10 @@ function sameTextScopedFindOne(original: (...args: unknown[]) => unknown): (...a
     query.where({ deleted: { $ne: true } });
   };
   // The inner function's text is exactly `text` (only the outer factory is `anonymous`).
-  const factory = new Function('MongooseError', 'ObjectParameterError', 'canMerge', 'prepareDiscriminatorCriteria', `return (${text});`) as (...names: unknown[]) => (...args: unknown[]) => unknown;
-  return factory(MongooseError, ObjectParameterError, canMerge, prepareDiscriminatorCriteria);
+  // Mongoose 8's findOne asks `mquery.canMerge(conditions)` (lib/query.js), Mongoose 9's `canMerge(conditions)`.
+  const mquery = { canMerge };
+  const factory = new Function('MongooseError', 'ObjectParameterError', 'canMerge', 'mquery', 'prepareDiscriminatorCriteria', `return (${text});`) as (...names: unknown[]) => (...args: unknown[]) => unknown;
+  return factory(MongooseError, ObjectParameterError, canMerge, mquery, prepareDiscriminatorCriteria);
 }
 
 test("a findOne patch with Mongoose's own source text (re-evaluated in another scope) scopes the lock's load as it scopes findById's", async () => {
