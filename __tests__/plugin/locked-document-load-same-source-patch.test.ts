@@ -49,6 +49,20 @@ function sameTextScopedFindOne(original: (...args: unknown[]) => unknown): (...a
   return factory(MongooseError, ObjectParameterError, canMerge, mquery, prepareDiscriminatorCriteria);
 }
 
+/** findById(id) finds nothing under the scope, and Model.lock locks nothing and loads nothing either. */
+async function expectLockLoadScopedLikeFindById(model: Lockable, id: unknown): Promise<void> {
+  expect(await model.findById(id).read('primary').session(null).exec()).toBeNull();
+  const outcome = await model.lock(id, 'owner').then(
+    async (doc) => {
+      await doc.unlock();
+      return 'locked and loaded';
+    },
+    (error: unknown) => error,
+  );
+  expect(outcome).toBeInstanceOf(LockTargetNotFoundError);
+  expect(await model.isLocked(id)).toBe(false);
+}
+
 test("a findOne patch with Mongoose's own source text (re-evaluated in another scope) scopes the lock's load as it scopes findById's", async () => {
   const model = conn.connection.model('SameSource', new Schema({ title: String, deleted: Boolean }).plugin(lockPlugin)) as unknown as Lockable;
   await model.init();
@@ -59,16 +73,7 @@ test("a findOne patch with Mongoose's own source text (re-evaluated in another s
   expect(Function.prototype.toString.call(patched)).toBe(Function.prototype.toString.call(original));
   proto.findOne = patched;
   try {
-    expect(await model.findById(id).read('primary').session(null).exec()).toBeNull();
-    const outcome = await model.lock(id, 'owner').then(
-      async (doc) => {
-        await doc.unlock();
-        return 'locked and loaded';
-      },
-      (error: unknown) => error,
-    );
-    expect(outcome).toBeInstanceOf(LockTargetNotFoundError);
-    expect(await model.isLocked(id)).toBe(false);
+    await expectLockLoadScopedLikeFindById(model, id);
   } finally {
     proto.findOne = original;
   }
@@ -107,16 +112,7 @@ test("under zone.js's Function.prototype.toString, a zone-marked wrapper of find
   Function.prototype.toString = zoneToString;
   proto.findOne = wrapper as (...args: unknown[]) => unknown;
   try {
-    expect(await model.findById(id).read('primary').session(null).exec()).toBeNull();
-    const outcome = await model.lock(id, 'owner').then(
-      async (doc) => {
-        await doc.unlock();
-        return 'locked and loaded';
-      },
-      (error: unknown) => error,
-    );
-    expect(outcome).toBeInstanceOf(LockTargetNotFoundError);
-    expect(await model.isLocked(id)).toBe(false);
+    await expectLockLoadScopedLikeFindById(model, id);
   } finally {
     proto.findOne = original;
     Function.prototype.toString = nativeToString;
