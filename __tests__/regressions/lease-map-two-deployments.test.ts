@@ -21,45 +21,20 @@
  */
 import { Types } from 'mongoose';
 import { lockAll } from '../../src';
-import { startPrivateBackend, testTopology, testUri } from '../../test-backend/test-env';
-import { connect, connectTo, testDatabase, waitUntil, type MonitoredConnection } from '../support/db';
-import { workItemModel, type WorkItemModel } from '../support/work-item';
+import { testDatabase, waitUntil } from '../support/db';
+import { twoDeployments } from '../support/two-deployments';
 
 jest.setTimeout(90_000);
 
 const db = testDatabase('leasemap_two_deployments');
-let server: { uri: string; stop(): Promise<void> } | undefined;
-let unsupported: string | undefined;
-let here: MonitoredConnection;
-let there: MonitoredConnection | undefined;
-let Here: WorkItemModel;
-let There: WorkItemModel;
-
-beforeAll(async () => {
-  here = await connect(db.name);
-  Here = await workItemModel(here.connection, { ttl: 30_000 }, 'LeaseMapItem');
-  const started = await startPrivateBackend(testTopology());
-  if ('unsupported' in started || started.uri === testUri()) {
-    unsupported = 'unsupported' in started ? started.unsupported : 'the second server is the test deployment itself';
-    process.stdout.write(`[skipped] lease map across two deployments: no second server (${unsupported})\n`);
-    return;
-  }
-  server = started;
-  there = await connectTo(server.uri, db.name);
-  There = await workItemModel(there.connection, { ttl: 30_000 }, 'LeaseMapItem');
-}, 60_000);
-
-afterAll(async () => {
-  await db.drop(here.connection);
-  await Promise.all([here.close(), there?.close()]);
-  await server?.stop();
-});
+const deployments = twoDeployments(db, 'LeaseMapItem', { ttl: 30_000, what: 'lease map across two deployments' });
 
 test.each([
   ['read first', true],
   ['read second', false],
 ])("a resume of one lockAll member (its ticket %s) moves that member's lease, not its namesake's on another deployment; no two owners believe they hold one lock", async (_order, liveFirst) => {
-  if (unsupported) return;
+  if (deployments.skipped) return;
+  const { Here, There } = deployments;
   const id = new Types.ObjectId();
   await Here.create({ _id: id, title: 'live' });
   await There.create({ _id: id, title: 'archive copy' });

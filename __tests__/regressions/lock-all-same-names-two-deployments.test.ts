@@ -13,49 +13,33 @@
  */
 import { Types } from 'mongoose';
 import { InvalidLockArgumentError, lockAll } from '../../src';
-import { startPrivateBackend, testTopology, testUri } from '../../test-backend/test-env';
+import { testUri } from '../../test-backend/test-env';
 import { replicaSetOnly } from '../support/topology';
 import { connect, connectTo, testDatabase, type MonitoredConnection } from '../support/db';
+import { twoDeployments } from '../support/two-deployments';
 import { workItemModel, type WorkItemModel } from '../support/work-item';
 
 jest.setTimeout(60_000);
 
 const db = testDatabase('lockall_two_deployments');
-let server: { uri: string; stop(): Promise<void> } | undefined;
-let unsupported: string | undefined;
-let here: MonitoredConnection;
-let there: MonitoredConnection;
+/** One model name and database name on the shared deployment (`Here`) and on another one (`There`). */
+const deployments = twoDeployments(db, 'TwoDeploymentsItem', { ttl: 20_000, what: 'lockAll across two deployments' });
 let hereAgain: MonitoredConnection;
-/** One model name and database name on the shared deployment and on another one. */
-let Here: WorkItemModel;
-let There: WorkItemModel;
 /** The shared deployment again, through a second client. */
 let HereAgain: WorkItemModel;
 
 beforeAll(async () => {
-  here = await connect(db.name);
   hereAgain = await connect(db.name);
-  Here = await workItemModel(here.connection, { ttl: 20_000 }, 'TwoDeploymentsItem');
   HereAgain = await workItemModel(hereAgain.connection, { ttl: 20_000 }, 'TwoDeploymentsItem');
-  const started = await startPrivateBackend(testTopology());
-  if ('unsupported' in started) {
-    unsupported = started.unsupported;
-    process.stdout.write(`[skipped] lockAll across two deployments: no second server (${unsupported})\n`);
-    return;
-  }
-  server = started;
-  there = await connectTo(server.uri, db.name);
-  There = await workItemModel(there.connection, { ttl: 20_000 }, 'TwoDeploymentsItem');
-}, 60_000);
+});
 
 afterAll(async () => {
-  await db.drop(here.connection);
-  await Promise.all([here.close(), hereAgain.close(), there?.close()]);
-  await server?.stop();
+  await hereAgain.close();
 });
 
 test('the same database, collection and _id on two deployments are two documents: locked together, all or nothing', async () => {
-  if (unsupported) return;
+  if (deployments.skipped) return;
+  const { Here, There } = deployments;
   const id = new Types.ObjectId();
   await Here.create({ _id: id, title: 'live' });
   await There.create({ _id: id, title: 'archive copy' });
@@ -72,6 +56,7 @@ test('the same database, collection and _id on two deployments are two documents
 });
 
 test('the same deployment through two clients is still one document: refused', async () => {
+  const { Here } = deployments;
   const { _id: id } = await Here.create({ title: 'one document' });
   const error = await lockAll(
     [
@@ -90,6 +75,7 @@ replicaSetOnly('a replica set names its members in hello.hosts; a standalone ser
     const seed = new URL(testUri());
     const renamed = seed.hostname === 'localhost' ? '127.0.0.1' : seed.hostname === '127.0.0.1' ? 'localhost' : undefined;
     if (!renamed) return; // no second name known for this host
+    const { Here } = deployments;
     seed.hostname = renamed;
     const other = await connectTo(seed.toString(), db.name);
     try {
@@ -111,6 +97,7 @@ replicaSetOnly('a replica set names its members in hello.hosts; a standalone ser
 );
 
 test('useDb views of one connection: the same database is one document (refused), another database another (locked)', async () => {
+  const { here, Here } = deployments;
   const same = here.connection.useDb(db.name, { useCache: false });
   const other = here.connection.useDb(`${db.name}_view`, { useCache: false });
   const Same = await workItemModel(same, { ttl: 20_000 }, 'TwoDeploymentsItem');
@@ -142,7 +129,7 @@ test('useDb views of one connection: the same database is one document (refused)
 });
 
 test('two models sharing one lock collection (plugin option `collection`): the same _id is one lock, refused', async () => {
-  const One = await workItemModel(here.connection, { ttl: 20_000, collection: 'shared_locks_two_deployments' }, 'SharedLocksOne');
+  const One = await workItemModel(deployments.here.connection, { ttl: 20_000, collection: 'shared_locks_two_deployments' }, 'SharedLocksOne');
   const Two = await workItemModel(hereAgain.connection, { ttl: 20_000, collection: 'shared_locks_two_deployments' }, 'SharedLocksTwo');
   const id = new Types.ObjectId();
   await One.create({ _id: id, title: 'one' });

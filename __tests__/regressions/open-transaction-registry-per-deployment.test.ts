@@ -13,46 +13,20 @@
  * skipped with a printed reason otherwise.
  */
 import { Types } from 'mongoose';
-import { startPrivateBackend, testTopology, testUri } from '../../test-backend/test-env';
-import { onReplicaSet, replicaSetOnly } from '../support/topology';
-import { connect, connectTo, testDatabase, type MonitoredConnection } from '../support/db';
-import { workItemModel, type WorkItemModel } from '../support/work-item';
+import { replicaSetOnly } from '../support/topology';
+import { testDatabase } from '../support/db';
+import { twoDeployments } from '../support/two-deployments';
 
 jest.setTimeout(90_000);
 
 const db = testDatabase('txn_registry_deployment');
-let server: { uri: string; stop(): Promise<void> } | undefined;
-let unsupported: string | undefined;
-let here: MonitoredConnection;
-let there: MonitoredConnection | undefined;
-let Here: WorkItemModel;
-let There: WorkItemModel;
-
-beforeAll(async () => {
-  here = await connect(db.name);
-  Here = await workItemModel(here.connection, { ttl: 30_000 }, 'RegistryDeploymentItem');
-  if (!onReplicaSet()) return;
-  const started = await startPrivateBackend(testTopology());
-  if ('unsupported' in started || started.uri === testUri()) {
-    unsupported = 'unsupported' in started ? started.unsupported : 'the second server is the test deployment itself';
-    process.stdout.write(`[skipped] open-transaction registry across two deployments: no second server (${unsupported})\n`);
-    return;
-  }
-  server = started;
-  there = await connectTo(server.uri, db.name);
-  There = await workItemModel(there.connection, { ttl: 30_000 }, 'RegistryDeploymentItem');
-}, 60_000);
-
-afterAll(async () => {
-  await db.drop(here.connection);
-  await Promise.all([here.close(), there?.close()]);
-  await server?.stop();
-});
+const deployments = twoDeployments(db, 'RegistryDeploymentItem', { ttl: 30_000, what: 'open-transaction registry across two deployments', replicaSetOnly: true });
 
 replicaSetOnly('caller transactions need a replica set')(
   "a caller transaction on one deployment does not refuse a lock on the namesake document of another deployment; the same deployment's still is",
   async () => {
-    if (unsupported || !there) return;
+    if (deployments.skipped) return;
+    const { Here, There, there } = deployments;
     const id = new Types.ObjectId();
     await Here.create({ _id: id, title: 'live' });
     await There.create({ _id: id, title: 'archive copy' });
