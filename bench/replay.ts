@@ -349,13 +349,15 @@ export const scheduleFromEnv = (): Schedule => (process.env.BENCH_REPLAY_SCHEDUL
  * does the same, the order of the sides reversed every block (A B C D, D C B A, ...): a block lasts
  * about 10 ms, so load from other processes still hits every side alike, and every timed cycle
  * follows a cycle of its own side, so every side is timed equally warm.
- * `rotate`: every side once per cycle, the order rotating. Unfair to the side whose code the
- * others do not share: the plugin's own code (and Mongoose's query and document code) runs one
- * cycle in four, while the driver's, which every side runs, stays warm in the CPU's caches. The
- * four sides of benchmark 1b timed both ways, interleaved in one process, 7 rounds (docs/evidence.md):
- * the plugin's p50 was 56 us longer under `rotate` than under `blocks`, the raw side's 32 us,
- * plugin / raw 1.099x against 1.067x; A/A pairs (raw against a second raw side, the plugin against a
- * second plugin model) gave 0.995x-1.006x under both methods, so neither favours a position.
+ * `rotate`: every side once per cycle, the order rotating. Unfair, twice over: a rotation of a
+ * fixed order has each side follow, nearly always, the same other side (the plugin the floor, the
+ * raw side the plugin), and a side that follows another's code is slower; and the side whose code
+ * the others do not share (the plugin's, with Mongoose's query and document code) runs one cycle in
+ * four, while the driver's, which every side runs, stays warm in the CPU's caches. Measured with
+ * the four sides of benchmark 1b timed both ways, interleaved in one process (docs/evidence.md,
+ * "How benchmark 1b interleaves"): A/A, a raw side against a second copy of itself, 1.006x and
+ * 1.013x under `rotate` (every round above 1.00 in the second run), 0.998x-1.005x under `blocks`;
+ * the plugin against the raw side 1.099x under `rotate` in both runs, 1.067x and 1.072x under `blocks`.
  */
 export async function compare(
   operation: string,
