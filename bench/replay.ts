@@ -354,10 +354,10 @@ export const scheduleFromEnv = (): Schedule => (process.env.BENCH_REPLAY_SCHEDUL
  * raw side the plugin), and a side that follows another's code is slower; and the side whose code
  * the others do not share (the plugin's, with Mongoose's query and document code) runs one cycle in
  * four, while the driver's, which every side runs, stays warm in the CPU's caches. Measured with
- * the four sides of benchmark 1b timed both ways, interleaved in one process (docs/evidence.md,
- * "How benchmark 1b interleaves"): A/A, a raw side against a second copy of itself, 1.006x and
- * 1.013x under `rotate` (every round above 1.00 in the second run), 0.998x-1.005x under `blocks`;
- * the plugin against the raw side 1.099x under `rotate` in both runs, 1.067x and 1.072x under `blocks`.
+ * the four sides of benchmark 1b timed both ways, interleaved in one process (bench/replay-method.ts;
+ * docs/evidence.md, "How benchmark 1b interleaves"): A/A, a raw side against a second copy of
+ * itself, 1.006x-1.013x under `rotate` in three runs, 0.998x-1.000x under `blocks`; the plugin
+ * against the raw side 1.099x-1.124x under `rotate`, 1.067x-1.072x under `blocks`.
  */
 export async function compare(
   operation: string,
