@@ -12,12 +12,13 @@
  * without the plugin, in the replay's transaction) and the raw driver the rest: the plugin against
  * it is the plugin's own cost, and it against the raw replay is Mongoose's.
  * Sizes: BENCH_REPLAY_CYCLES cycles per round (default 400, scaled by BENCH_SCALE), BENCH_REPLAY_ROUNDS
- * rounds (default 5).
+ * rounds (default 5); the sides interleaved in blocks (bench/replay.ts, compare), or rotating every
+ * cycle as before with BENCH_REPLAY_SCHEDULE=rotate.
  */
 import { Schema, type Connection, type HydratedDocument, type Model } from 'mongoose';
 import type { ClientSession, Db, Document } from 'mongodb';
 import { lockPlugin, type LockableModel, type LockMethods } from '../src';
-import { assertSameCommands, compare, DriverReplayer, freshToken, recordCommands, recordedTokens, replayable, Replayer, substitute, type ReplayCommand, type ReplayComparison } from './replay';
+import { assertSameCommands, compare, DriverReplayer, freshToken, recordCommands, recordedTokens, replayable, Replayer, scheduleFromEnv, substitute, type ReplayCommand, type ReplayComparison } from './replay';
 
 interface Row {
   title: string;
@@ -51,7 +52,7 @@ export async function benchIdentical(connection: Connection, db: Db, scale: numb
   const rounds = Math.max(1, Number(process.env.BENCH_REPLAY_ROUNDS ?? 5));
   // Untimed cycles first, as many as a round at least: the first hundreds of cycles pay for the JIT
   // compiling the plugin's, Mongoose's and the driver's paths.
-  const sizes = { cycles, rounds, warmup: Math.max(cycles, Math.round(500 * scale)) };
+  const sizes = { cycles, rounds, warmup: Math.max(cycles, Math.round(500 * scale)), schedule: scheduleFromEnv() };
   const schema = new Schema<Row, RowModel, LockMethods>({ title: String, n: Number }, { collection: GUARDED });
   schema.plugin(lockPlugin, { ttl: 600_000 });
   const M = connection.model<Row, RowModel>('ReplayGuarded', schema);

@@ -18,8 +18,8 @@
  * `checkIdentical` compares the replay's commands with the plugin's, field by field, once before
  * timing: a replay that differs (another field, another value) stops the benchmark.
  *
- * Both sides run interleaved (plugin, replay, plugin, ...), so load from other processes hits
- * both alike, in several rounds; each round gives ratios of p50, of the mean and of the process's
+ * The sides run interleaved in short blocks (`compare`), so load from other processes hits all
+ * alike, in several rounds; each round gives ratios of p50, of the mean and of the process's
  * CPU time per operation (the emulator runs in this process: CPU time is the client's and the
  * server's), and the spread over rounds is reported with them.
  */
@@ -287,6 +287,8 @@ export interface Spread {
 
 export interface ReplayComparison {
   operation: string;
+  /** How the sides were interleaved (`compare`). */
+  schedule?: Schedule;
   /** The commands of one operation, as replayed. */
   commands: string[];
   /** What the Mongoose side does with Mongoose, when there is one. */
@@ -329,16 +331,41 @@ function stats(times: number[], cpu: number): SideStats {
 
 const ratioOf = (a: SideStats, b: SideStats): SideStats => ({ p50: round(a.p50 / b.p50), mean: round(a.mean / b.mean), cpu: round(a.cpu / b.cpu) });
 
+/** Timed cycles of one side in a row (`compare`'s blocks). */
+export const BLOCK = 16;
+
 /**
- * Runs the sides interleaved (in turn, the order rotating every cycle so that none always follows
- * another): `warmup` untimed cycles, then `rounds` rounds of `cycles`.
+ * How `compare` interleaves the sides: `blocks` (the default) or `rotate` (the method used before,
+ * kept to reproduce its figures: BENCH_REPLAY_SCHEDULE=rotate).
+ */
+export type Schedule = 'blocks' | 'rotate';
+
+export const scheduleFromEnv = (): Schedule => (process.env.BENCH_REPLAY_SCHEDULE === 'rotate' ? 'rotate' : 'blocks');
+
+/**
+ * Runs the sides interleaved: `warmup` untimed cycles, then `rounds` rounds of `cycles` per side.
+ *
+ * `blocks`: each side runs one untimed cycle, then BLOCK timed cycles in a row, then the next side
+ * does the same, the order of the sides reversed every block (A B C D, D C B A, ...): a block lasts
+ * about 10 ms, so load from other processes still hits every side alike, and every timed cycle
+ * follows a cycle of its own side, so every side is timed equally warm.
+ * `rotate`: every side once per cycle, the order rotating. Unfair, twice over: a rotation of a
+ * fixed order has each side follow, nearly always, the same other side (the plugin the floor, the
+ * raw side the plugin), and a side that follows another's code is slower; and the side whose code
+ * the others do not share (the plugin's, with Mongoose's query and document code) runs one cycle in
+ * four, while the driver's, which every side runs, stays warm in the CPU's caches. Measured with
+ * the four sides of benchmark 1b timed both ways, interleaved in one process (bench/replay-method.ts;
+ * docs/evidence.md, "How benchmark 1b interleaves"): A/A, a raw side against a second copy of
+ * itself, 1.006x-1.013x under `rotate` in three runs, 0.998x-1.000x under `blocks`; the plugin
+ * against the raw side 1.099x-1.124x under `rotate`, 1.067x-1.072x under `blocks`.
  */
 export async function compare(
   operation: string,
   commands: string[],
   sides: { plugin: Side; raw: Side; mongoose?: Side; floor?: Side },
-  options: { cycles: number; rounds: number; warmup: number; mongooseSide?: string; rawSide?: string },
+  options: { cycles: number; rounds: number; warmup: number; mongooseSide?: string; rawSide?: string; schedule?: Schedule },
 ): Promise<ReplayComparison> {
+  const schedule = options.schedule ?? 'blocks';
   const names = (['plugin', 'raw', 'mongoose', 'floor'] as const).filter((name) => sides[name] !== undefined);
   let i = 0;
   const once = async (side: Side): Promise<{ ms: number; cpu: number }> => {
@@ -356,12 +383,19 @@ export async function compare(
   for (let r = 0; r < options.rounds; r++) {
     const times: Record<string, number[]> = Object.fromEntries(names.map((n) => [n, []]));
     const cpu: Record<string, number> = Object.fromEntries(names.map((n) => [n, 0]));
-    for (let c = 0; c < options.cycles; c++) {
-      for (let k = 0; k < names.length; k++) {
-        const name = names[(c + k) % names.length]!;
-        const t = await once(sides[name]!);
-        times[name]!.push(t.ms);
-        cpu[name]! += t.cpu;
+    const timed = async (name: (typeof names)[number]) => {
+      const t = await once(sides[name]!);
+      times[name]!.push(t.ms);
+      cpu[name]! += t.cpu;
+    };
+    if (schedule === 'rotate') {
+      for (let c = 0; c < options.cycles; c++) for (let k = 0; k < names.length; k++) await timed(names[(c + k) % names.length]!);
+    } else {
+      for (let b = 0, done = 0; done < options.cycles; b++, done += BLOCK) {
+        for (const name of b % 2 ? [...names].reverse() : names) {
+          await once(sides[name]!); // untimed: the block's first timed cycle follows one of its own side
+          for (let c = done; c < Math.min(options.cycles, done + BLOCK); c++) await timed(name);
+        }
       }
     }
     const plugin = stats(times.plugin!, cpu.plugin!);
@@ -382,6 +416,7 @@ export async function compare(
   const withFloor = rounds.every((r) => r.floorRatio);
   return {
     operation,
+    schedule,
     commands,
     ...(options.mongooseSide ? { mongooseSide: options.mongooseSide } : {}),
     cycles: options.cycles,

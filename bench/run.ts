@@ -439,7 +439,7 @@ function reportReplayed(rows: ReplayComparison[]): void {
   const spread = (s: { median: number; min: number; max: number } | undefined) => (s ? `${s.median.toFixed(2)}x [${s.min.toFixed(2)}-${s.max.toFixed(2)}]` : '-');
   const first = rows[0];
   if (!first) return;
-  console.log(`1b. The plugin against the raw driver sending the identical commands (interleaved, ${first.rounds.length} rounds of ${first.cycles}; median [min-max] over rounds; target <= 1.10x)`);
+  console.log(`1b. The plugin against the raw driver sending the identical commands (interleaved ${first.schedule === 'rotate' ? 'rotating every cycle' : 'in blocks of cycles'}, ${first.rounds.length} rounds of ${first.cycles}; median [min-max] over rounds; target <= 1.10x)`);
   console.log(`${pad('', 66)}${pad('p50', 20)}${pad('mean', 20)}${pad('CPU', 20)}${pad('Mongoose side p50', 20)}${pad('Mongoose side CPU', 20)}${pad('floor p50', 20)}${pad('floor CPU', 20)}p50 ms plugin / raw / floor`);
   for (const row of rows) {
     const mid = [...row.rounds].sort((a, b) => a.ratio.p50 - b.ratio.p50)[row.rounds.length >> 1]!;
