@@ -36,6 +36,7 @@ import { idKey } from './id-key';
 import { newLockToken, type GroupBlocker } from './lock-store';
 import type { AnyModel, ModelRuntime } from './runtime';
 import { issueTicket } from './ticket';
+import { GroupReservation } from './group-reservation';
 
 type AnyDoc = HydratedDocument<unknown>;
 
@@ -104,8 +105,6 @@ const POLL_BASE_MS = 20;
 const POLL_CAP_MS = 1_000;
 /** With live change streams, still retry this often in case an event was missed (as lock-waiter.ts). */
 const SAFETY_POLL_MS = 5_000;
-/** The random pause before a retry is drawn from [0, min(cap, twice the last round's duration)). */
-const JITTER_CAP_MS = 250;
 /**
  * Without `wait`, a round refused by a lock that was gone by the time the blockers were read (it
  * was released in between), or granted too late to hand out, is tried again at once, this many
@@ -263,16 +262,6 @@ async function handOut(parts: readonly Part[], request: GroupRequest, token: str
   return { kind: 'granted', documents, group: { token, ttl: request.ttl, parts: groupParts } };
 }
 
-/**
- * Whether the group could be taken now, without taking anything: the locks that would refuse it,
- * one `find` per lock collection, in the caller's order (a waiting caller checks this before each
- * retry, so that while it is still blocked it never holds a lock for a moment).
- */
-async function blockersNow(parts: readonly Part[], request: GroupRequest): Promise<GroupBlocker[]> {
-  const found = await Promise.all(parts.map((part) => part.runtime.store.findBlockersFor(part.ids, [...new Set(part.members.map((m) => m.ownerKey))])));
-  return inCallerOrder(parts, request, found);
-}
-
 /** The blockers found per lock collection, in the order of the request's members. */
 function inCallerOrder(parts: readonly Part[], request: GroupRequest, blockers: GroupBlocker[][]): GroupBlocker[] {
   const found = new Map<string, GroupBlocker>();
@@ -300,34 +289,6 @@ function pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
   });
 }
 
-/** Wake-ups for every document of the group, registered before a round (so no release is missed). */
-function subscribeAll(parts: readonly Part[]) {
-  // Through each member's own runtime: waiters of every model on this lock collection share its watch.
-  const subscriptions = parts.flatMap((part) => part.members.map((m) => ({ key: idKey(m.documentId), subscription: m.runtime.watch.subscribe(m.documentId) })));
-  return {
-    /** Whether every lock collection's change stream was already capturing events at subscription. */
-    wasLive: subscriptions.every((s) => s.subscription.wasLive),
-    /** Whether every lock collection has a live change stream (opening them if needed). */
-    live: Promise.all(subscriptions.map((s) => s.subscription.live)).then((all) => all.every(Boolean)),
-    /**
-     * Keeps only the blockers' subscriptions; resolves when any of them changed. They are never
-     * marked `waiting`: LockWatch hands a change to one waiting waiter only, on the understanding
-     * that the waiter it wakes acts on that lock (takes it, or releases it again and so passes the
-     * change on). A woken group may find another of its documents still held and not touch this
-     * one, so it stays among the waiters every change is told to.
-     */
-    waitFor(blockers: readonly GroupBlocker[]): Promise<void> {
-      const keys = new Set(blockers.map((b) => idKey(b.documentId)));
-      const kept = subscriptions.filter((s) => keys.has(s.key));
-      for (const s of subscriptions) if (!keys.has(s.key)) s.subscription.cancel();
-      return kept.length ? Promise.race(kept.map((s) => s.subscription.changed)) : new Promise<void>(() => undefined);
-    },
-    cancel(): void {
-      for (const s of subscriptions) s.subscription.cancel();
-    },
-  };
-}
-
 /** The LockedError for a refused group, naming its first blocker (with the holder's label); `cause`: a timed-out signal's reason. */
 function lockedError(blocker: GroupBlocker | undefined, request: GroupRequest, detail: string, cause?: unknown): LockedError {
   const count = request.members.length;
@@ -352,54 +313,211 @@ export async function lockGroup(request: GroupRequest): Promise<{ documents: Any
   const started = performance.now();
   let quick = 0;
   let roundMs = 0;
-  for (let attempt = 0; ; attempt++) {
+  for (;;) {
     if (calledOff(request.signal)) throw abortedWith(request.members[0].documentId, request.signal!);
-    const subscriptions = waiting ? subscribeAll(parts) : undefined;
+    // The fast path: the whole group at once, the same commands whether or not the call waits.
+    const roundStarted = performance.now();
+    const outcome = await round(parts, request);
+    roundMs = performance.now() - roundStarted;
+    if (outcome.kind === 'granted') return outcome;
+    // Refused under `wait`: from here the group waits in canonical order (waitInOrder).
+    if (waiting) return waitInOrder(parts, request, started, outcome);
+    const blockers = outcome.kind === 'refused' ? outcome.blockers : [];
+    const transaction = outcome.kind === 'refused' && outcome.transaction === true;
+    // Nothing blocks any more (released since, or granted too late to hand out): try again at once.
+    if (blockers.length === 0 && !transaction && ++quick < QUICK_ROUNDS) continue;
+    if (outcome.kind === 'expired') {
+      throw new LockExpiredOnArrivalError(outcome.documentId, outcome.expiresAt, { operation: 'lock', ttl: request.ttl, elapsedMs: roundMs, attempts: quick });
+    }
+    const busy = transaction && blockers.length === 0 ? ' A document of the group is being written by a transaction of another process; try again when it has ended.' : '';
+    throw lockedError(blockers[0], request, busy);
+  }
+}
+
+/**
+ * The canonical order of a group's members, the same in every process: by lock collection name,
+ * then by id key (id-key.ts; compared as strings, code unit by code unit). For `lockMany` every
+ * member shares one lock collection, so it is the order of the id keys.
+ */
+function canonicalOrder(members: readonly GroupMember[]): GroupMember[] {
+  const keyOf = new Map(members.map((m) => [m, `${m.runtime.lockModel.collection.collectionName}\u0000${idKey(m.documentId)}`]));
+  return [...members].sort((a, b) => (keyOf.get(a)! < keyOf.get(b)! ? -1 : keyOf.get(a)! > keyOf.get(b)! ? 1 : 0));
+}
+
+/** What a waiting group holds: the first `count` members of its canonical order, under `token`. */
+interface Prefix {
+  token: string | undefined;
+  count: number;
+}
+
+/** The outcome of one ordered step: the whole group, or the prefix it now holds. */
+type Step = { kind: 'done'; round: Round } | { kind: 'prefix'; prefix: Prefix };
+
+/**
+ * One ordered step of a waiting group: ONE `update` per lock collection sends every member (the
+ * fast path's command, takeGroup, with the group's reservation key), so it renews the prefix the
+ * group holds (same owner: taken over under the new token, its lease timed from this send) and
+ * takes every other member that is free and not reserved by someone else; one `find` per lock
+ * collection reads which members carry the new token. All of them: handed out as a round is. Else
+ * the group keeps the longest canonical prefix it got and releases, by token, what it got past
+ * the first member it lacks (so it never holds anything above the document it waits for: groups
+ * that hold only prefixes of one global order cannot wait for each other in a cycle).
+ */
+async function orderedStep(parts: readonly Part[], order: readonly GroupMember[], request: GroupRequest, held: Prefix, key: string): Promise<Step> {
+  const token = newLockToken();
+  const sentAt = performance.now();
+  const tokens = held.token ? [held.token, token] : [token];
+  const releaseAll = () => Promise.all(tokens.map((t) => releaseAfterFault(parts, t)));
+  const settled = await Promise.allSettled(parts.map((part) => part.runtime.store.takeGroup(part.members, token, request.ttl, request.label, key)));
+  const fault = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
+  if (fault) {
+    await releaseAll();
+    throw fault.reason;
+  }
+  let grants: Awaited<ReturnType<ModelRuntime['store']['readGroupGrants']>>[];
+  try {
+    grants = await Promise.all(parts.map((part) => part.runtime.store.readGroupGrants(part.ids, token)));
+  } catch (error) {
+    await releaseAll();
+    throw error;
+  }
+  const partIndex = new Map(parts.map((part, i) => [part.runtime.lockModel as object, i]));
+  const got = new Set(grants.flatMap((records, i) => records.map((r) => `${i}\u0000${idKey(r._id)}`)));
+  const has = (m: GroupMember) => got.has(`${partIndex.get(m.runtime.lockModel)}\u0000${idKey(m.documentId)}`);
+  let count = 0;
+  while (count < order.length && has(order[count])) count++;
+  if (count === order.length) {
+    let loaded: Loaded;
     try {
-      // After a refusal, a waiting caller first checks, without taking anything, whether the group
-      // is free; only then does it run a round.
-      const blockedBy = attempt > 0 && subscriptions ? await blockersNow(parts, request) : [];
-      let outcome: Round;
-      if (blockedBy.length > 0) outcome = { kind: 'refused', blockers: blockedBy };
-      else {
-        const roundStarted = performance.now();
-        outcome = await round(parts, request);
-        roundMs = performance.now() - roundStarted;
+      loaded = await loadMembers(request.members);
+    } catch (error) {
+      await releaseAll();
+      throw error;
+    }
+    return { kind: 'done', round: await handOut(parts, request, token, sentAt, grants, loaded) };
+  }
+  // Past the prefix: given back at once (one `update` per lock collection that has any).
+  const beyond = order.slice(count).filter(has);
+  try {
+    await Promise.all(
+      parts.map((part) => {
+        const ids = beyond.filter((m) => m.runtime.lockModel === part.runtime.lockModel).map((m) => m.documentId);
+        return ids.length ? part.runtime.store.releaseGroup(ids, token) : undefined;
+      }),
+    );
+  } catch (error) {
+    await releaseAll();
+    throw error;
+  }
+  return { kind: 'prefix', prefix: { token: count > 0 ? token : undefined, count } };
+}
+
+/** Releases a prefix by its token (one `update` per lock collection); never throws (the locks expire). */
+async function releasePrefix(parts: readonly Part[], held: Prefix): Promise<void> {
+  if (held.token) await releaseAfterFault(parts, held.token);
+}
+
+/**
+ * How long a waiting group may hold a non-empty prefix before it gives everything back: HOLD_BASE_MS,
+ * doubled at each give-up of the same call, never more than half the ttl (each step renews the
+ * prefix, so a held lock has at least half its ttl left while the group waits: no lease runs out
+ * under a waiting group). The bound ends a cycle through a caller that holds one document and
+ * waits for another in another order (user code, a lockNext worker): that caller gets what the
+ * group gave back. Doubling lets the group outlast a caller that gives up (or finishes) after a
+ * fixed patience, at the price of a longer cycle the next time (see docs/limits.md).
+ */
+const HOLD_BASE_MS = 2_000;
+function holdBound(giveUps: number, ttl: number): number {
+  return Math.max(MIN_LEASE_MS, Math.min(HOLD_BASE_MS * 2 ** giveUps, ttl / 2));
+}
+
+/**
+ * Waiting in canonical order, after the whole group was refused at once (issue 17 item 2): the
+ * group holds the longest prefix of its canonical order it could take and waits for the first
+ * member it lacks, which it reserves (GroupReservation: no other caller takes it once free). When
+ * that member is free (a read, nothing taken), one ordered step takes from it on and renews the
+ * prefix. A group that has held a non-empty prefix for longer than holdBound gives it all back,
+ * ends its reservation, pauses a random while and starts again from the fast path. Ends as
+ * lockGroup does: the documents, LockedError when the wait runs out, the signal's reason on an
+ * explicit abort; whatever it held is released (after an abort in the background: an abort never
+ * waits, and never returns a lock).
+ */
+async function waitInOrder(parts: readonly Part[], request: GroupRequest, started: number, first: Round): Promise<{ documents: AnyDoc[]; group: HeldGroup }> {
+  const order = canonicalOrder(request.members);
+  const key = newLockToken();
+  const reservation = new GroupReservation(key);
+  let held: Prefix = { token: undefined, count: 0 };
+  let holdingSince: number | undefined;
+  let giveUps = 0;
+  let lastBlocker: GroupBlocker | undefined = first.kind === 'refused' ? first.blockers[0] : undefined;
+  let abort = false;
+  try {
+    for (let attempt = 0; ; attempt++) {
+      if (calledOff(request.signal)) {
+        abort = true;
+        throw abortedWith(request.members[0].documentId, request.signal!);
       }
-      if (outcome.kind === 'granted') return outcome;
-      const blockers = outcome.kind === 'refused' ? outcome.blockers : [];
-      const transaction = outcome.kind === 'refused' && outcome.transaction === true;
-      const live = subscriptions ? await subscriptions.live : false;
-      if (calledOff(request.signal)) throw abortedWith(request.members[0].documentId, request.signal!);
-      const timedOut = request.signal?.aborted === true;
-      // A stream that only started capturing during the round may have missed a release: again.
-      if (subscriptions && live && !subscriptions.wasLive && !timedOut) continue;
-      const waited = performance.now() - started;
-      const left = request.wait - waited;
-      if (left <= 0 || timedOut) {
-        // Nothing blocks any more (released since, or granted too late to hand out): try again at once.
-        if (blockers.length === 0 && !transaction && ++quick < QUICK_ROUNDS && !timedOut) continue;
-        if (outcome.kind === 'expired') {
-          throw new LockExpiredOnArrivalError(outcome.documentId, outcome.expiresAt, { operation: 'lock', ttl: request.ttl, elapsedMs: roundMs, attempts: quick });
+      const awaited = order[held.count];
+      const subscription = awaited.runtime.watch.subscribe(awaited.documentId);
+      try {
+        const [blocker] = await awaited.runtime.store.findBlockersFor([awaited.documentId], [awaited.ownerKey], key);
+        if (!blocker) {
+          const stepped = await orderedStep(parts, order, request, held, key);
+          if (stepped.kind === 'done' && stepped.round.kind === 'granted') return stepped.round;
+          const before = held.count;
+          held = stepped.kind === 'prefix' ? stepped.prefix : { token: undefined, count: 0 };
+          if (held.count === 0) holdingSince = undefined;
+          else holdingSince ??= performance.now();
+          // Moved on: the next document is reserved when it is found blocked.
+          if (reservation.member && reservation.member !== order[held.count]) reservation.end();
+          if (held.count > before) continue;
+        } else {
+          lastBlocker = { ...blocker, documentId: awaited.documentId };
+          reservation.hold(awaited);
         }
-        const cause: unknown = timedOut ? request.signal!.reason : undefined;
-        const busy = transaction && blockers.length === 0 ? ' A document of the group is being written by a transaction of another process; try again when it has ended.' : '';
-        throw lockedError(blockers[0], request, `${busy}${request.wait > 0 || timedOut ? ` Waited ${Math.round(waited)} ms for it.` : ''}`, cause);
+        const live = await subscription.live;
+        if (calledOff(request.signal)) {
+          abort = true;
+          throw abortedWith(request.members[0].documentId, request.signal!);
+        }
+        const timedOut = request.signal?.aborted === true;
+        if (live && !subscription.wasLive && !timedOut) continue;
+        const waited = performance.now() - started;
+        const left = request.wait - waited;
+        if (left <= 0 || timedOut) {
+          const cause: unknown = timedOut ? request.signal!.reason : undefined;
+          throw lockedError(lastBlocker, request, ` Waited ${Math.round(waited)} ms for it.`, cause);
+        }
+        const bound = holdBound(giveUps, request.ttl);
+        if (holdingSince !== undefined && performance.now() - holdingSince >= bound) {
+          // Held too long: give everything back, so a caller waiting in another order gets it.
+          reservation.end();
+          await releasePrefix(parts, held);
+          held = { token: undefined, count: 0 };
+          holdingSince = undefined;
+          giveUps++;
+          await pause(Math.min(left, (0.5 + Math.random() / 2) * Math.min(bound / 2, POLL_CAP_MS)), request.signal);
+          if (calledOff(request.signal)) continue;
+          const again = await round(parts, request);
+          if (again.kind === 'granted') return again;
+          if (again.kind === 'refused' && again.blockers[0]) lastBlocker = again.blockers[0];
+          continue;
+        }
+        // No blocker read, yet the step did not get it (taken in between, or behind another
+        // process's transaction, whose end writes nothing a waiter hears of): back off and retry.
+        const untilExpiry = blocker ? (blocker.remainingMs ?? Infinity) + 1 : Infinity;
+        const untilBound = holdingSince === undefined ? Infinity : bound - (performance.now() - holdingSince);
+        const poll = live && blocker ? SAFETY_POLL_MS : Math.random() * Math.min(POLL_CAP_MS, POLL_BASE_MS * 2 ** attempt);
+        await Promise.race([subscription.changed, pause(Math.min(left, untilExpiry, untilBound, poll), request.signal)]);
+      } finally {
+        subscription.cancel();
       }
-      if (!subscriptions) throw lockedError(blockers[0], request, ''); // not reached: a wait always subscribes
-      // All blockers must be gone for the group to succeed: by expiry, that is the latest of them.
-      const untilExpiry = blockers.length === 0 ? (transaction ? Infinity : 0) : Math.max(...blockers.map((b) => (b.remainingMs ?? Infinity) + 1));
-      // A transaction's end writes nothing a waiter hears of: back off and try again.
-      const poll = live && !transaction ? SAFETY_POLL_MS : Math.random() * Math.min(POLL_CAP_MS, POLL_BASE_MS * 2 ** attempt);
-      await Promise.race([subscriptions.waitFor(blockers), pause(Math.min(left, untilExpiry, poll), request.signal)]);
-      // Woken: stop listening (the next attempt subscribes again, before it reads anything).
-      subscriptions.cancel();
-      // Callers woken by the same release would otherwise all retry in the same instant: a random
-      // pause of up to two rounds' length lets one of them run its round alone. Not growing with
-      // the number of refused rounds: that would hand every race to callers that just arrived.
-      await pause(Math.random() * Math.min(JITTER_CAP_MS, 2 * roundMs), request.signal);
-    } finally {
-      subscriptions?.cancel();
+    }
+  } finally {
+    reservation.end();
+    if (held.token) {
+      const release = releasePrefix(parts, held);
+      if (!abort) await release;
     }
   }
 }
