@@ -321,7 +321,7 @@ export async function lockGroup(request: GroupRequest): Promise<{ documents: Any
     roundMs = performance.now() - roundStarted;
     if (outcome.kind === 'granted') return outcome;
     // Refused under `wait`: from here the group waits in canonical order (waitInOrder).
-    if (waiting) return waitInOrder(parts, request, started, outcome);
+    if (waiting) return abortable(waitInOrder(parts, request, started, outcome), parts, request);
     const blockers = outcome.kind === 'refused' ? outcome.blockers : [];
     const transaction = outcome.kind === 'refused' && outcome.transaction === true;
     // Nothing blocks any more (released since, or granted too late to hand out): try again at once.
@@ -412,6 +412,33 @@ async function orderedStep(parts: readonly Part[], order: readonly GroupMember[]
   return { kind: 'prefix', prefix: { token: count > 0 ? token : undefined, count } };
 }
 
+/**
+ * An explicit abort ends a waiting group's call at once (with the signal's reason), whatever
+ * command of the wait is in flight: the wait itself goes on in the background until that command
+ * answers, sees the abort and releases what it holds; a group it was granted meanwhile is
+ * released by its token, never returned. A timeout is not an abort: it ends the wait as `wait`
+ * running out does (the call's own loop reports it).
+ */
+function abortable(work: Promise<{ documents: AnyDoc[]; group: HeldGroup }>, parts: readonly Part[], request: GroupRequest): Promise<{ documents: AnyDoc[]; group: HeldGroup }> {
+  const signal = request.signal;
+  if (!signal) return work;
+  let onAbort: (() => void) | undefined;
+  const aborted = new Promise<never>((_, reject) => {
+    onAbort = () => {
+      if (calledOff(signal)) reject(abortedWith(request.members[0].documentId, signal));
+    };
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
+  aborted.catch(() => undefined);
+  void work.then(
+    (granted) => {
+      if (calledOff(signal)) void releaseAfterFault(parts, granted.group.token);
+    },
+    () => undefined,
+  );
+  return Promise.race([work, aborted]).finally(() => signal.removeEventListener('abort', onAbort!));
+}
+
 /** Releases a prefix by its token (one `update` per lock collection); never throws (the locks expire). */
 async function releasePrefix(parts: readonly Part[], held: Prefix): Promise<void> {
   if (held.token) await releaseAfterFault(parts, held.token);
@@ -463,7 +490,13 @@ async function waitInOrder(parts: readonly Part[], request: GroupRequest, starte
         const [blocker] = await awaited.runtime.store.findBlockersFor([awaited.documentId], [awaited.ownerKey], key);
         if (!blocker) {
           const stepped = await orderedStep(parts, order, request, held, key);
-          if (stepped.kind === 'done' && stepped.round.kind === 'granted') return stepped.round;
+          if (stepped.kind === 'done' && stepped.round.kind === 'granted') {
+            if (!calledOff(request.signal)) return stepped.round;
+            // Aborted while the step was on its way: never handed out (abortable releases it).
+            abort = true;
+            await releaseAfterFault(parts, stepped.round.group.token).catch(() => undefined);
+            throw abortedWith(request.members[0].documentId, request.signal!);
+          }
           const before = held.count;
           held = stepped.kind === 'prefix' ? stepped.prefix : { token: undefined, count: 0 };
           if (held.count === 0) holdingSince = undefined;
