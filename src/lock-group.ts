@@ -11,20 +11,21 @@
  * connection is gone), the round's locks stay held, by nobody who can use them, until their ttl
  * passes: expiry is the server's, so they free themselves; nothing is handed out half.
  *
- * Waiting (`wait`): rounds are retried, release-and-retry, never hold-and-wait. A round holds its
- * locks only for its own few commands and never waits while holding them, so overlapping callers
- * cannot deadlock whatever order they list their documents in. Two callers that keep refusing each
- * other (each took what the other needs in the same instant) are separated by a random pause
- * before each retry, growing with every refused round (jittered exponential backoff), so one of
- * them soon runs its round alone and wins; a waiter wakes as soon as a lock that stopped it changes
- * (the lock collection's change stream through LockWatch, subscribed before each attempt so that no
- * release is missed), at the blockers' expiry, or by polling where there are no change streams,
- * and then reads whether its whole group is free before it runs a round, so that a waiter that is
- * still blocked never takes (and releases, waking others) anything. It is not a queue: a group
- * can be overtaken by callers that need fewer or other documents; `wait` bounds the attempts.
- * Canonical ordering was not chosen: it prevents deadlock only for callers that hold some locks
- * while waiting for others (one command per document, in order), which is what a constant number
- * of commands rules out, and it would make a large group wait behind every small one.
+ * Waiting (`wait`, issue 17 item 2): the first attempt is the same round as without `wait`. If it
+ * is refused, the group waits in CANONICAL ORDER (canonicalOrder: lock collection name, then id
+ * key; the same in every process): it holds the longest canonical prefix it got, reserves the one
+ * document it lacks first (GroupReservation: once free, only this group takes it, so callers that
+ * release and re-take it cannot starve the group), and when that document is free runs one ordered
+ * step (orderedStep: the round's commands, renewing the prefix). Why this order and not
+ * release-and-retry alone: release-and-retry never deadlocks but a group needing many documents is
+ * starved by callers that take turns on them; why not reserve every document (branch fair2): that
+ * makes hold-and-wait cycles with ordinary callers that plain locks never have. With a canonical
+ * order, groups hold only prefixes of one global order and wait for the next document, so no two
+ * groups wait for each other in a cycle; a reservation on the awaited document alone is part of
+ * that same order (the group "holds" it next). What remains is code outside the order (a caller
+ * that holds one document and waits for another, a lockNext worker holding its job): a group that
+ * held a non-empty prefix for longer than holdBound gives everything back, so such a cycle ends
+ * within the bound (docs/limits.md says what is and is not guaranteed).
  */
 import { performance } from 'node:perf_hooks';
 import type { HydratedDocument } from 'mongoose';
