@@ -492,6 +492,8 @@ async function waitInOrder(parts: readonly Part[], request: GroupRequest, starte
         if (!blocker) {
           const stepped = await orderedStep(parts, order, request, held, key);
           if (stepped.kind === 'done' && stepped.round.kind === 'granted') {
+            // The step renewed the prefix under the grant's token: nothing of the old token is left to release.
+            held = { token: undefined, count: 0 };
             if (!calledOff(request.signal)) return stepped.round;
             // Aborted while the step was on its way: never handed out (abortable releases it).
             abort = true;

@@ -98,6 +98,33 @@ describe.each([
     }
   });
 
+  test('a group granted by its ordered step sends no release on the way out (its prefix was renewed under the grant\'s token)', async () => {
+    const M = model();
+    const waiterConn = await connect(db.name);
+    try {
+      const W = await workItemModel(waiterConn.connection, { ttl: 30_000, changeStreams: M === Polled ? 'never' : 'auto' }, M.modelName);
+      const ids = await itemsOf(M, 2);
+      const second = await M.lock(ids[1], 'holder');
+      const waiting = W.lockMany(ids, 'waiter', { wait: 20_000 });
+      const deadline = Date.now() + 10_000;
+      while (!(await M.lockStatus([ids[0]], { owner: 'waiter' }))[0]?.mine && Date.now() < deadline) await sleep(50);
+      // From the release of ids[1] on: the releases by token (`token` in the filter) the waiter sends.
+      const releases: unknown[] = [];
+      const listener = (event: { commandName: string; command: { updates?: { q?: { token?: unknown } }[] } }) => {
+        if (event.commandName === 'update' && typeof event.command.updates?.[0]?.q?.token === 'string') releases.push(event.command.updates[0].q);
+      };
+      waiterConn.connection.getClient().on('commandStarted', listener);
+      await second.unlock();
+      const docs = await waiting;
+      waiterConn.connection.getClient().off('commandStarted', listener);
+      expect(docs.map((d) => d.heldLock()!.owner)).toEqual(['waiter', 'waiter']);
+      expect(releases).toEqual([]);
+      await W.unlockMany(docs);
+    } finally {
+      await waiterConn.close();
+    }
+  });
+
   test('the waiter retries after the blockers\' expiry without any release', async () => {
     const M = model();
     const ids = await itemsOf(M, 3);
