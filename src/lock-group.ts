@@ -11,8 +11,9 @@
  * connection is gone), the round's locks stay held, by nobody who can use them, until their ttl
  * passes: expiry is the server's, so they free themselves; nothing is handed out half.
  *
- * Waiting (`wait`, issue 17 item 2): the first attempt is the same round as without `wait`. If it
- * is refused, the group waits in CANONICAL ORDER (canonicalOrder: lock collection name, then id
+ * Waiting (`wait`, issue 17 item 2): the first attempt is the same round as without `wait`. For
+ * ORDERED_AFTER_MS it then retries in rounds that hold nothing between them (woken by changes, a
+ * read before each retry says whether the group is free). Refused after that, the group waits in CANONICAL ORDER (canonicalOrder: lock collection name, then id
  * key; the same in every process): it holds the longest canonical prefix it got, reserves the one
  * document it lacks first (GroupReservation: once free, only this group takes it, so callers that
  * release and re-take it cannot starve the group), and when that document is free runs one ordered
@@ -112,6 +113,16 @@ const SAFETY_POLL_MS = 5_000;
  * rounds in all, before the call gives up.
  */
 const QUICK_ROUNDS = 3;
+/**
+ * A waiting group first waits as before ordered waiting: release-and-retry rounds, holding
+ * nothing between them (most contention ends within a few rounds, and holding a prefix would make
+ * overlapping groups queue behind each other: about half the throughput, bench/contention-ab.ts).
+ * Refused after this long, it waits in canonical order (waitInOrder), which is what serves it
+ * against callers that keep taking its documents.
+ */
+const ORDERED_AFTER_MS = 250;
+/** The random pause before a retry is drawn from [0, min(cap, twice the last round's duration)). */
+const JITTER_CAP_MS = 250;
 
 /**
  * The conservative lease of one lock of a group (issue 16 item 3, PRODUCT.md property 13; see
@@ -263,6 +274,16 @@ async function handOut(parts: readonly Part[], request: GroupRequest, token: str
   return { kind: 'granted', documents, group: { token, ttl: request.ttl, parts: groupParts } };
 }
 
+/**
+ * Whether the group could be taken now, without taking anything: the locks that would refuse it,
+ * one `find` per lock collection, in the caller's order (a waiting caller checks this before each
+ * retry, so that while it is still blocked it never holds a lock for a moment).
+ */
+async function blockersNow(parts: readonly Part[], request: GroupRequest): Promise<GroupBlocker[]> {
+  const found = await Promise.all(parts.map((part) => part.runtime.store.findBlockersFor(part.ids, [...new Set(part.members.map((m) => m.ownerKey))])));
+  return inCallerOrder(parts, request, found);
+}
+
 /** The blockers found per lock collection, in the order of the request's members. */
 function inCallerOrder(parts: readonly Part[], request: GroupRequest, blockers: GroupBlocker[][]): GroupBlocker[] {
   const found = new Map<string, GroupBlocker>();
@@ -290,6 +311,34 @@ function pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
   });
 }
 
+/** Wake-ups for every document of the group, registered before a round (so no release is missed). */
+function subscribeAll(parts: readonly Part[]) {
+  // Through each member's own runtime: waiters of every model on this lock collection share its watch.
+  const subscriptions = parts.flatMap((part) => part.members.map((m) => ({ key: idKey(m.documentId), subscription: m.runtime.watch.subscribe(m.documentId) })));
+  return {
+    /** Whether every lock collection's change stream was already capturing events at subscription. */
+    wasLive: subscriptions.every((s) => s.subscription.wasLive),
+    /** Whether every lock collection has a live change stream (opening them if needed). */
+    live: Promise.all(subscriptions.map((s) => s.subscription.live)).then((all) => all.every(Boolean)),
+    /**
+     * Keeps only the blockers' subscriptions; resolves when any of them changed. They are never
+     * marked `waiting`: LockWatch hands a change to one waiting waiter only, on the understanding
+     * that the waiter it wakes acts on that lock (takes it, or releases it again and so passes the
+     * change on). A woken group may find another of its documents still held and not touch this
+     * one, so it stays among the waiters every change is told to.
+     */
+    waitFor(blockers: readonly GroupBlocker[]): Promise<void> {
+      const keys = new Set(blockers.map((b) => idKey(b.documentId)));
+      const kept = subscriptions.filter((s) => keys.has(s.key));
+      for (const s of subscriptions) if (!keys.has(s.key)) s.subscription.cancel();
+      return kept.length ? Promise.race(kept.map((s) => s.subscription.changed)) : new Promise<void>(() => undefined);
+    },
+    cancel(): void {
+      for (const s of subscriptions) s.subscription.cancel();
+    },
+  };
+}
+
 /** The LockedError for a refused group, naming its first blocker (with the holder's label); `cause`: a timed-out signal's reason. */
 function lockedError(blocker: GroupBlocker | undefined, request: GroupRequest, detail: string, cause?: unknown): LockedError {
   const count = request.members.length;
@@ -314,24 +363,59 @@ export async function lockGroup(request: GroupRequest): Promise<{ documents: Any
   const started = performance.now();
   let quick = 0;
   let roundMs = 0;
-  for (;;) {
+  for (let attempt = 0; ; attempt++) {
     if (calledOff(request.signal)) throw abortedWith(request.members[0].documentId, request.signal!);
-    // The fast path: the whole group at once, the same commands whether or not the call waits.
-    const roundStarted = performance.now();
-    const outcome = await round(parts, request);
-    roundMs = performance.now() - roundStarted;
-    if (outcome.kind === 'granted') return outcome;
-    // Refused under `wait`: from here the group waits in canonical order (waitInOrder).
-    if (waiting) return abortable(waitInOrder(parts, request, started, outcome), parts, request);
-    const blockers = outcome.kind === 'refused' ? outcome.blockers : [];
-    const transaction = outcome.kind === 'refused' && outcome.transaction === true;
-    // Nothing blocks any more (released since, or granted too late to hand out): try again at once.
-    if (blockers.length === 0 && !transaction && ++quick < QUICK_ROUNDS) continue;
-    if (outcome.kind === 'expired') {
-      throw new LockExpiredOnArrivalError(outcome.documentId, outcome.expiresAt, { operation: 'lock', ttl: request.ttl, elapsedMs: roundMs, attempts: quick });
+    const subscriptions = waiting ? subscribeAll(parts) : undefined;
+    try {
+      // After a refusal, a waiting caller first checks, without taking anything, whether the group
+      // is free; only then does it run a round.
+      const blockedBy = attempt > 0 && subscriptions ? await blockersNow(parts, request) : [];
+      let outcome: Round;
+      if (blockedBy.length > 0) outcome = { kind: 'refused', blockers: blockedBy };
+      else {
+        const roundStarted = performance.now();
+        outcome = await round(parts, request);
+        roundMs = performance.now() - roundStarted;
+      }
+      if (outcome.kind === 'granted') return outcome;
+      // Refused for long enough under `wait`: from here the group waits in canonical order (waitInOrder).
+      if (subscriptions && performance.now() - started >= ORDERED_AFTER_MS) return await abortable(waitInOrder(parts, request, started, outcome), parts, request);
+      const blockers = outcome.kind === 'refused' ? outcome.blockers : [];
+      const transaction = outcome.kind === 'refused' && outcome.transaction === true;
+      const live = subscriptions ? await subscriptions.live : false;
+      if (calledOff(request.signal)) throw abortedWith(request.members[0].documentId, request.signal!);
+      const timedOut = request.signal?.aborted === true;
+      // A stream that only started capturing during the round may have missed a release: again.
+      if (subscriptions && live && !subscriptions.wasLive && !timedOut) continue;
+      const waited = performance.now() - started;
+      const left = request.wait - waited;
+      if (left <= 0 || timedOut) {
+        // Nothing blocks any more (released since, or granted too late to hand out): try again at once.
+        if (blockers.length === 0 && !transaction && ++quick < QUICK_ROUNDS && !timedOut) continue;
+        if (outcome.kind === 'expired') {
+          throw new LockExpiredOnArrivalError(outcome.documentId, outcome.expiresAt, { operation: 'lock', ttl: request.ttl, elapsedMs: roundMs, attempts: quick });
+        }
+        const cause: unknown = timedOut ? request.signal!.reason : undefined;
+        const busy = transaction && blockers.length === 0 ? ' A document of the group is being written by a transaction of another process; try again when it has ended.' : '';
+        throw lockedError(blockers[0], request, `${busy}${request.wait > 0 || timedOut ? ` Waited ${Math.round(waited)} ms for it.` : ''}`, cause);
+      }
+      if (!subscriptions) throw lockedError(blockers[0], request, ''); // not reached: a wait always subscribes
+      // All blockers must be gone for the group to succeed: by expiry, that is the latest of them.
+      const untilExpiry = blockers.length === 0 ? (transaction ? Infinity : 0) : Math.max(...blockers.map((b) => (b.remainingMs ?? Infinity) + 1));
+      // A transaction's end writes nothing a waiter hears of: back off and try again.
+      const poll = live && !transaction ? SAFETY_POLL_MS : Math.random() * Math.min(POLL_CAP_MS, POLL_BASE_MS * 2 ** attempt);
+      // At ORDERED_AFTER_MS at the latest, try again: a refusal from then on goes ordered.
+      const untilOrdered = Math.max(0, ORDERED_AFTER_MS - waited);
+      await Promise.race([subscriptions.waitFor(blockers), pause(Math.min(left, untilExpiry, poll, untilOrdered), request.signal)]);
+      // Woken: stop listening (the next attempt subscribes again, before it reads anything).
+      subscriptions.cancel();
+      // Callers woken by the same release would otherwise all retry in the same instant: a random
+      // pause of up to two rounds' length lets one of them run its round alone. Not growing with
+      // the number of refused rounds: that would hand every race to callers that just arrived.
+      await pause(Math.random() * Math.min(JITTER_CAP_MS, 2 * roundMs), request.signal);
+    } finally {
+      subscriptions?.cancel();
     }
-    const busy = transaction && blockers.length === 0 ? ' A document of the group is being written by a transaction of another process; try again when it has ended.' : '';
-    throw lockedError(blockers[0], request, busy);
   }
 }
 
