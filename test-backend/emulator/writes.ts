@@ -608,14 +608,24 @@ export interface UpdateOutcome {
 }
 
 /**
- * A non-transactional write waits for any running transaction holding a
- * document the write would examine, even if the committed version does not
- * match its filter (the transaction may change that); this is conservative.
+ * A write outside a transaction waits (WaitForLock, retried by waitingForLocks) only for a running
+ * transaction holding a document the write is about to change: one whose COMMITTED version matches
+ * the filter and is picked (the first match unless multi). On mongod the write's plan reads the
+ * committed version of each candidate (WiredTiger snapshot isolation: another transaction's
+ * uncommitted write is not visible), and the child stage passes on only matching documents; the
+ * update or delete of such a document hits the other transaction's uncommitted write, WT_ROLLBACK,
+ * a WriteConflictException, and UpdateStage::doWork / DeleteStage::doWork
+ * (src/mongo/db/exec/update_stage.cpp, delete_stage.cpp) keep the member and return NEED_YIELD
+ * (prepareToRetryWSM); after the yield write_stage_common::ensureStillMatches
+ * (src/mongo/db/exec/write_stage_common.cpp) re-fetches it and re-applies the filter, skipping it if
+ * it no longer matches. A candidate whose committed version does not match is never written, so it
+ * never conflicts and nothing waits for it (compatibility record R17 for the wait itself;
+ * jstests/core/txns/write_conflicts_with_non_txns.js). An upsert's insert of an `_id` a transaction
+ * wrote waits in applyWrite (checkUnlocked on the new key), unique keys in uncommittedUniqueHolder.
  */
-function waitForLockedCandidates(ctx: ExecCtx, coll: Collection | undefined, filter: Document, hint?: unknown): void {
-  if (ctx.txn || !coll || ctx.storage.locks.size === 0) return;
-  const view = new View(coll);
-  for (const [k] of view.candidates(filter, view.plan(filter, { hint }))) ctx.storage.checkUnlocked(coll, k);
+function waitForMatchedDocuments(ctx: ExecCtx, coll: Collection, matches: ReadonlyArray<readonly [string, Document]>): void {
+  if (ctx.txn || ctx.storage.locks.size === 0) return;
+  for (const [k] of matches) ctx.storage.checkUnlocked(coll, k);
 }
 
 /** Every `$[id]` used in the update needs an array filter, and every array filter must be used. */
@@ -650,12 +660,11 @@ export function updateStatement(
   if (st.multi && !Array.isArray(st.u) && !isModifier(st.u)) throw new MongoCommandError(Codes.FailedToParse, 'multi update is not supported for replacement-style update');
   let coll = getColl(ctx, db, collName);
   const matcher = withRestriction(compileFilter(filter, ctx.vars), resolveHint(coll, st.hint));
-  waitForLockedCandidates(ctx, coll, filter, st.hint);
   const view = new View(coll, ctx.txn);
   // Sorted by View.find (through the index when the plan provides the order), then the first one unless multi.
   const matches = view.find(filter, matcher, { sort: st.sort, hint: st.hint, limit: st.multi ? 0 : 1 });
   if (matches.length && coll) {
-    if (!ctx.txn) for (const [k] of matches) ctx.storage.checkUnlocked(coll, k);
+    waitForMatchedDocuments(ctx, coll, matches);
     let first: { before: Document; after: Document } | undefined;
     const writes: DocWrite[] = [];
     const kind: WriteKind = !Array.isArray(st.u) && !isModifier(st.u) ? 'replace' : 'update';
@@ -717,10 +726,9 @@ export function deleteStatement(ctx: ExecCtx, db: string, collName: string, st: 
   const coll = getColl(ctx, db, collName);
   if (!coll) return { n: 0, deleted: null };
   const matcher = withRestriction(compileFilter(filter, ctx.vars), resolveHint(coll, st.hint));
-  waitForLockedCandidates(ctx, coll, filter, st.hint);
   const one = st.limit === 1;
   const matches = new View(coll, ctx.txn).find(filter, matcher, { sort: st.sort, hint: st.hint, limit: one ? 1 : 0 });
-  if (!ctx.txn) for (const [k] of matches) ctx.storage.checkUnlocked(coll, k);
+  waitForMatchedDocuments(ctx, coll, matches);
   for (const [key, old] of matches) applyWrite(ctx, { coll, key, before: old, after: null, kind: 'delete' });
   return { n: matches.length, deleted: matches[0]?.[1] ?? null };
 }
