@@ -34,6 +34,13 @@
  * group's first round (first version of this test: 12.0 s for a 3 s wait, the abort honoured 10.5 s
  * late). Fix in the emulator (wait only for a candidate whose committed version matches), or in the
  * plugin (release by token only the ids it holds), or both.
+ *
+ * Fixed in the emulator (branch emufix): a write outside a transaction now waits only for a document
+ * whose committed version matches its filter and that it would write (writes.ts
+ * waitForMatchedDocuments, traced to UpdateStage/DeleteStage::doWork and
+ * write_stage_common::ensureStillMatches in mongod's source; conformance test
+ * __tests__/emulator/write-beside-open-transaction.test.ts). All four cases pass since (replset:
+ * LockedError after 3007 / 3933 ms, the aborted calls settled 0-1 ms after the abort).
  */
 import { ObjectId, type ClientSession, type MongoClient } from 'mongodb';
 import type { Types } from 'mongoose';
