@@ -16,7 +16,7 @@
  *
  * NO-DEADLOCK (assert in the watchdog): whenever nothing can move (spin's `timeout`), every
  * process has finished its rounds. Livelock (give-ups that repeat for ever) is not checked here:
- * the code breaks it with a random back-off and a bound that doubles at each give-up.
+ * the code breaks it with a random back-off and a bound of 2 s, then 4 s (holdBound).
  *
  * Switches: -DUSER (the user caller), -DNO_BOUND (no give-up), -DRESERVE_ALL (the earlier design,
  * branch fair2: a waiting group holds nothing and reserves every document it needs, taking all at

@@ -553,17 +553,23 @@ async function releasePrefix(parts: readonly Part[], held: Prefix): Promise<void
 }
 
 /**
- * How long a waiting group may hold a non-empty prefix before it gives everything back: HOLD_BASE_MS,
- * doubled at each give-up of the same call, never more than half the ttl (each step renews the
- * prefix, so a held lock has at least half its ttl left while the group waits: no lease runs out
- * under a waiting group). The bound ends a cycle through a caller that holds one document and
- * waits for another in another order (user code, a lockNext worker): that caller gets what the
- * group gave back. Doubling lets the group outlast a caller that gives up (or finishes) after a
- * fixed patience, at the price of a longer cycle the next time (see docs/limits.md).
+ * How long a waiting group may hold a non-empty prefix before it gives everything back: HOLD_FIRST_MS
+ * for the first hold of a call, HOLD_LATER_MS for every later one, never more than half the ttl
+ * (each step renews the prefix, so a held lock has at least half its ttl left while the group
+ * waits: no lease runs out under a waiting group). The bound ends a cycle through a caller that
+ * holds one document and waits for another in another order (user code, a lockNext worker): that
+ * caller gets what the group gave back. The longer second bound lets the group outlast a caller
+ * that gives up (or finishes) after a fixed patience under HOLD_LATER_MS
+ * (reliability/lock-many-waiter-starvation: 3 s). It does not grow further: every hold keeps the
+ * prefix from callers that do not wait, so a bound that grew with each give-up kept them out longer
+ * each cycle (reliability/group-waiting-leaves-others-usable: refused 9.3 s on end when it doubled);
+ * capped, they are refused for at most about one bound. A caller with a patience of HOLD_LATER_MS
+ * or more is not outlasted (docs/limits.md).
  */
-const HOLD_BASE_MS = 2_000;
+const HOLD_FIRST_MS = 2_000;
+const HOLD_LATER_MS = 4_000;
 function holdBound(giveUps: number, ttl: number): number {
-  return Math.max(MIN_LEASE_MS, Math.min(HOLD_BASE_MS * 2 ** giveUps, ttl / 2));
+  return Math.max(MIN_LEASE_MS, Math.min(giveUps === 0 ? HOLD_FIRST_MS : HOLD_LATER_MS, ttl / 2));
 }
 
 /**
