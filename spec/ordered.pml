@@ -12,11 +12,13 @@
  *   - BOUND: while it holds a non-empty prefix and is blocked, it may give everything back (its
  *     reservation too) and start the round again (the hold bound; untimed: at any such moment).
  * USER: a caller outside the order (user code, a lockNext worker) that holds D1 and then waits
- * for D0, with plain locks: it takes a free document only when no reservation is on it.
+ * for D0, with plain locks: it takes a free document only when no reservation is on it. (A lockNext
+ * worker ignores reservations, src/lock-store.ts claimFree: it takes any free document, which only
+ * removes waits-for edges, so this stricter USER covers it for NO-DEADLOCK.)
  *
  * NO-DEADLOCK (assert in the watchdog): whenever nothing can move (spin's `timeout`), every
  * process has finished its rounds. Livelock (give-ups that repeat for ever) is not checked here:
- * the code breaks it with a random back-off and a bound that doubles at each give-up.
+ * the code breaks it with a random back-off and a bound of 2 s, then 4 s (holdBound).
  *
  * Switches: -DUSER (the user caller), -DNO_BOUND (no give-up), -DRESERVE_ALL (the earlier design,
  * branch fair2: a waiting group holds nothing and reserves every document it needs, taking all at

@@ -26,6 +26,22 @@ function addressesOf(client: ClientView): string[] {
   return [...seeds, ...discovered].map((address) => address.toLowerCase());
 }
 
+/**
+ * A name for the deployment `connection` reaches that is the same in every process: its driver
+ * client's seed list (`options.hosts`, `srvHost`), lower-cased and sorted, joined by commas; ''
+ * when the client is not there yet. Not a key for one deployment (deploymentOf and deploymentKeys
+ * are: two seed lists may name one deployment); only a process-independent tie-break between
+ * deployments (lock-group.ts canonicalOrder). Discovered servers are left out: which are known
+ * depends on when the call runs.
+ */
+export function deploymentSeedName(connection: Connection): string {
+  const client = clientOf(connection);
+  if (client === undefined) return '';
+  const seeds = (client.options?.hosts ?? []).map((host) => String(host).toLowerCase());
+  if (typeof client.options?.srvHost === 'string') seeds.push(`srv:${client.options.srvHost.toLowerCase()}`);
+  return seeds.sort().join(',');
+}
+
 function clientOf(connection: Connection): ClientView | undefined {
   try {
     return (connection.getClient() as unknown as ClientView | undefined) ?? undefined;

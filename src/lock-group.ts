@@ -13,11 +13,12 @@
  *
  * Waiting (`wait`, issue 17 item 2): the first attempt is the same round as without `wait`. For
  * ORDERED_AFTER_MS it then retries in rounds that hold nothing between them (woken by changes, a
- * read before each retry says whether the group is free). Refused after that, the group waits in CANONICAL ORDER (canonicalOrder: lock collection name, then id
- * key; the same in every process): it holds the longest canonical prefix it got, reserves the one
- * document it lacks first (GroupReservation: once free, only this group takes it, so callers that
- * release and re-take it cannot starve the group), and when that document is free runs one ordered
- * step (orderedStep: the round's commands, renewing the prefix). Why this order and not
+ * read before each retry says whether the group is free). Refused after that, the group waits in
+ * CANONICAL ORDER (canonicalOrder: database, lock collection name, id key, then the deployment's
+ * seed list; the same in every process): it holds the longest canonical prefix it got, reserves the
+ * one document it lacks first (GroupReservation: once free, only this group takes it, so callers
+ * that release and re-take it cannot starve the group), and when that document is free runs one
+ * ordered step (orderedStep: the round's commands, renewing the prefix). Why this order and not
  * release-and-retry alone: release-and-retry never deadlocks but a group needing many documents is
  * starved by callers that take turns on them; why not reserve every document (branch fair2): that
  * makes hold-and-wait cycles with ordinary callers that plain locks never have. With a canonical
@@ -34,6 +35,7 @@ import { LockExpiredOnArrivalError, LockNotHeldError, LockTargetNotFoundError, L
 import { abortedWith, calledOff } from './lock-waiter';
 import { attachHeldLock, estimatedServerNow, finishExtension, heldLockState, leaseLeft, leaseReleased, lostError, newHeldLockState, releaseLease, settleRelease, startExtension, type HeldLockFields, type HeldLockState } from './held-lock';
 import { MIN_LEASE_MS, monotonicNow, type GrantTiming } from './lease';
+import { deploymentSeedName } from './deployment-key';
 import { idKey } from './id-key';
 import { newLockToken, type GroupBlocker } from './lock-store';
 import type { AnyModel, ModelRuntime } from './runtime';
@@ -420,13 +422,34 @@ export async function lockGroup(request: GroupRequest): Promise<{ documents: Any
 }
 
 /**
- * The canonical order of a group's members, the same in every process: by lock collection name,
- * then by id key (id-key.ts; compared as strings, code unit by code unit). For `lockMany` every
- * member shares one lock collection, so it is the order of the id keys.
+ * The canonical order of a group's members, total and the same in every process: by database
+ * name, lock collection name, id key (id-key.ts), then the deployment's seed list
+ * (deployment-key.ts deploymentSeedName), each compared as strings code unit by code unit. The
+ * database comes first because one lock collection name and one `_id` name two documents in two
+ * databases (`useDb`); the seed list because they name two documents on two deployments too. Not
+ * the process's deployment number (deploymentOf): it depends on the order a process met its
+ * deployments. For `lockMany` every member shares one lock collection, so it is the order of the
+ * id keys.
+ *
+ * What remains: two members equal in all four are listed twice on one deployment, which lockAll
+ * refuses (deploymentKeys). Two processes that name one deployment by different seed lists (one
+ * seeds `a:27017`, the other `b:27017`) may order a document of it and its namesake on another
+ * deployment differently; a cycle between two such groups then ends by the hold bound (holdBound),
+ * as one through user code does (docs/limits.md).
  */
 function canonicalOrder(members: readonly GroupMember[]): GroupMember[] {
-  const keyOf = new Map(members.map((m) => [m, `${m.runtime.lockModel.collection.collectionName}\u0000${idKey(m.documentId)}`]));
-  return [...members].sort((a, b) => (keyOf.get(a)! < keyOf.get(b)! ? -1 : keyOf.get(a)! > keyOf.get(b)! ? 1 : 0));
+  const keyOf = new Map(
+    members.map((m) => {
+      const locks = m.runtime.lockModel;
+      return [m, [locks.db.name, locks.collection.collectionName, idKey(m.documentId), deploymentSeedName(locks.db)]] as const;
+    }),
+  );
+  const compare = (a: GroupMember, b: GroupMember): number => {
+    const [x, y] = [keyOf.get(a)!, keyOf.get(b)!];
+    for (let i = 0; i < x.length; i++) if (x[i] !== y[i]) return x[i] < y[i] ? -1 : 1;
+    return 0;
+  };
+  return [...members].sort(compare);
 }
 
 /** What a waiting group holds: the first `count` members of its canonical order, under `token`. */
@@ -530,17 +553,23 @@ async function releasePrefix(parts: readonly Part[], held: Prefix): Promise<void
 }
 
 /**
- * How long a waiting group may hold a non-empty prefix before it gives everything back: HOLD_BASE_MS,
- * doubled at each give-up of the same call, never more than half the ttl (each step renews the
- * prefix, so a held lock has at least half its ttl left while the group waits: no lease runs out
- * under a waiting group). The bound ends a cycle through a caller that holds one document and
- * waits for another in another order (user code, a lockNext worker): that caller gets what the
- * group gave back. Doubling lets the group outlast a caller that gives up (or finishes) after a
- * fixed patience, at the price of a longer cycle the next time (see docs/limits.md).
+ * How long a waiting group may hold a non-empty prefix before it gives everything back: HOLD_FIRST_MS
+ * for the first hold of a call, HOLD_LATER_MS for every later one, never more than half the ttl
+ * (each step renews the prefix, so a held lock has at least half its ttl left while the group
+ * waits: no lease runs out under a waiting group). The bound ends a cycle through a caller that
+ * holds one document and waits for another in another order (user code, a lockNext worker): that
+ * caller gets what the group gave back. The longer second bound lets the group outlast a caller
+ * that gives up (or finishes) after a fixed patience under HOLD_LATER_MS
+ * (reliability/lock-many-waiter-starvation: 3 s). It does not grow further: every hold keeps the
+ * prefix from callers that do not wait, so a bound that grew with each give-up kept them out longer
+ * each cycle (reliability/group-waiting-leaves-others-usable: refused 9.3 s on end when it doubled);
+ * capped, they are refused for at most about one bound. A caller with a patience of HOLD_LATER_MS
+ * or more is not outlasted (docs/limits.md).
  */
-const HOLD_BASE_MS = 2_000;
+const HOLD_FIRST_MS = 2_000;
+const HOLD_LATER_MS = 4_000;
 function holdBound(giveUps: number, ttl: number): number {
-  return Math.max(MIN_LEASE_MS, Math.min(HOLD_BASE_MS * 2 ** giveUps, ttl / 2));
+  return Math.max(MIN_LEASE_MS, Math.min(giveUps === 0 ? HOLD_FIRST_MS : HOLD_LATER_MS, ttl / 2));
 }
 
 /**

@@ -183,7 +183,8 @@ const UNEXPIRED = { $expr: { $gt: ['$expiresAt', '$$NOW'] } } as const;
 const EXPIRED_EXPR = { $lte: [{ $ifNull: ['$expiresAt', lit(new Date(0))] }, '$$NOW'] };
 /**
  * Free, or held by `ownerKey` (a renewal by the same owner): the write guard's condition for its
- * claims. It ignores reservations: a reserved document nobody holds is writable by anyone.
+ * claims, and (without an owner) lockNext's claim (claimFree). It ignores reservations: a reserved
+ * document nobody holds is writable, and claimable by lockNext, by anyone.
  */
 function freeOrHeldBy(ownerKey: string | undefined): unknown {
   return ownerKey === undefined ? EXPIRED_EXPR : { $or: [EXPIRED_EXPR, { $eq: ['$owner', lit(ownerKey)] }] };
@@ -199,7 +200,7 @@ function reservationLetsIn(key: string | undefined): unknown {
   return key === undefined ? lapsed : { $or: [lapsed, { $eq: ['$reservedBy', lit(key)] }] };
 }
 /**
- * The acquisition condition of every lock call (acquire, claimFree, takeGroup): a free record
+ * The acquisition condition of `lock`, `tryLock` and groups (acquire, takeGroup): a free record
  * whose reservation lets the caller in, or, with `mine`, a record `mine` holds unexpired (a
  * renewal by the same owner, which no reservation stops: the holder keeps what it holds). An
  * expired lock of `mine` is free like any other, reservation included. With no live reservation
@@ -213,8 +214,6 @@ function acquirable(mine: string | undefined, key: string | undefined): unknown 
 function reservedAgainst(key: string | undefined): Document {
   return { $expr: { $and: [EXPIRED_EXPR, { $not: [reservationLetsIn(key)] }] } };
 }
-/** `$expr` (query filter): unexpired, or free with a live reservation, by the server's clock. */
-const LOCKED_OR_RESERVED = { $expr: { $or: [{ $gt: ['$expiresAt', '$$NOW'] }, { $gt: ['$reservedUntil', '$$NOW'] }] } } as const;
 /**
  * A pipeline update that sets `fields` only when `condition` holds and otherwise sets every one
  * of them to its current value. All expressions of one `$set` stage are evaluated against the
@@ -437,7 +436,8 @@ export class LockStore {
    */
   async acquire(documentId: unknown, ownerKey: string, ttl: number, label: string | null = null): Promise<Grant> {
     this.refuseIfInOpenTransaction(documentId);
-    const { record, token, sentAt } = await this.sendAcquire(documentId, ownerKey, ownerKey, ttl, label);
+    // Single-document calls carry no reservation key: a live reservation refuses them (acquirable).
+    const { record, token, sentAt } = await this.sendAcquire(documentId, ownerKey, acquirable(ownerKey, undefined), ttl, label);
     const expiresAt = record.expiresAt as Date;
     // A findAndModify that the driver retried (retryable writes, after a network error) is
     // answered from the stored result WITHOUT the projection (parseOplogEntryForFindAndModify
@@ -465,7 +465,8 @@ export class LockStore {
 
   /**
    * The acquire command itself, written once for `acquire` (condition: free, expired or held by
-   * `ownerKey`) and `claimFree` (condition: free or expired, `mine` undefined): see `acquire` for
+   * `ownerKey`, and no live reservation of a waiting group on a free record) and `claimFree`
+   * (condition: free or expired, whatever the reservation): see `acquire` for
    * why it is race-free on mongod. Retries a duplicate `_id` (an insert race the server did not
    * retry, R9) up to ACQUIRE_ATTEMPTS times, each with a fresh token; `sentAt` is read
    * immediately before the command that answered is sent (the lease is timed from it, lease.ts).
@@ -473,7 +474,7 @@ export class LockStore {
   private async sendAcquire(
     documentId: unknown,
     ownerKey: string,
-    mine: string | undefined,
+    condition: unknown,
     ttl: number,
     label: string | null,
   ): Promise<{ record: Document; token: string; sentAt: number }> {
@@ -484,8 +485,7 @@ export class LockStore {
       try {
         record = await this.locks.findOneAndUpdate(
           { _id: documentId } as Document,
-          // Single-document calls and lockNext never carry a reservation key: a live reservation refuses them.
-          applyIf(acquirable(mine, undefined), {
+          applyIf(condition, {
             owner: lit(ownerKey),
             token: lit(token),
             fence: NEXT_FENCE,
@@ -1027,9 +1027,9 @@ export class LockStore {
           from: this.locks.collectionName,
           localField: '_id',
           foreignField: '_id',
-          // Held, or reserved by a waiting group: either way not claimable by claimFree, so not a
-          // candidate (else the call would retry it until the reservation ends).
-          pipeline: [{ $match: LOCKED_OR_RESERVED }, { $project: { _id: 1 } }],
+          // Held (unexpired by the server's clock). A free document a waiting group reserved is a
+          // candidate: a reservation is no lock, and claimFree takes it (PRODUCT.md property 14).
+          pipeline: [{ $match: UNEXPIRED }, { $project: { _id: 1 } }],
           as: 'lock',
         },
       },
@@ -1047,14 +1047,17 @@ export class LockStore {
    * Takes the lock on `documentId` for `ownerKey` only if nobody holds it, not even `ownerKey`
    * (so two workers sharing an owner never get one document): the acquire's `findAndModify`
    * (see `acquire`, same filter, upsert and projection) with the condition "free or expired"
-   * alone. Resolves to the grant and the monotonic time its request was sent, or to null when the
+   * alone, whatever a waiting group's reservation (no lock: lockNext passing a free reserved
+   * document over would answer "none" while a matching document is free). Resolves to the grant and the monotonic time its request was sent, or to null when the
    * record is held (the pipeline left it binary-identical: a no-op, nothing written, R5). A
    * record written by an open caller transaction of this process counts as held (mongod would
    * make the write wait for that transaction, R17).
    */
   async claimFree(documentId: unknown, ownerKey: string, ttl: number, label: string | null): Promise<Grant | null> {
     if (this.writtenByCallerTransaction(documentId)) return null;
-    const { record, token, sentAt } = await this.sendAcquire(documentId, ownerKey, undefined, ttl, label);
+    // Free or expired, whatever a waiting group's reservation: lockNext answers "none" only when no
+    // matching document was FREE (PRODUCT.md property 14), and a reservation is no lock.
+    const { record, token, sentAt } = await this.sendAcquire(documentId, ownerKey, freeOrHeldBy(undefined), ttl, label);
     // A retried findAndModify is answered unprojected (see acquire): then the token says whether
     // it is ours, and `acquiredAt` is the granting command's `$$NOW`.
     const projected = 'acquired' in record;

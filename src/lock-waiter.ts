@@ -144,16 +144,24 @@ export class LockWatch {
   private wake(key: string): void {
     const set = this.subscribers.get(key);
     if (!set) return;
-    for (const waiter of set) {
-      if (waiter.waiting) {
-        set.delete(waiter); // woken once; it subscribes again (at the back) if it loses
-        if (set.size === 0) this.subscribers.delete(key);
-        if (--this.count === 0) this.scheduleIdleClose();
+    // Every subscriber not marked waiting is told (an attempt in flight, or a waiting group, which
+    // may not act on this document: lock-group.ts subscribeAll); of those marked waiting, only the
+    // longest waiting. Before, a marked waiter took the change alone: a group that reserved the
+    // freed document slept until its safety poll while the woken single waiter was refused by the
+    // group's reservation (reliability/group-waiting-leaves-others-usable).
+    let handed = false;
+    for (const waiter of [...set]) {
+      if (!waiter.waiting) {
         waiter.wake();
-        return;
+        continue;
       }
+      if (handed) continue;
+      handed = true;
+      set.delete(waiter); // woken once; it subscribes again (at the back) if it loses
+      if (set.size === 0) this.subscribers.delete(key);
+      if (--this.count === 0) this.scheduleIdleClose();
+      waiter.wake();
     }
-    for (const waiter of set) waiter.wake(); // nobody is waiting yet: tell every attempt in flight
   }
 
   private wakeAll(): void {
