@@ -1,0 +1,109 @@
+/**
+ * What a waiting group costs everyone else (issue 17 item 2; PRODUCT.md property 10; fair3 brief
+ * design 4, "a bounded hold"). On main a waiting group holds nothing while it waits. A design that
+ * keeps a prefix while it waits holds those documents for as long as it waits, except for the hold
+ * bound (it gives them back after min(2 s, ttl / 2), backs off, starts again): a group waiting a
+ * long time for a document in a long job must not keep its other documents from everyone else for
+ * that long, and a document it merely waits for (free, reserved) takes ordinary writes.
+ *
+ * H holds d1 for a 10 s job; G asks for [d0, d1, d2] with a 30 s wait. Meanwhile:
+ *  - a single-document waiter for d0 (`lock` with an 8 s wait) and a group [d0, d2] of another
+ *    owner (8 s wait) are each served within their wait;
+ *  - a prober that does not wait (tryLock d2 every 100 ms, releasing at once) is never refused for
+ *    longer than 6 s in a row (the bound plus backoff plus a loaded machine);
+ * and when H lets go while G's own commands are held up by the server (so d1 is free, and reserved
+ * in a design that reserves), another process's plain write to d1 (the write guard: nobody holds it)
+ * succeeds.
+ */
+import type { Types } from 'mongoose';
+import { deploymentFacts } from '../conformance/support/server';
+import { connect, sleep, testDatabase, type MonitoredConnection } from '../support/db';
+import { usesFailPoints } from '../support/fail-point-lock';
+import { appConnections, failPointOff, timed } from '../support/group-waiting';
+import { workItemModel, type WorkItemModel } from '../support/work-item';
+
+usesFailPoints();
+jest.setTimeout(180_000);
+const db = testDatabase('grp_wait_usable');
+let admin: MonitoredConnection;
+let gConn: MonitoredConnection & { app: string };
+let hConn: MonitoredConnection;
+let G: WorkItemModel;
+let H: WorkItemModel;
+let X: WorkItemModel;
+
+beforeAll(async () => {
+  admin = await connect(db.name);
+  [gConn] = await appConnections(db.name, 'mpl-grp-usable', 1);
+  hConn = await connect(db.name);
+  G = await workItemModel(gConn.connection, { ttl: 30_000, ownerStorage: 'plain' }, 'UsableItem');
+  H = await workItemModel(hConn.connection, { ttl: 30_000, ownerStorage: 'plain' }, 'UsableItem');
+  X = await workItemModel(admin.connection, { ttl: 30_000, ownerStorage: 'plain' }, 'UsableItem');
+});
+
+afterAll(async () => {
+  await failPointOff(admin.connection);
+  await db.drop(admin.connection);
+  await Promise.all([admin.close(), gConn.close(), hConn.close()]);
+});
+
+async function three(): Promise<Types.ObjectId[]> {
+  return (await X.insertMany([{ title: 'd0' }, { title: 'd1' }, { title: 'd2' }])).map((d) => d._id).sort((x, y) => x.toHexString().localeCompare(y.toHexString()));
+}
+
+test('a group waiting 10 s for a document in a long job does not keep its other documents from others beyond the bound', async () => {
+  const ids = await three();
+  const hold = await H.lock(ids[1]!, 'H');
+  const group = timed(G.lockMany(ids, 'G', { wait: 30_000 }));
+  await sleep(1_000);
+  let done = false;
+  let longestRefused = 0;
+  let got = 0;
+  const prober = (async () => {
+    let refusedSince: number | undefined;
+    while (!done) {
+      const doc = await X.tryLock(ids[2]!, 'prober');
+      const now = performance.now();
+      if (doc) {
+        got++;
+        if (refusedSince !== undefined) longestRefused = Math.max(longestRefused, now - refusedSince);
+        refusedSince = undefined;
+        await doc.unlock();
+      } else refusedSince ??= now;
+      await sleep(100);
+    }
+    if (refusedSince !== undefined) longestRefused = Math.max(longestRefused, performance.now() - refusedSince);
+  })();
+  const single = timed(X.lock(ids[0]!, 'single', { wait: 8_000 }).then((doc) => doc.unlock()));
+  const other = timed(X.lockMany([ids[2]!, ids[0]!], 'other-group', { wait: 8_000 }).then((docs) => X.unlockMany(docs)));
+  const [s, o] = await Promise.all([single, other]);
+  await sleep(Math.max(0, 9_000 - 1_000 - Math.max(s.ms, o.ms)));
+  done = true;
+  await prober;
+  await hold.unlock();
+  const g = await group;
+  if (g.ok) await G.unlockMany(g.value);
+  console.log(`beside a long wait: single d0 ${s.ok ? 'served' : 'refused'} after ${s.ms} ms, group [d2, d0] ${o.ok ? 'served' : 'refused'} after ${o.ms} ms, prober got d2 ${got} times, longest refused ${Math.round(longestRefused)} ms; G ${g.ok ? 'served' : 'refused'} after ${g.ms} ms`);
+  expect({ single: s.ok, other: o.ok, g: g.ok }).toEqual({ single: true, other: true, g: true });
+  expect(longestRefused).toBeLessThan(6_000);
+});
+
+(deploymentFacts().failPoints ? test : test.skip)('a document a stalled group waits for, free once its holder let go, takes another process\'s plain write (nobody holds it)', async () => {
+  const ids = await three();
+  const hold = await H.lock(ids[1]!, 'H');
+  const group = timed(G.lockMany(ids, 'G', { wait: 30_000 }));
+  await sleep(1_500);
+  await admin.connection.getClient().db('admin').command({
+    configureFailPoint: 'failCommand',
+    mode: 'alwaysOn',
+    data: { failCommands: ['update', 'find', 'findAndModify', 'insert', 'delete', 'aggregate', 'getMore'], appName: gConn.app, blockConnection: true, blockTimeMS: 3_000 },
+  });
+  await sleep(200);
+  await hold.unlock();
+  const write = await timed(X.updateOne({ _id: ids[1]! }, { $set: { title: 'edited by nobody holding it' } }));
+  await failPointOff(admin.connection);
+  const g = await group;
+  if (g.ok) await G.unlockMany(g.value);
+  console.log(`write to a free waited-for document: ${write.ok ? 'ok' : String(write.error)} in ${write.ms} ms`);
+  expect(write.ok ? write.value.modifiedCount : String(write.error)).toBe(1);
+});
