@@ -147,3 +147,26 @@ test('many groups (3 of 8 documents, random orders, all waiting) for 15 s: no ca
   expect(reports.map((r) => r.refusals)).toEqual(reports.map(() => 0));
   expect(reports.every((r) => r.sections > 0)).toBe(true);
 });
+
+test('three waiting groups sharing one document (each [d, own]) with 100 ms sections for 15 s: each gets its turns', async () => {
+  const [d, ...own] = await documents(4);
+  const stopAt = Date.now() + 15_000;
+  const sections = await Promise.all(
+    own.map((mine, k) =>
+      (async () => {
+        let n = 0;
+        while (Date.now() < stopAt) {
+          const got = await timed(models[k + 1]!.lockMany([d!, mine], `sharer-${k}`, { wait: 20_000 }));
+          if (!got.ok) continue;
+          n++;
+          await sleep(100);
+          await models[k + 1]!.unlockMany(got.value);
+        }
+        return n;
+      })(),
+    ),
+  );
+  console.log(`three groups sharing d: sections ${sections.join(' / ')}`);
+  // 15 s of 100 ms sections: ~140 in all; a fair share is ~45 each. At least 10 each.
+  expect(Math.min(...sections)).toBeGreaterThanOrEqual(10);
+});
