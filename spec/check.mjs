@@ -78,6 +78,13 @@ export const CONFIGS = [
   { name: 'many-same-owner', model: 'many.pml', defines: [...MANY, '-DOPS=1', '-DOTHER_OWNER=1'], expect: 'holds', suites: ['full'], why: 'two requests of one owner' },
   { name: 'many-small', model: 'many.pml', defines: [...MANY_SMALL, '-DOPS=1'], expect: 'holds', suites: ['ci'], why: 'ALL-OR-NOTHING, LEASE, MUTEX' },
   { name: 'many-no-release', model: 'many.pml', defines: [...MANY_SMALL, '-DOPS=1', '-DNO_RELEASE'], expect: 'fails', invariant: 'ALL-OR-NOTHING', suites: ['full', 'ci'], why: 'lockMany without the release of a refused round' },
+  // ---- ordered.pml: waiting groups in canonical order, one reservation, the hold bound (issue 17 item 2) ----
+  { name: 'ordered', model: 'ordered.pml', defines: ['-DUSER', '-DROUNDS=2'], expect: 'holds', suites: ['ci'], why: 'NO-DEADLOCK: two waiting groups in opposite listed orders and a caller holding D1 then waiting for D0, two rounds each' },
+  { name: 'ordered-3', model: 'ordered.pml', defines: ['-DUSER', '-DROUNDS=3'], expect: 'holds', suites: ['full'], why: 'the same, three rounds each' },
+  { name: 'ordered-groups-no-bound', model: 'ordered.pml', defines: ['-DNO_BOUND', '-DROUNDS=3'], expect: 'holds', suites: ['full'], why: 'groups alone never deadlock, even without the hold bound (canonical order)' },
+  { name: 'ordered-no-bound', model: 'ordered.pml', defines: ['-DUSER', '-DNO_BOUND', '-DROUNDS=2'], expect: 'fails', invariant: 'NO-DEADLOCK', suites: ['full', 'ci'], why: 'without the hold bound: a group holding D0 and the caller holding D1 wait for each other' },
+  { name: 'ordered-reserve-all', model: 'ordered.pml', defines: ['-DUSER', '-DRESERVE_ALL'], expect: 'fails', invariant: 'NO-DEADLOCK', suites: ['full', 'ci'], why: 'the earlier design (fair2): a waiting group reserves every document it needs; the caller holding D1 waits for reserved D0' },
+  { name: 'ordered-listed-order', model: 'ordered.pml', defines: ['-DNO_BOUND', '-DLISTED_ORDER', '-DROUNDS=2'], expect: 'fails', invariant: 'NO-DEADLOCK', suites: ['full', 'ci'], why: 'groups holding prefixes of their own listed order (not the canonical one) deadlock' },
   // ---- next.pml: lockNext ----
   { name: 'next', model: 'next.pml', defines: [...NEXT], expect: 'holds', suites: ['full'], why: 'RETURNED, ONE-CLAIMANT, LEASE, MUTEX: two workers, two jobs, two changes' },
   { name: 'next-mongos', model: 'next.pml', defines: [...NEXT, '-DMONGOS'], expect: 'holds', suites: ['full'], why: 'the same through mongos' },
@@ -106,6 +113,7 @@ const INVARIANT_PATTERNS = {
   RETURNED: /match\[d\]|!\(c1\)|BEL|left\[/,
   NULL: /allAlong/,
   SERIAL: /exists\[0\]&&match\[0\]/,
+  'NO-DEADLOCK': /done==/,
 };
 
 function parseArgs(argv) {

@@ -11,20 +11,22 @@
  * connection is gone), the round's locks stay held, by nobody who can use them, until their ttl
  * passes: expiry is the server's, so they free themselves; nothing is handed out half.
  *
- * Waiting (`wait`): rounds are retried, release-and-retry, never hold-and-wait. A round holds its
- * locks only for its own few commands and never waits while holding them, so overlapping callers
- * cannot deadlock whatever order they list their documents in. Two callers that keep refusing each
- * other (each took what the other needs in the same instant) are separated by a random pause
- * before each retry, growing with every refused round (jittered exponential backoff), so one of
- * them soon runs its round alone and wins; a waiter wakes as soon as a lock that stopped it changes
- * (the lock collection's change stream through LockWatch, subscribed before each attempt so that no
- * release is missed), at the blockers' expiry, or by polling where there are no change streams,
- * and then reads whether its whole group is free before it runs a round, so that a waiter that is
- * still blocked never takes (and releases, waking others) anything. It is not a queue: a group
- * can be overtaken by callers that need fewer or other documents; `wait` bounds the attempts.
- * Canonical ordering was not chosen: it prevents deadlock only for callers that hold some locks
- * while waiting for others (one command per document, in order), which is what a constant number
- * of commands rules out, and it would make a large group wait behind every small one.
+ * Waiting (`wait`, issue 17 item 2): the first attempt is the same round as without `wait`. For
+ * ORDERED_AFTER_MS it then retries in rounds that hold nothing between them (woken by changes, a
+ * read before each retry says whether the group is free). Refused after that, the group waits in CANONICAL ORDER (canonicalOrder: lock collection name, then id
+ * key; the same in every process): it holds the longest canonical prefix it got, reserves the one
+ * document it lacks first (GroupReservation: once free, only this group takes it, so callers that
+ * release and re-take it cannot starve the group), and when that document is free runs one ordered
+ * step (orderedStep: the round's commands, renewing the prefix). Why this order and not
+ * release-and-retry alone: release-and-retry never deadlocks but a group needing many documents is
+ * starved by callers that take turns on them; why not reserve every document (branch fair2): that
+ * makes hold-and-wait cycles with ordinary callers that plain locks never have. With a canonical
+ * order, groups hold only prefixes of one global order and wait for the next document, so no two
+ * groups wait for each other in a cycle; a reservation on the awaited document alone is part of
+ * that same order (the group "holds" it next). What remains is code outside the order (a caller
+ * that holds one document and waits for another, a lockNext worker holding its job): a group that
+ * held a non-empty prefix for longer than holdBound gives everything back, so such a cycle ends
+ * within the bound (docs/limits.md says what is and is not guaranteed).
  */
 import { performance } from 'node:perf_hooks';
 import type { HydratedDocument } from 'mongoose';
@@ -36,6 +38,7 @@ import { idKey } from './id-key';
 import { newLockToken, type GroupBlocker } from './lock-store';
 import type { AnyModel, ModelRuntime } from './runtime';
 import { issueTicket } from './ticket';
+import { GroupReservation } from './group-reservation';
 
 type AnyDoc = HydratedDocument<unknown>;
 
@@ -104,14 +107,22 @@ const POLL_BASE_MS = 20;
 const POLL_CAP_MS = 1_000;
 /** With live change streams, still retry this often in case an event was missed (as lock-waiter.ts). */
 const SAFETY_POLL_MS = 5_000;
-/** The random pause before a retry is drawn from [0, min(cap, twice the last round's duration)). */
-const JITTER_CAP_MS = 250;
 /**
  * Without `wait`, a round refused by a lock that was gone by the time the blockers were read (it
  * was released in between), or granted too late to hand out, is tried again at once, this many
  * rounds in all, before the call gives up.
  */
 const QUICK_ROUNDS = 3;
+/**
+ * A waiting group first waits as before ordered waiting: release-and-retry rounds, holding
+ * nothing between them (most contention ends within a few rounds, and holding a prefix would make
+ * overlapping groups queue behind each other: about half the throughput, bench/contention-ab.ts).
+ * Refused after this long, it waits in canonical order (waitInOrder), which is what serves it
+ * against callers that keep taking its documents.
+ */
+const ORDERED_AFTER_MS = 250;
+/** The random pause before a retry is drawn from [0, min(cap, twice the last round's duration)). */
+const JITTER_CAP_MS = 250;
 
 /**
  * The conservative lease of one lock of a group (issue 16 item 3, PRODUCT.md property 13; see
@@ -367,6 +378,8 @@ export async function lockGroup(request: GroupRequest): Promise<{ documents: Any
         roundMs = performance.now() - roundStarted;
       }
       if (outcome.kind === 'granted') return outcome;
+      // Refused for long enough under `wait`: from here the group waits in canonical order (waitInOrder).
+      if (subscriptions && performance.now() - started >= ORDERED_AFTER_MS) return await abortable(waitInOrder(parts, request, started, outcome), parts, request);
       const blockers = outcome.kind === 'refused' ? outcome.blockers : [];
       const transaction = outcome.kind === 'refused' && outcome.transaction === true;
       const live = subscriptions ? await subscriptions.live : false;
@@ -391,7 +404,9 @@ export async function lockGroup(request: GroupRequest): Promise<{ documents: Any
       const untilExpiry = blockers.length === 0 ? (transaction ? Infinity : 0) : Math.max(...blockers.map((b) => (b.remainingMs ?? Infinity) + 1));
       // A transaction's end writes nothing a waiter hears of: back off and try again.
       const poll = live && !transaction ? SAFETY_POLL_MS : Math.random() * Math.min(POLL_CAP_MS, POLL_BASE_MS * 2 ** attempt);
-      await Promise.race([subscriptions.waitFor(blockers), pause(Math.min(left, untilExpiry, poll), request.signal)]);
+      // At ORDERED_AFTER_MS at the latest, try again: a refusal from then on goes ordered.
+      const untilOrdered = Math.max(0, ORDERED_AFTER_MS - waited);
+      await Promise.race([subscriptions.waitFor(blockers), pause(Math.min(left, untilExpiry, poll, untilOrdered), request.signal)]);
       // Woken: stop listening (the next attempt subscribes again, before it reads anything).
       subscriptions.cancel();
       // Callers woken by the same release would otherwise all retry in the same instant: a random
@@ -400,6 +415,229 @@ export async function lockGroup(request: GroupRequest): Promise<{ documents: Any
       await pause(Math.random() * Math.min(JITTER_CAP_MS, 2 * roundMs), request.signal);
     } finally {
       subscriptions?.cancel();
+    }
+  }
+}
+
+/**
+ * The canonical order of a group's members, the same in every process: by lock collection name,
+ * then by id key (id-key.ts; compared as strings, code unit by code unit). For `lockMany` every
+ * member shares one lock collection, so it is the order of the id keys.
+ */
+function canonicalOrder(members: readonly GroupMember[]): GroupMember[] {
+  const keyOf = new Map(members.map((m) => [m, `${m.runtime.lockModel.collection.collectionName}\u0000${idKey(m.documentId)}`]));
+  return [...members].sort((a, b) => (keyOf.get(a)! < keyOf.get(b)! ? -1 : keyOf.get(a)! > keyOf.get(b)! ? 1 : 0));
+}
+
+/** What a waiting group holds: the first `count` members of its canonical order, under `token`. */
+interface Prefix {
+  token: string | undefined;
+  count: number;
+}
+
+/** The outcome of one ordered step: the whole group, or the prefix it now holds. */
+type Step = { kind: 'done'; round: Round } | { kind: 'prefix'; prefix: Prefix };
+
+/**
+ * One ordered step of a waiting group: ONE `update` per lock collection sends every member (the
+ * fast path's command, takeGroup, with the group's reservation key), so it renews the prefix the
+ * group holds (same owner: taken over under the new token, its lease timed from this send) and
+ * takes every other member that is free and not reserved by someone else; one `find` per lock
+ * collection reads which members carry the new token. All of them: handed out as a round is. Else
+ * the group keeps the longest canonical prefix it got and releases, by token, what it got past
+ * the first member it lacks (so it never holds anything above the document it waits for: groups
+ * that hold only prefixes of one global order cannot wait for each other in a cycle).
+ */
+async function orderedStep(parts: readonly Part[], order: readonly GroupMember[], request: GroupRequest, held: Prefix, key: string): Promise<Step> {
+  const token = newLockToken();
+  const sentAt = performance.now();
+  const tokens = held.token ? [held.token, token] : [token];
+  const releaseAll = () => Promise.all(tokens.map((t) => releaseAfterFault(parts, t)));
+  const settled = await Promise.allSettled(parts.map((part) => part.runtime.store.takeGroup(part.members, token, request.ttl, request.label, key)));
+  const fault = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
+  if (fault) {
+    await releaseAll();
+    throw fault.reason;
+  }
+  let grants: Awaited<ReturnType<ModelRuntime['store']['readGroupGrants']>>[];
+  try {
+    grants = await Promise.all(parts.map((part) => part.runtime.store.readGroupGrants(part.ids, token)));
+  } catch (error) {
+    await releaseAll();
+    throw error;
+  }
+  const partIndex = new Map(parts.map((part, i) => [part.runtime.lockModel as object, i]));
+  const got = new Set(grants.flatMap((records, i) => records.map((r) => `${i}\u0000${idKey(r._id)}`)));
+  const has = (m: GroupMember) => got.has(`${partIndex.get(m.runtime.lockModel)}\u0000${idKey(m.documentId)}`);
+  let count = 0;
+  while (count < order.length && has(order[count])) count++;
+  if (count === order.length) {
+    let loaded: Loaded;
+    try {
+      loaded = await loadMembers(request.members);
+    } catch (error) {
+      await releaseAll();
+      throw error;
+    }
+    return { kind: 'done', round: await handOut(parts, request, token, sentAt, grants, loaded) };
+  }
+  // Past the prefix: given back at once (one `update` per lock collection that has any).
+  const beyond = order.slice(count).filter(has);
+  try {
+    await Promise.all(
+      parts.map((part) => {
+        const ids = beyond.filter((m) => m.runtime.lockModel === part.runtime.lockModel).map((m) => m.documentId);
+        return ids.length ? part.runtime.store.releaseGroup(ids, token) : undefined;
+      }),
+    );
+  } catch (error) {
+    await releaseAll();
+    throw error;
+  }
+  return { kind: 'prefix', prefix: { token: count > 0 ? token : undefined, count } };
+}
+
+/**
+ * An explicit abort ends a waiting group's call at once (with the signal's reason), whatever
+ * command of the wait is in flight: the wait itself goes on in the background until that command
+ * answers, sees the abort and releases what it holds; a group it was granted meanwhile is
+ * released by its token, never returned. A timeout is not an abort: it ends the wait as `wait`
+ * running out does (the call's own loop reports it).
+ */
+function abortable(work: Promise<{ documents: AnyDoc[]; group: HeldGroup }>, parts: readonly Part[], request: GroupRequest): Promise<{ documents: AnyDoc[]; group: HeldGroup }> {
+  const signal = request.signal;
+  if (!signal) return work;
+  let onAbort: (() => void) | undefined;
+  const aborted = new Promise<never>((_, reject) => {
+    onAbort = () => {
+      if (calledOff(signal)) reject(abortedWith(request.members[0].documentId, signal));
+    };
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
+  aborted.catch(() => undefined);
+  void work.then(
+    (granted) => {
+      if (calledOff(signal)) void releaseAfterFault(parts, granted.group.token);
+    },
+    () => undefined,
+  );
+  return Promise.race([work, aborted]).finally(() => signal.removeEventListener('abort', onAbort!));
+}
+
+/** Releases a prefix by its token (one `update` per lock collection); never throws (the locks expire). */
+async function releasePrefix(parts: readonly Part[], held: Prefix): Promise<void> {
+  if (held.token) await releaseAfterFault(parts, held.token);
+}
+
+/**
+ * How long a waiting group may hold a non-empty prefix before it gives everything back: HOLD_BASE_MS,
+ * doubled at each give-up of the same call, never more than half the ttl (each step renews the
+ * prefix, so a held lock has at least half its ttl left while the group waits: no lease runs out
+ * under a waiting group). The bound ends a cycle through a caller that holds one document and
+ * waits for another in another order (user code, a lockNext worker): that caller gets what the
+ * group gave back. Doubling lets the group outlast a caller that gives up (or finishes) after a
+ * fixed patience, at the price of a longer cycle the next time (see docs/limits.md).
+ */
+const HOLD_BASE_MS = 2_000;
+function holdBound(giveUps: number, ttl: number): number {
+  return Math.max(MIN_LEASE_MS, Math.min(HOLD_BASE_MS * 2 ** giveUps, ttl / 2));
+}
+
+/**
+ * Waiting in canonical order, after the whole group was refused at once (issue 17 item 2): the
+ * group holds the longest prefix of its canonical order it could take and waits for the first
+ * member it lacks, which it reserves (GroupReservation: no other caller takes it once free). When
+ * that member is free (a read, nothing taken), one ordered step takes from it on and renews the
+ * prefix. A group that has held a non-empty prefix for longer than holdBound gives it all back,
+ * ends its reservation, pauses a random while and starts again from the fast path. Ends as
+ * lockGroup does: the documents, LockedError when the wait runs out, the signal's reason on an
+ * explicit abort; whatever it held is released (after an abort in the background: an abort never
+ * waits, and never returns a lock).
+ */
+async function waitInOrder(parts: readonly Part[], request: GroupRequest, started: number, first: Round): Promise<{ documents: AnyDoc[]; group: HeldGroup }> {
+  const order = canonicalOrder(request.members);
+  const key = newLockToken();
+  const reservation = new GroupReservation(key);
+  let held: Prefix = { token: undefined, count: 0 };
+  let holdingSince: number | undefined;
+  let giveUps = 0;
+  let lastBlocker: GroupBlocker | undefined = first.kind === 'refused' ? first.blockers[0] : undefined;
+  let abort = false;
+  try {
+    for (let attempt = 0; ; attempt++) {
+      if (calledOff(request.signal)) {
+        abort = true;
+        throw abortedWith(request.members[0].documentId, request.signal!);
+      }
+      const awaited = order[held.count];
+      const subscription = awaited.runtime.watch.subscribe(awaited.documentId);
+      try {
+        const [blocker] = await awaited.runtime.store.findBlockersFor([awaited.documentId], [awaited.ownerKey], key);
+        if (!blocker) {
+          const stepped = await orderedStep(parts, order, request, held, key);
+          if (stepped.kind === 'done' && stepped.round.kind === 'granted') {
+            // The step renewed the prefix under the grant's token: nothing of the old token is left to release.
+            held = { token: undefined, count: 0 };
+            if (!calledOff(request.signal)) return stepped.round;
+            // Aborted while the step was on its way: never handed out (abortable releases it).
+            abort = true;
+            await releaseAfterFault(parts, stepped.round.group.token).catch(() => undefined);
+            throw abortedWith(request.members[0].documentId, request.signal!);
+          }
+          const before = held.count;
+          held = stepped.kind === 'prefix' ? stepped.prefix : { token: undefined, count: 0 };
+          if (held.count === 0) holdingSince = undefined;
+          else holdingSince ??= performance.now();
+          // Moved on: the next document is reserved when it is found blocked.
+          if (reservation.member && reservation.member !== order[held.count]) reservation.end();
+          if (held.count > before) continue;
+        } else {
+          lastBlocker = { ...blocker, documentId: awaited.documentId };
+          reservation.hold(awaited);
+        }
+        const live = await subscription.live;
+        if (calledOff(request.signal)) {
+          abort = true;
+          throw abortedWith(request.members[0].documentId, request.signal!);
+        }
+        const timedOut = request.signal?.aborted === true;
+        if (live && !subscription.wasLive && !timedOut) continue;
+        const waited = performance.now() - started;
+        const left = request.wait - waited;
+        if (left <= 0 || timedOut) {
+          const cause: unknown = timedOut ? request.signal!.reason : undefined;
+          throw lockedError(lastBlocker, request, ` Waited ${Math.round(waited)} ms for it.`, cause);
+        }
+        const bound = holdBound(giveUps, request.ttl);
+        if (holdingSince !== undefined && performance.now() - holdingSince >= bound) {
+          // Held too long: give everything back, so a caller waiting in another order gets it.
+          reservation.end();
+          await releasePrefix(parts, held);
+          held = { token: undefined, count: 0 };
+          holdingSince = undefined;
+          giveUps++;
+          await pause(Math.min(left, (0.5 + Math.random() / 2) * Math.min(bound / 2, POLL_CAP_MS)), request.signal);
+          if (calledOff(request.signal)) continue;
+          const again = await round(parts, request);
+          if (again.kind === 'granted') return again;
+          if (again.kind === 'refused' && again.blockers[0]) lastBlocker = again.blockers[0];
+          continue;
+        }
+        // No blocker read, yet the step did not get it (taken in between, or behind another
+        // process's transaction, whose end writes nothing a waiter hears of): back off and retry.
+        const untilExpiry = blocker ? (blocker.remainingMs ?? Infinity) + 1 : Infinity;
+        const untilBound = holdingSince === undefined ? Infinity : bound - (performance.now() - holdingSince);
+        const poll = live && blocker ? SAFETY_POLL_MS : Math.random() * Math.min(POLL_CAP_MS, POLL_BASE_MS * 2 ** attempt);
+        await Promise.race([subscription.changed, pause(Math.min(left, untilExpiry, untilBound, poll), request.signal)]);
+      } finally {
+        subscription.cancel();
+      }
+    }
+  } finally {
+    reservation.end();
+    if (held.token) {
+      const release = releasePrefix(parts, held);
+      if (!abort) await release;
     }
   }
 }

@@ -2,7 +2,8 @@
  * The lock algorithm: every MongoDB operation on the lock collection, each written once.
  *
  * A lock is one record in the sibling collection, keyed by the locked document's `_id`:
- *   { _id, owner, token, fence, acquiredAt, expiresAt, label, ttl, claim?, lastWriteAt? }
+ *   { _id, owner, token, fence, acquiredAt, expiresAt, label, ttl, claim?, lastWriteAt?,
+ *     reservedBy?, reservedUntil? }
  * Releasing does not delete the record: it expires it and clears owner and token, so the
  * record keeps the document's fencing counter. The TTL index removes records `purgeAfter`
  * after they expired.
@@ -73,6 +74,15 @@ export interface LockRecord {
   lastWriteAt?: Date;
   /** Random value written by a guarded write's transaction, so that its write is never a no-op. */
   claim?: string;
+  /**
+   * The reservation of a waiting group (lock-group.ts, ordered waiting): the random key of the
+   * one `lockMany` / `lockAll` call that waits for this document. A reservation is no lock: while
+   * `reservedUntil` is ahead of the server's clock, a free record is taken by that call alone;
+   * holders, readers, releaseAllFor and the write guard ignore it.
+   */
+  reservedBy?: string;
+  /** When the reservation lapses unless its waiter renews it (server time). */
+  reservedUntil?: Date;
 }
 
 /** A lock granted (or resumed) by one command, with that command's timing (lease.ts). */
@@ -171,10 +181,40 @@ const UNEXPIRED = { $expr: { $gt: ['$expiresAt', '$$NOW'] } } as const;
  * the comparison is between two dates and never relies on cross-type ordering.
  */
 const EXPIRED_EXPR = { $lte: [{ $ifNull: ['$expiresAt', lit(new Date(0))] }, '$$NOW'] };
-/** Free, or held by `ownerKey` (a renewal by the same owner). */
+/**
+ * Free, or held by `ownerKey` (a renewal by the same owner): the write guard's condition for its
+ * claims. It ignores reservations: a reserved document nobody holds is writable by anyone.
+ */
 function freeOrHeldBy(ownerKey: string | undefined): unknown {
   return ownerKey === undefined ? EXPIRED_EXPR : { $or: [EXPIRED_EXPR, { $eq: ['$owner', lit(ownerKey)] }] };
 }
+/**
+ * Aggregation expression: the record's reservation lets the caller with reservation key `key`
+ * take the free document: there is none, it lapsed by `$$NOW` (a missing `reservedUntil` reads as
+ * the epoch, as EXPIRED_EXPR reads `expiresAt`: a comparison of two dates, R11), or it is `key`'s
+ * own. Without a key (every caller but a waiting group), only when none is live.
+ */
+function reservationLetsIn(key: string | undefined): unknown {
+  const lapsed = { $lte: [{ $ifNull: ['$reservedUntil', lit(new Date(0))] }, '$$NOW'] };
+  return key === undefined ? lapsed : { $or: [lapsed, { $eq: ['$reservedBy', lit(key)] }] };
+}
+/**
+ * The acquisition condition of every lock call (acquire, claimFree, takeGroup): a free record
+ * whose reservation lets the caller in, or, with `mine`, a record `mine` holds unexpired (a
+ * renewal by the same owner, which no reservation stops: the holder keeps what it holds). An
+ * expired lock of `mine` is free like any other, reservation included. With no live reservation
+ * it is `freeOrHeldBy(mine)` exactly.
+ */
+function acquirable(mine: string | undefined, key: string | undefined): unknown {
+  if (mine === undefined) return { $and: [EXPIRED_EXPR, reservationLetsIn(key)] };
+  return { $cond: [EXPIRED_EXPR, reservationLetsIn(key), { $eq: ['$owner', lit(mine)] }] };
+}
+/** Query filter (`$expr`): a free record whose live reservation is not `key`'s (it refuses that caller). */
+function reservedAgainst(key: string | undefined): Document {
+  return { $expr: { $and: [EXPIRED_EXPR, { $not: [reservationLetsIn(key)] }] } };
+}
+/** `$expr` (query filter): unexpired, or free with a live reservation, by the server's clock. */
+const LOCKED_OR_RESERVED = { $expr: { $or: [{ $gt: ['$expiresAt', '$$NOW'] }, { $gt: ['$reservedUntil', '$$NOW'] }] } } as const;
 /**
  * A pipeline update that sets `fields` only when `condition` holds and otherwise sets every one
  * of them to its current value. All expressions of one `$set` stage are evaluated against the
@@ -413,6 +453,12 @@ export class LockStore {
     if (projected ? record.acquired === true : record.token === token) {
       return { token, fence: Number(record.fence), acquiredAt: record.acquiredAt as Date, expiresAt, serverNow, sentAt, label: holderLabel };
     }
+    if (projected && expiresAt.getTime() <= serverNow.getTime()) {
+      // Free, so refused by a waiting group's reservation (acquirable): no holder, no label; a
+      // waiter retries when it is cleared (a change event) or lapses.
+      const until = record.reservedUntil instanceof Date ? record.reservedUntil.getTime() - serverNow.getTime() : undefined;
+      throw new LockedError(documentId, undefined, ' A waiting group reserved it (no lock: it is taken by that group next).', until, null);
+    }
     const remaining = projected ? expiresAt.getTime() - serverNow.getTime() : undefined;
     throw new LockedError(documentId, expiresAt, '', remaining, holderLabel);
   }
@@ -438,7 +484,8 @@ export class LockStore {
       try {
         record = await this.locks.findOneAndUpdate(
           { _id: documentId } as Document,
-          applyIf(freeOrHeldBy(mine), {
+          // Single-document calls and lockNext never carry a reservation key: a live reservation refuses them.
+          applyIf(acquirable(mine, undefined), {
             owner: lit(ownerKey),
             token: lit(token),
             fence: NEXT_FENCE,
@@ -451,8 +498,9 @@ export class LockStore {
             upsert: true,
             returnDocument: 'after',
             // `label` is the holder's display label: ours when acquired, the other holder's on a
-            // refusal (shown as "being edited by ..."); never its owner or token.
-            projection: { _id: 0, acquired: { $eq: ['$token', lit(token)] }, fence: 1, acquiredAt: 1, expiresAt: 1, label: 1, now: '$$NOW' },
+            // refusal (shown as "being edited by ..."); never its owner or token. `reservedUntil`:
+            // when a reservation that refused a free record lapses unless renewed.
+            projection: { _id: 0, acquired: { $eq: ['$token', lit(token)] }, fence: 1, acquiredAt: 1, expiresAt: 1, label: 1, reservedUntil: 1, now: '$$NOW' },
           },
         );
       } catch (error) {
@@ -979,7 +1027,9 @@ export class LockStore {
           from: this.locks.collectionName,
           localField: '_id',
           foreignField: '_id',
-          pipeline: [{ $match: UNEXPIRED }, { $project: { _id: 1 } }],
+          // Held, or reserved by a waiting group: either way not claimable by claimFree, so not a
+          // candidate (else the call would retry it until the reservation ends).
+          pipeline: [{ $match: LOCKED_OR_RESERVED }, { $project: { _id: 1 } }],
           as: 'lock',
         },
       },
@@ -1062,12 +1112,19 @@ export class LockStore {
    * with a duplicate key (the retries exhausted) is a write error of that statement alone; with
    * `ordered: false` the others still run (handleError), and it counts as not taken (R25).
    */
-  async takeGroup(targets: readonly { documentId: unknown; ownerKey: string }[], token: string, ttl: number, label: string | null): Promise<boolean | 'timedOut'> {
+  async takeGroup(
+    targets: readonly { documentId: unknown; ownerKey: string }[],
+    token: string,
+    ttl: number,
+    label: string | null,
+    reservationKey?: string,
+  ): Promise<boolean | 'timedOut'> {
     const pipelines = new Map<string, Document[]>();
     const grant = (ownerKey: string): Document[] => {
       let pipeline = pipelines.get(ownerKey);
       if (!pipeline) {
-        pipeline = applyIf(freeOrHeldBy(ownerKey), {
+        // A waiting group's own reservation lets it in; any other live one refuses (acquirable).
+        pipeline = applyIf(acquirable(ownerKey, reservationKey), {
           owner: lit(ownerKey),
           token: lit(token),
           fence: NEXT_FENCE,
@@ -1127,35 +1184,68 @@ export class LockStore {
    * never counted, whichever of the two commands runs first). Projected to expiry, label and
    * `$$NOW` (no owner, no token).
    */
-  async findGroupBlockers(ids: readonly unknown[], token: string): Promise<GroupBlocker[]> {
-    const records = await this.locks
-      .find({ _id: { $in: ids }, token: { $ne: token }, ...UNEXPIRED } as Document, {
-        projection: { expiresAt: 1, label: 1, now: '$$NOW' },
-        batchSize: ids.length,
-        singleBatch: true,
-        ...PRIMARY,
-      })
-      .toArray();
-    return records.map((record) => ({ ...blockerFrom(record._id, record), label: typeof record.label === 'string' ? record.label : null }));
+  async findGroupBlockers(ids: readonly unknown[], token: string, reservationKey?: string): Promise<GroupBlocker[]> {
+    return this.readBlockers({ _id: { $in: ids }, $or: [{ token: { $ne: token }, ...UNEXPIRED }, reservedAgainst(reservationKey)] }, ids.length);
   }
 
   /**
    * Before a waiting group tries again: the records among `ids` that would refuse it now, i.e.
    * unexpired by the server's clock and held by an owner other than `ownerKeys` (a group's own
-   * owner takes its own locks over). One `find`, nothing written: a waiter that is still blocked
-   * takes no lock even for a moment, so it neither refuses other callers nor wakes their waiters
-   * with a release. Projected as findGroupBlockers.
+   * owner takes its own locks over), or free with a live reservation that is not the group's
+   * (acquirable). One `find`, nothing written: a waiter that is still blocked takes no lock even
+   * for a moment, so it neither refuses other callers nor wakes their waiters with a release.
+   * Projected as findGroupBlockers.
    */
-  async findBlockersFor(ids: readonly unknown[], ownerKeys: readonly string[]): Promise<GroupBlocker[]> {
+  async findBlockersFor(ids: readonly unknown[], ownerKeys: readonly string[], reservationKey?: string): Promise<GroupBlocker[]> {
+    return this.readBlockers({ _id: { $in: ids }, $or: [{ owner: { $nin: ownerKeys }, ...UNEXPIRED }, reservedAgainst(reservationKey)] }, ids.length);
+  }
+
+  /** The blockers `filter` finds (at most `count`, one batch), each a lock or a reservation; no owner, token or key. */
+  private async readBlockers(filter: Document, count: number): Promise<GroupBlocker[]> {
     const records = await this.locks
-      .find({ _id: { $in: ids }, owner: { $nin: ownerKeys }, ...UNEXPIRED } as Document, {
-        projection: { expiresAt: 1, label: 1, now: '$$NOW' },
-        batchSize: ids.length,
-        singleBatch: true,
-        ...PRIMARY,
-      })
+      .find(filter, { projection: { expiresAt: 1, reservedUntil: 1, label: 1, now: '$$NOW' }, batchSize: count, singleBatch: true, ...PRIMARY })
       .toArray();
-    return records.map((record) => ({ ...blockerFrom(record._id, record), label: typeof record.label === 'string' ? record.label : null }));
+    return records.map((record) => groupBlockerFrom(record._id, record));
+  }
+
+  /**
+   * Reserves the free document `documentId` for the waiting group whose reservation key is `key`
+   * (lock-group.ts, ordered waiting): one `update` of one statement, a pipeline upsert with filter
+   * `{ _id }` alone (R1, R3) that writes `reservedBy = key` and `reservedUntil = $$NOW + leaseMs`
+   * when the record has no live reservation or it is `key`'s own (a renewal), and otherwise leaves
+   * the record binary-equal, a no-op (R5): the first waiter keeps it, a later one does not replace
+   * it. It touches no lock field: whoever holds the document keeps it, and the record's expiry (so
+   * the TTL index's purge) stays; a document without a record gets one with only `expiresAt =
+   * $$NOW` (free, purged `purgeAfter` later like a released record) and the reservation. Best
+   * effort (the next renewal tries again): a duplicate key left after the server's retries (R9)
+   * and a wait behind another process's transaction cut by `maxTimeMS` (R26) resolve.
+   */
+  async reserve(documentId: unknown, key: string, leaseMs: number): Promise<void> {
+    const yields = reservationLetsIn(key);
+    const update = [
+      {
+        $set: {
+          reservedBy: { $cond: [yields, lit(key), '$reservedBy'] },
+          reservedUntil: { $cond: [yields, { $add: ['$$NOW', lit(leaseMs)] }, '$reservedUntil'] },
+          expiresAt: { $ifNull: ['$expiresAt', '$$NOW'] },
+        },
+      },
+    ];
+    try {
+      await this.locks.updateOne({ _id: documentId } as Document, update, { upsert: true, maxTimeMS: groupRoundMaxTimeMS(1) });
+    } catch (error) {
+      if (isDuplicateKey(error) || (error as { code?: unknown }).code === 50) return;
+      throw error;
+    }
+  }
+
+  /**
+   * Ends the reservation `key` holds on `documentId`: one `update`, filter `_id` and this `key` (so
+   * nobody else's reservation is touched), `$unset` of the two reservation fields. Nothing else of
+   * the record changes; the change event it makes wakes the document's waiters (LockWatch).
+   */
+  async clearReservation(documentId: unknown, key: string): Promise<void> {
+    await this.locks.updateOne({ _id: documentId, reservedBy: key } as Document, { $unset: { reservedBy: '', reservedUntil: '' } });
   }
 
   /**
@@ -1261,9 +1351,19 @@ function blockerFrom(documentId: unknown, record: Document | null): Blocker {
   return { documentId, expiresAt, remainingMs: expiresAt.getTime() - (record.now as Date).getTime(), label };
 }
 
-/** A lock that stopped a group acquisition, with its holder's display label. */
+/** A lock (or a reservation) that stopped a group acquisition, with its holder's display label. */
 export interface GroupBlocker extends Blocker {
   label: string | null;
+  /** A free document reserved by another waiting group: `expiresAt` is undefined, `remainingMs` says when the reservation lapses unless renewed. */
+  reserved?: boolean;
+}
+
+/** A GroupBlocker from a record read with `expiresAt`, `reservedUntil`, `label` and `now: '$$NOW'`. */
+function groupBlockerFrom(documentId: unknown, record: Document): GroupBlocker {
+  const now = record.now as Date;
+  if (record.expiresAt instanceof Date && record.expiresAt > now) return { ...blockerFrom(documentId, record), label: typeof record.label === 'string' ? record.label : null };
+  const until = record.reservedUntil instanceof Date ? record.reservedUntil.getTime() - now.getTime() : undefined;
+  return { documentId, expiresAt: undefined, remainingMs: until, label: null, reserved: true };
 }
 
 

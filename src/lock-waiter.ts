@@ -123,7 +123,10 @@ export class LockWatch {
     try {
       while (this.stream === stream) {
         const event = (await stream.next()) as mongo.ChangeStreamDocument & { documentKey?: { _id: unknown } };
-        if (event.operationType === 'update' && event.updateDescription?.updatedFields?.token) continue; // an acquisition: nothing freed
+        const updated = event.operationType === 'update' ? event.updateDescription?.updatedFields : undefined;
+        // An acquisition, or a waiting group's reservation written or renewed: nothing freed. (A
+        // reservation's clear removes its fields: it wakes the waiters the reservation refused.)
+        if (updated?.token || updated?.reservedUntil) continue;
         const key = event.documentKey ? idKey(event.documentKey._id) : undefined;
         if (key) this.wake(key);
       }

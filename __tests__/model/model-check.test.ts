@@ -53,7 +53,7 @@ describe('the checked model (spec/, small bounds)', () => {
         // The suite really searched: the protocol's configurations visit many states each.
         for (const r of results.filter((x) => x.expect === 'holds' && x.name !== 'upsert' && x.name !== 'upsert-atomic')) expect(r.states).toBeGreaterThan(10_000);
         // The broken variants the issue names are among them.
-        expect(results.map((r) => r.name)).toEqual(expect.arrayContaining(['old-acquire', 'extend-from-reply', 'upsert-narrowed', 'window-W1', 'window-W2', 'window-W3']));
+        expect(results.map((r) => r.name)).toEqual(expect.arrayContaining(['old-acquire', 'extend-from-reply', 'upsert-narrowed', 'window-W1', 'window-W2', 'window-W3', 'ordered', 'ordered-no-bound', 'ordered-reserve-all', 'ordered-listed-order']));
         expect(run.status).toBe(0);
       } finally {
         rmSync(dir, { recursive: true, force: true });

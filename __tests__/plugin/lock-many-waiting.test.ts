@@ -1,6 +1,6 @@
 /**
  * Model.lockMany(..., { wait, signal }): waiting for a whole group, woken by change streams or by
- * polling; overlapping callers in opposite orders both finish (release and retry, no deadlock).
+ * polling; overlapping callers in opposite orders both finish (canonical order, no deadlock).
  */
 import type { Types } from 'mongoose';
 import { LockedError } from '../../src';
@@ -43,8 +43,8 @@ describe.each([
     await sleep(150);
     await first.unlock();
     await sleep(300);
-    // Still one blocker: the waiter has not returned. (Between its rounds it holds nothing; during a
-    // round, for a few milliseconds, whatever that round took.)
+    // Still one blocker: the waiter has not returned. (It holds the canonical prefix it got, ids[0]
+    // to ids[2], and waits for ids[3].)
     expect(settled).toBe(false);
     expect((await M.lockStatus([ids[3]], { owner: 'waiter' }))[0]?.mine).toBe(false);
     await second.unlock();
@@ -54,7 +54,9 @@ describe.each([
     await M.unlockMany(docs);
   });
 
-  test('a waiter that is still blocked takes nothing: after a partial release it only reads (no update) until the group is free', async () => {
+  // Ordered waiting (issue 17 item 2; lock-group.ts waitInOrder). The ids of one insertMany are
+  // increasing ObjectIds, so their canonical order (id keys) is their order here.
+  test('a waiting group keeps the canonical prefix it got and reserves the next document: a caller that takes it the instant it is released is refused', async () => {
     const M = model();
     const waiterConn = await connect(db.name);
     const stop = new AbortController();
@@ -67,17 +69,23 @@ describe.each([
       const waiting = W.lockMany(ids, 'waiter', { wait: 20_000, signal: stop.signal });
       waiter = waiting.catch(() => undefined);
       await sleep(300);
-      waiterConn.resetCommands();
       await first.unlock();
-      // Woken by the stream, or at its next poll (jittered backoff capped at 1 s): wait for that
-      // read rather than guessing how long it takes on a loaded machine.
+      // Woken by the stream, or at its next poll: wait until it holds the prefix [0, 1] rather than
+      // guessing how long that takes on a loaded machine.
+      const mine = async () => (await M.lockStatus(ids, { owner: 'waiter' })).map((s) => s?.mine === true);
       const deadline = Date.now() + 10_000;
-      while (!waiterConn.commands.includes('find') && Date.now() < deadline) await sleep(50);
-      await sleep(100);
-      // Read while ids[2] is still held: reads only.
-      expect(waiterConn.commands.filter((c) => c === 'update')).toEqual([]);
-      expect(waiterConn.commands.filter((c) => c === 'find').length).toBeGreaterThanOrEqual(1);
+      while (JSON.stringify(await mine()) !== JSON.stringify([true, true, false]) && Date.now() < deadline) await sleep(50);
+      expect(await mine()).toEqual([true, true, false]);
+      // ids[2] is reserved for the group (sent in the background when it found ids[2] held): give
+      // that command time to land, then release ids[2] and take it again at once, as a barging
+      // worker would. Refused: the group waits for it (before ordered waiting, the barger got it).
+      await sleep(500);
       await second.unlock();
+      const barger = await M.lock(ids[2], 'barger').then(
+        () => 'granted',
+        (error: unknown) => (error instanceof LockedError ? 'LockedError' : String(error)),
+      );
+      expect(barger).toBe('LockedError');
       const docs = await waiting;
       expect(docs.map((d) => d.heldLock()!.owner)).toEqual(['waiter', 'waiter', 'waiter']);
       await W.unlockMany(docs);
@@ -86,6 +94,33 @@ describe.each([
       // rejection would land in the next test).
       stop.abort(new Error('test over'));
       await waiter;
+      await waiterConn.close();
+    }
+  });
+
+  test('a group granted by its ordered step sends no release on the way out (its prefix was renewed under the grant\'s token)', async () => {
+    const M = model();
+    const waiterConn = await connect(db.name);
+    try {
+      const W = await workItemModel(waiterConn.connection, { ttl: 30_000, changeStreams: M === Polled ? 'never' : 'auto' }, M.modelName);
+      const ids = await itemsOf(M, 2);
+      const second = await M.lock(ids[1], 'holder');
+      const waiting = W.lockMany(ids, 'waiter', { wait: 20_000 });
+      const deadline = Date.now() + 10_000;
+      while (!(await M.lockStatus([ids[0]], { owner: 'waiter' }))[0]?.mine && Date.now() < deadline) await sleep(50);
+      // From the release of ids[1] on: the releases by token (`token` in the filter) the waiter sends.
+      const releases: unknown[] = [];
+      const listener = (event: { commandName: string; command: { updates?: { q?: { token?: unknown } }[] } }) => {
+        if (event.commandName === 'update' && typeof event.command.updates?.[0]?.q?.token === 'string') releases.push(event.command.updates[0].q);
+      };
+      waiterConn.connection.getClient().on('commandStarted', listener);
+      await second.unlock();
+      const docs = await waiting;
+      waiterConn.connection.getClient().off('commandStarted', listener);
+      expect(docs.map((d) => d.heldLock()!.owner)).toEqual(['waiter', 'waiter']);
+      expect(releases).toEqual([]);
+      await W.unlockMany(docs);
+    } finally {
       await waiterConn.close();
     }
   });

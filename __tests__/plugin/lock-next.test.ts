@@ -163,7 +163,8 @@ describe('the filter is the query Model.find would run', () => {
         from: Q.lockModel().collection.collectionName,
         localField: '_id',
         foreignField: '_id',
-        pipeline: [{ $match: { $expr: { $gt: ['$expiresAt', '$$NOW'] } } }, { $project: { _id: 1 } }],
+        // Held, or reserved by a waiting group (lock-store.ts freeCandidates): not a candidate.
+        pipeline: [{ $match: { $expr: { $or: [{ $gt: ['$expiresAt', '$$NOW'] }, { $gt: ['$reservedUntil', '$$NOW'] }] } } }, { $project: { _id: 1 } }],
         as: 'lock',
       },
     });

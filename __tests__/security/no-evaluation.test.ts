@@ -20,7 +20,7 @@ let conn: MonitoredConnection;
 const sent: Document[] = [];
 
 /** The plugin's own field paths and the system variables it uses: nothing else may start with `$`. */
-const ALLOWED_DOLLAR_STRINGS = new Set(['$$NOW', '$owner', '$token', '$fence', '$acquiredAt', '$expiresAt', '$claim', '$lastWriteAt', '$label', '$ttl']);
+const ALLOWED_DOLLAR_STRINGS = new Set(['$$NOW', '$owner', '$token', '$fence', '$acquiredAt', '$expiresAt', '$claim', '$lastWriteAt', '$label', '$ttl', '$reservedBy', '$reservedUntil']);
 
 /** Strings starting with `$` found outside `$literal` in pipelines, `$expr` and projections of one command. */
 function evaluatedStrings(command: Document): string[] {
@@ -92,6 +92,23 @@ describe.each(['hash', 'plain'] as const)('ownerStorage %s: $-prefixed owners ar
     expect(await WorkItem.releaseAllFor(owner)).toBe(1);
     expect(await WorkItem.isLocked(id)).toBe(false);
     expect(sent.length).toBeGreaterThan(0);
+    for (const command of sent) for (const s of evaluatedStrings(command)) expect(ALLOWED_DOLLAR_STRINGS).toContain(s);
+  });
+
+  test('waiting $-prefixed owners hold prefixes and reserve, are served in turn and release, and no command evaluates the owner or the reservation', async () => {
+    const docs = await WorkItem.create([{ title: 'r1' }, { title: 'r2' }]);
+    const ids = docs.map((d) => d._id);
+    sent.length = 0;
+    const holder = await WorkItem.lock(ids[1], '$$ROOT');
+    // Each waits in canonical order (a prefix, a reservation of the next document), one after the other.
+    const waiting = ['$reservedBy', '$owner', '$$NOW'].map((owner) => WorkItem.lockMany(ids, owner, { wait: 20_000, label: '$reservedUntil' }).then((held) => WorkItem.unlockMany(held)));
+    const reserved = () => WorkItem.lockModel().countDocuments({ _id: { $in: ids }, $expr: { $gt: ['$reservedUntil', '$$NOW'] } });
+    for (const deadline = Date.now() + 20_000; (await reserved()) < 1 && Date.now() < deadline; ) await new Promise((resolve) => setTimeout(resolve, 50));
+    await holder.unlock();
+    await Promise.all(waiting);
+    // A reservation was written (cmd-reserve) and a step carried the reservation key (cmd-take-group).
+    expect(sent.some((command) => JSON.stringify(command.updates ?? []).includes('"reservedBy":{"$cond"'))).toBe(true);
+    expect(sent.some((command) => JSON.stringify(command.updates ?? []).includes('{"$eq":["$reservedBy",{"$literal"'))).toBe(true);
     for (const command of sent) for (const s of evaluatedStrings(command)) expect(ALLOWED_DOLLAR_STRINGS).toContain(s);
   });
 
@@ -275,7 +292,7 @@ describe.each(['hash', 'plain'] as const)('ownerStorage %s: lockNext evaluates n
       const pipeline = read.pipeline as Document[];
       // The filter is the caller's query; everything after it is the plugin's own.
       expect(pipeline[0]).toEqual({ $match: { title: `queued ${owner}` } });
-      expect(evaluatedStrings({ update: pipeline.slice(1) }).filter((s) => !['$$NOW', '$expiresAt'].includes(s))).toEqual([]);
+      expect(evaluatedStrings({ update: pipeline.slice(1) }).filter((s) => !['$$NOW', '$expiresAt', '$reservedUntil'].includes(s))).toEqual([]);
     }
     for (const command of sent) for (const s of evaluatedStrings(command)) expect(ALLOWED_DOLLAR_STRINGS).toContain(s);
   });

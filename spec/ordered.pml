@@ -1,0 +1,118 @@
+/*
+ * Ordered waiting of lockMany / lockAll (issue 17 item 2; src/lock-group.ts waitInOrder,
+ * src/group-reservation.ts): untimed, who waits for whom. Exclusion itself is many.pml's (every
+ * take below is one atomic conditional write, as cmd-take-group's statements are).
+ *
+ * Two documents, D0 < D1 in canonical order. Two waiting groups need both; group 1 lists them
+ * as [D1, D0] (opposite to group 0). Each group, per round:
+ *   - tries both at once (the fast path; refused if either is held or reserved by someone else);
+ *   - then goes ordered: holds the longest canonical prefix, reserves the first document it lacks
+ *     (only when nobody else's reservation is on it: the first waiter keeps it), takes it once it
+ *     is free and not reserved by another, and so on;
+ *   - BOUND: while it holds a non-empty prefix and is blocked, it may give everything back (its
+ *     reservation too) and start the round again (the hold bound; untimed: at any such moment).
+ * USER: a caller outside the order (user code, a lockNext worker) that holds D1 and then waits
+ * for D0, with plain locks: it takes a free document only when no reservation is on it.
+ *
+ * NO-DEADLOCK (assert in the watchdog): whenever nothing can move (spin's `timeout`), every
+ * process has finished its rounds. Livelock (give-ups that repeat for ever) is not checked here:
+ * the code breaks it with a random back-off and a bound that doubles at each give-up.
+ *
+ * Switches: -DUSER (the user caller), -DNO_BOUND (no give-up), -DRESERVE_ALL (the earlier design,
+ * branch fair2: a waiting group holds nothing and reserves every document it needs, taking all at
+ * once when all are free), -DLISTED_ORDER (groups hold prefixes of their listed order instead of
+ * the canonical one), -DROUNDS=n.
+ */
+#ifndef ROUNDS
+#define ROUNDS 1
+#endif
+#define N 2
+#define NONE 255
+
+byte holder[N];   /* NONE: free; else the process id */
+byte resv[N];     /* NONE: no live reservation; else the group id */
+byte done = 0;
+
+/* A free document the caller `me` may take: no reservation, or its own. */
+#define TAKEABLE(d, me) (holder[d] == NONE && (resv[d] == NONE || resv[d] == me))
+
+proctype Group(byte me; byte first) {
+  byte r = 0;
+  byte k;          /* how many documents of its order it holds (a prefix) */
+  byte d;          /* the document it waits for */
+  byte i;
+  do
+  :: r == ROUNDS -> break
+  :: else ->
+    k = 0;
+    /* the fast path: both at once, or nothing */
+    atomic { if :: TAKEABLE(0, me) && TAKEABLE(1, me) -> holder[0] = me; holder[1] = me; k = N :: else -> skip fi }
+    do
+    :: k == N -> break
+    :: else ->
+#ifdef LISTED_ORDER
+      d = (k == 0 -> first : 1 - first);
+#else
+      d = k;
+#endif
+#ifdef RESERVE_ALL
+      /* fair2: reserve every document (first waiter keeps each), hold nothing, take all at once */
+      atomic {
+        if :: resv[0] == NONE -> resv[0] = me :: else -> skip fi;
+        if :: resv[1] == NONE -> resv[1] = me :: else -> skip fi
+      };
+      atomic { TAKEABLE(0, me) && TAKEABLE(1, me) -> holder[0] = me; holder[1] = me; k = N;
+               if :: resv[0] == me -> resv[0] = NONE :: else -> skip fi;
+               if :: resv[1] == me -> resv[1] = NONE :: else -> skip fi }
+#else
+      if
+      :: atomic { TAKEABLE(d, me) -> holder[d] = me; k++; if :: resv[d] == me -> resv[d] = NONE :: else -> skip fi }
+      :: atomic { !TAKEABLE(d, me) && resv[d] == NONE -> resv[d] = me }   /* reserve the one it waits for */
+#ifndef NO_BOUND
+      :: atomic { k > 0 && !TAKEABLE(d, me) ->                            /* the hold bound: give it all back */
+           i = 0;
+           do :: i < N -> if :: holder[i] == me -> holder[i] = NONE :: else -> skip fi;
+                          if :: resv[i] == me -> resv[i] = NONE :: else -> skip fi; i++
+              :: else -> break od;
+           k = 0 }
+#endif
+      fi
+#endif
+    od;
+    /* served: the section, then the release */
+    atomic { holder[0] = NONE; holder[1] = NONE; r++ }
+  od;
+  atomic { done++ }
+}
+
+#ifdef USER
+proctype User(byte me) {
+  byte r = 0;
+  do
+  :: r == ROUNDS -> break
+  :: else ->
+    atomic { TAKEABLE(1, me) -> holder[1] = me };
+    atomic { TAKEABLE(0, me) -> holder[0] = me };
+    atomic { holder[0] = NONE; holder[1] = NONE; r++ }
+  od;
+  atomic { done++ }
+}
+#define PROCS 3
+#else
+#define PROCS 2
+#endif
+
+active proctype Watchdog() {
+  timeout -> assert(done == PROCS)
+}
+
+init {
+  holder[0] = NONE; holder[1] = NONE; resv[0] = NONE; resv[1] = NONE;
+  atomic {
+    run Group(10, 0);
+    run Group(11, 1);
+#ifdef USER
+    run User(12);
+#endif
+  }
+}
