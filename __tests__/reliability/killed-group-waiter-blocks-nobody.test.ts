@@ -15,7 +15,7 @@ import { connect, sleep, testDatabase, type MonitoredConnection } from '../suppo
 import { retryUntil, timed } from '../support/group-waiting';
 import { workItemModel, type WorkItemModel } from '../support/work-item';
 import { killAll, spawnWorker } from './support/children';
-import type { GroupWaiterConfig } from './workers/group-waiter';
+import type { KilledGroupWaiterConfig } from './workers/killed-group-waiter';
 
 jest.setTimeout(180_000);
 const db = testDatabase('grp_waiter_crash');
@@ -37,8 +37,8 @@ afterAll(async () => {
 
 async function killedWaiter(ids: Types.ObjectId[], heldIndex: number): Promise<void> {
   const hold = await X.lock(ids[heldIndex]!, 'H');
-  const config: GroupWaiterConfig = { uri: process.env.MONGODB_URI!, dbName: db.name, modelName: MODEL, ids: ids.map((id) => id.toHexString()), ttl: 3_000, wait: 60_000, owner: 'crashed' };
-  const child = spawnWorker('group-waiter.ts', { MPL_GROUP_WAITER: JSON.stringify(config) }, 90_000);
+  const config: KilledGroupWaiterConfig = { uri: process.env.MONGODB_URI!, dbName: db.name, modelName: MODEL, ids: ids.map((id) => id.toHexString()), ttl: 3_000, wait: 60_000, owner: 'crashed' };
+  const child = spawnWorker('killed-group-waiter.ts', { MPL_KILLED_GROUP_WAITER: JSON.stringify(config) }, 90_000);
   expect(await child.nextLine(60_000)).toBe('started');
   await sleep(2_000);
   child.process.kill('SIGKILL');

@@ -1,15 +1,15 @@
 /**
- * Child process for reliability/group-waiter-crash.test.ts: one `lockMany(ids, owner, { wait })`
+ * Child process for reliability/killed-group-waiter-blocks-nobody.test.ts: one `lockMany(ids, owner, { wait })`
  * from its own process, killed by the test while it waits. Prints `started` once its model is
  * ready and the call is made, then the outcome (it is not expected to get that far).
  *
- * Configuration arrives as JSON in the environment variable MPL_GROUP_WAITER (GroupWaiterConfig).
+ * Configuration arrives as JSON in the environment variable MPL_KILLED_GROUP_WAITER (KilledGroupWaiterConfig).
  */
 import mongoose, { Types } from 'mongoose';
 import { recordLockCommands } from '../../support/command-recorder';
 import { workItemSchema, type WorkItem, type WorkItemModel } from '../../support/work-item';
 
-export interface GroupWaiterConfig {
+export interface KilledGroupWaiterConfig {
   uri: string;
   dbName: string;
   modelName: string;
@@ -20,7 +20,7 @@ export interface GroupWaiterConfig {
 }
 
 async function main(): Promise<void> {
-  const config = JSON.parse(process.env.MPL_GROUP_WAITER ?? '') as GroupWaiterConfig;
+  const config = JSON.parse(process.env.MPL_KILLED_GROUP_WAITER ?? '') as KilledGroupWaiterConfig;
   const connection = mongoose.createConnection(config.uri, { dbName: config.dbName, monitorCommands: true });
   await connection.asPromise();
   recordLockCommands(connection);
