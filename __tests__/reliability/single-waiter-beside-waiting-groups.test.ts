@@ -7,9 +7,10 @@
  * group: a single waiter (or a `lockNext` worker whose only job is that document) never gets it,
  * although on main it competes with them on equal terms.
  *
- * Three loops of `lockMany([d, own document], { wait })` with 100 ms sections keep d busy; a single
- * waiter asks for d with a 25 s wait, and a `lockNext` worker whose filter matches only d likewise.
- * Each must be served within its wait (time printed).
+ * Three loops of `lockMany([d, own document], { wait })` with 100 ms sections keep d busy; once they
+ * have run for 2 s (past the groups' first 250 ms of release-and-retry, in a design that goes
+ * ordered after it), a single waiter asks for d with a 25 s wait, and a `lockNext` worker whose
+ * filter matches only d likewise. Each must be served within its wait (time printed).
  */
 import type { Types } from 'mongoose';
 import { LockedError } from '../../src';
@@ -60,7 +61,7 @@ test('a single-document waiter for d is served while three waiting groups keep t
   const [d, ...own] = (await models[0]!.insertMany([{ title: 'd' }, { title: 'g0' }, { title: 'g1' }, { title: 'g2' }])).map((x) => x._id);
   let done = false;
   const loops = groupLoops(d!, own, () => done);
-  await sleep(500);
+  await sleep(2_000);
   const single = await timed(models[0]!.lock(d!, 'single', { wait: 25_000 }));
   done = true;
   if (single.ok) await single.value.unlock();
@@ -73,7 +74,7 @@ test('a lockNext worker whose only job is d is served while three waiting groups
   const [d, ...own] = (await models[0]!.insertMany([{ title: 'only job' }, { title: 'g0' }, { title: 'g1' }, { title: 'g2' }])).map((x) => x._id);
   let done = false;
   const loops = groupLoops(d!, own, () => done);
-  await sleep(500);
+  await sleep(2_000);
   const next = await timed(models[0]!.lockNext({ _id: d }, 'worker', { wait: 25_000 }));
   done = true;
   if (next.ok && next.value) await next.value.unlock();
