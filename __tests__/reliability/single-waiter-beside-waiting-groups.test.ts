@@ -11,6 +11,13 @@
  * have run for 2 s (past the groups' first 250 ms of release-and-retry, in a design that goes
  * ordered after it), a single waiter asks for d with a 25 s wait, and a `lockNext` worker whose
  * filter matches only d likewise. Each must be served within its wait (time printed).
+ *
+ * Runs on the merge of fair3: the lockNext worker is never served (both topologies; also on main
+ * before fair3, where one group loop took every turn). The single waiter is served on a replica set
+ * (229, 248 ms: woken by the change stream, it wins a race after a reservation's clear) but NOT on a
+ * standalone server (refused after its whole 25 s wait, twice; group sections 47 / 81 / 55 and
+ * 65 / 40 / 64): polling, it always finds d held or reserved by the next group. Main before fair3,
+ * standalone: served after 128 ms.
  */
 import type { Types } from 'mongoose';
 import { LockedError } from '../../src';
