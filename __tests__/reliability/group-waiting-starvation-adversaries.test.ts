@@ -170,3 +170,44 @@ test('three waiting groups sharing one document (each [d, own]) with 100 ms sect
   // 15 s of 100 ms sections: ~140 in all; a fair share is ~45 each. At least 10 each.
   expect(Math.min(...sections)).toBeGreaterThanOrEqual(10);
 });
+
+/**
+ * Newcomers instead of the same loops: a stream of fresh waiting groups, each one call, each asking
+ * for [d, a document of its own], a new one every 150 ms for 20 s (100 ms sections). The group that
+ * has waited longest for d must be served long before the stream ends (fair3's limits: groups are
+ * served "in the order their reservations were written"; a newcomer writes its reservation at once,
+ * a waiter already in line only at its next renewal).
+ */
+test('an old waiting group [d, g] is served within 10 s while a stream of fresh waiting groups asks for d', async () => {
+  const ids = await documents(2 + 140);
+  const [d, g] = [ids[0]!, ids[1]!];
+  const own = ids.slice(2);
+  const hold = await models[7]!.lock(d, 'H');
+  const old = timed(models[0]!.lockMany([d, g], 'old', { wait: 30_000 }).then((docs) => models[0]!.unlockMany(docs)));
+  await sleep(1_000);
+  const stopAt = Date.now() + 20_000;
+  let oldDone = false;
+  void old.then(() => (oldDone = true));
+  const fresh: Array<Promise<unknown>> = [];
+  let served = 0;
+  setTimeout(() => void hold.unlock(), 500);
+  for (let i = 0; Date.now() < stopAt && !oldDone && i < own.length; i++) {
+    const model = models[1 + (i % 6)]!;
+    fresh.push(
+      model.lockMany([d, own[i]!], `fresh-${i}`, { wait: 30_000 }).then(
+        async (docs) => {
+          served++;
+          await sleep(100);
+          await model.unlockMany(docs);
+        },
+        () => undefined,
+      ),
+    );
+    await sleep(150);
+  }
+  const result = await old;
+  await Promise.all(fresh);
+  console.log(`old group vs fresh groups: old ${result.ok ? 'served' : 'refused'} after ${result.ms} ms; ${served} fresh groups served before the stream stopped`);
+  expect(result.ok).toBe(true);
+  expect(result.ms).toBeLessThan(10_000);
+});
