@@ -26,7 +26,7 @@ import { testUri } from '../conformance/support/server';
 import { blockCommands, failPointOff } from '../plugin/guard/support';
 import { sleep, testDatabase, type MonitoredConnection } from '../support/db';
 import { usesFailPoints } from '../support/fail-point-lock';
-import { beliefViolations, grantsFrom, serverOverlaps, type Belief } from '../support/grant-history';
+import { judgeRun, type Belief } from '../support/grant-history';
 import { on } from '../support/late-replies';
 import { replicaSetOnly } from '../support/topology';
 import { pick, rand, stalledOwners, type Owner } from '../support/stalled-owners';
@@ -189,25 +189,8 @@ replicaSetOnly('change streams and fail points need a replica set')(
     await collecting;
     await watcher.close();
 
-    const byDoc = new Map<string, mongo.ChangeStreamDocument[]>();
-    for (const event of events) {
-      const key = String((event as { documentKey?: { _id: unknown } }).documentKey?._id);
-      const list = byDoc.get(key) ?? [];
-      list.push(event);
-      byDoc.set(key, list);
-    }
-    const grantsByDoc = new Map([...byDoc].map(([doc, list]) => [doc, grantsFrom(list)]));
     // Property 1 on each record's own history; property 13 for every sample (support/grant-history.ts).
-    const serverOverlapsFound: string[] = [];
-    const beliefOverlaps: string[] = [];
-    let grantCount = 0;
-    for (const [doc, grants] of grantsByDoc) {
-      grantCount += grants.length;
-      serverOverlapsFound.push(...serverOverlaps(grants).map((overlap) => `${doc}: ${overlap}`));
-    }
-    for (const belief of beliefs) {
-      beliefOverlaps.push(...beliefViolations(belief, grantsByDoc.get(belief.doc) ?? []).map((violation) => `${belief.doc}: ${violation}`));
-    }
+    const { grantsByDoc, grantCount, overlaps: serverOverlapsFound, violations: beliefOverlaps } = judgeRun(events, beliefs);
     if (beliefOverlaps.length > 0 && process.env.MPL_GROUP_BELIEFS_DUMP) {
       const { writeFileSync } = await import('node:fs');
       writeFileSync(process.env.MPL_GROUP_BELIEFS_DUMP, JSON.stringify({ beliefOverlaps, grants: Object.fromEntries(grantsByDoc), log }, null, 1));

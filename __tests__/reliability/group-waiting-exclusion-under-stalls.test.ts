@@ -26,7 +26,7 @@ import { testUri } from '../conformance/support/server';
 import { blockCommands, failPointOff } from '../plugin/guard/support';
 import { connect, sleep, testDatabase, type MonitoredConnection } from '../support/db';
 import { usesFailPoints } from '../support/fail-point-lock';
-import { beliefViolations, grantsFrom, serverOverlaps, type Belief } from '../support/grant-history';
+import { judgeRun, type Belief } from '../support/grant-history';
 import { lateReplies, on, type LateReplies } from '../support/late-replies';
 import { replicaSetOnly } from '../support/topology';
 import { pick, rand } from '../support/stalled-owners';
@@ -216,20 +216,10 @@ replicaSetOnly('change streams and fail points need a replica set')(
     await collecting;
     await watcher.close();
 
-    const byDoc = new Map<string, mongo.ChangeStreamDocument[]>();
-    for (const event of events) {
+    const { grantCount, overlaps, violations } = judgeRun(events, beliefs, (event) => {
       const e = event as { ns?: { coll: string }; documentKey?: { _id: unknown } };
-      const key = `${e.ns?.coll}/${String(e.documentKey?._id)}`;
-      byDoc.set(key, [...(byDoc.get(key) ?? []), event]);
-    }
-    const grantsByDoc = new Map([...byDoc].map(([doc, list]) => [doc, grantsFrom(list)]));
-    const overlaps: string[] = [];
-    let grantCount = 0;
-    for (const [doc, grants] of grantsByDoc) {
-      grantCount += grants.length;
-      overlaps.push(...serverOverlaps(grants).map((o) => `${doc}: ${o}`));
-    }
-    const violations = beliefs.flatMap((belief) => beliefViolations(belief, grantsByDoc.get(belief.doc) ?? []).map((v) => `${belief.doc}: ${v}`));
+      return `${e.ns?.coll}/${String(e.documentKey?._id)}`;
+    });
     process.stdout.write(`waiting exclusion: ${grantCount} grants, ${beliefs.length} samples, outcomes ${JSON.stringify(Object.fromEntries(outcomes))}\n`);
     expect(grantCount).toBeGreaterThan(20);
     expect(overlaps).toEqual([]);

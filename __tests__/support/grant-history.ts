@@ -135,3 +135,33 @@ export function beliefViolations(belief: Belief, grants: readonly Grant[]): stri
   }
   return found;
 }
+
+/**
+ * A run's change events judged per lock record: the events grouped by `keyOf` (a record's `_id`,
+ * or collection and `_id` when a run spans several lock collections), each record's grants
+ * (grantsFrom), property 1 on each record's history (serverOverlaps) and property 13 for every
+ * belief sample (`doc`: its record's key) against that record's grants (beliefViolations). Each
+ * finding names its record.
+ */
+export function judgeRun(
+  events: readonly mongo.ChangeStreamDocument[],
+  beliefs: readonly (Belief & { doc: string })[],
+  keyOf: (event: mongo.ChangeStreamDocument) => string = (event) => String((event as { documentKey?: { _id: unknown } }).documentKey?._id),
+): { grantsByDoc: Map<string, Grant[]>; grantCount: number; overlaps: string[]; violations: string[] } {
+  const byDoc = new Map<string, mongo.ChangeStreamDocument[]>();
+  for (const event of events) {
+    const key = keyOf(event);
+    const list = byDoc.get(key) ?? [];
+    list.push(event);
+    byDoc.set(key, list);
+  }
+  const grantsByDoc = new Map([...byDoc].map(([doc, list]) => [doc, grantsFrom(list)]));
+  let grantCount = 0;
+  const overlaps: string[] = [];
+  for (const [doc, grants] of grantsByDoc) {
+    grantCount += grants.length;
+    overlaps.push(...serverOverlaps(grants).map((overlap) => `${doc}: ${overlap}`));
+  }
+  const violations = beliefs.flatMap((belief) => beliefViolations(belief, grantsByDoc.get(belief.doc) ?? []).map((violation) => `${belief.doc}: ${violation}`));
+  return { grantsByDoc, grantCount, overlaps, violations };
+}
