@@ -54,7 +54,7 @@ export async function benchIdentical(connection: Connection, db: Db, scale: numb
   // Untimed cycles first, as many as a round at least: the first hundreds of cycles pay for the JIT
   // compiling the plugin's, Mongoose's and the driver's paths. Then warm-up rounds until the ratios
   // stop drifting (bench/replay.ts, Settle): from a cold start lock + unlock still improves for
-  // 3,000-4,000 cycles per side (bench/replay-warmup.ts; docs/evidence.md). BENCH_REPLAY_SETTLE=0
+  // 3,000-6,000 cycles per side (bench/replay-warmup.ts; docs/evidence.md). BENCH_REPLAY_SETTLE=0
   // skips them (the figures of a colder process).
   const settle = process.env.BENCH_REPLAY_SETTLE === '0' ? undefined : { window: 3, tolerance: 0.01, maxRounds: Math.max(6, Math.round(20 * scale)) };
   const sizes = { cycles, rounds, warmup: Math.max(cycles, Math.round(500 * scale)), schedule: scheduleFromEnv(), ...(settle ? { settle } : {}) };
