@@ -356,9 +356,12 @@ export const scheduleFromEnv = (): Schedule => (process.env.BENCH_REPLAY_SCHEDUL
  * When the warm-up ends (`compare`'s `settle`): untimed-for-the-result rounds, run exactly as the
  * timed ones, until the last `window` rounds' medians of the plugin/raw ratio of p50s and of the
  * A/A ratio (the control side, a second copy of the raw side, against the raw side) each differ by
- * at most `tolerance` from the medians of the `window` rounds before them: the code is then as warm
- * as more cycles make it, checked rather than assumed from a count of cycles. At most `maxRounds`
- * such rounds; a comparison that did not settle says so (`settled: false`).
+ * at most `tolerance` from the medians of the `window` rounds before them. A weak detector (rounds
+ * move by about 0.03 with the machine's load, the tolerance is 0.01): in effect a minimum of two
+ * windows plus a noisy drift check. It can stop while the ratio still falls (which only makes the
+ * plugin look worse) or not stop on a flat series; the evidence that the code is warm is that the
+ * timed rounds after it show no trend (docs/evidence.md). At most `maxRounds` such rounds; a
+ * comparison that did not settle says so (`settled: false`).
  */
 export interface Settle {
   window: number;
