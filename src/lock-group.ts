@@ -627,7 +627,9 @@ function pauseUnit(bound: number): number {
 function stepLease(ttl: number, bound: number, heldFor: number | undefined): number {
   const unit = pauseUnit(bound);
   const remaining = heldFor === undefined ? bound : bound - heldFor;
-  return Math.min(ttl, Math.max(remaining + unit / 4, unit));
+  // Whole milliseconds, as every ttl the plugin sends (options.ts): it is added to `$$NOW`, and the
+  // emulator refuses a date plus a fractional double (numeric-expressions.ts).
+  return Math.min(ttl, Math.ceil(Math.max(remaining + unit / 4, unit)));
 }
 
 /**
