@@ -497,24 +497,30 @@ async function orderedStep(parts: readonly Part[], order: readonly GroupMember[]
   let count = 0;
   while (count < order.length && has(order[count])) count++;
   if (count === order.length) {
+    // A lock of the group lapsed before the renewal reached it: hold nothing and keep waiting.
+    const lapsed = async (): Promise<Step> => {
+      await releaseAll();
+      return { kind: 'prefix', prefix: { token: undefined, count: 0 } };
+    };
+    let granted = { sentAt, grants };
     let loaded: Loaded;
     try {
-      loaded = await loadMembers(request.members);
+      if (leaseMs < request.ttl) {
+        // Taken under the step's short lease: renewed to the ttl before anything is handed out,
+        // and the lease timed from the renewal's send, with the expiry read back (not estimated).
+        const renewedAt = performance.now();
+        if (!(await renewedToTtl(parts, token, request.ttl))) return await lapsed();
+        let regrants: typeof grants;
+        [regrants, loaded] = await Promise.all([Promise.all(parts.map((part) => part.runtime.store.readGroupGrants(part.ids, token))), loadMembers(request.members)]);
+        // Another call of the same owner may have taken one over (acquirable) since: as lapsed.
+        if (regrants.some((records, i) => records.length < parts[i].ids.length)) return await lapsed();
+        granted = { sentAt: renewedAt, grants: regrants };
+      } else loaded = await loadMembers(request.members);
     } catch (error) {
       await releaseAll();
       throw error;
     }
-    const done = await handOut(parts, request, token, sentAt, grants, loaded);
-    if (done.kind !== 'granted' || leaseMs >= request.ttl) return { kind: 'done', round: done };
-    try {
-      if (await renewedToTtl(done.group)) return { kind: 'done', round: done };
-    } catch (error) {
-      await releaseAll();
-      throw error;
-    }
-    // A lock of the group lapsed before the renewal reached it: hold nothing and keep waiting.
-    await releaseAll();
-    return { kind: 'prefix', prefix: { token: undefined, count: 0 } };
+    return { kind: 'done', round: await handOut(parts, request, token, granted.sentAt, granted.grants, loaded) };
   }
   // Past the prefix: given back at once (one `update` per lock collection that has any).
   const beyond = order.slice(count).filter(has);
@@ -533,21 +539,18 @@ async function orderedStep(parts: readonly Part[], order: readonly GroupMember[]
 }
 
 /**
- * Renews a group an ordered step got whole (under its short step lease) to the group's ttl before
- * it is handed out: extendGroup, one `update` per lock collection, filter `_id`, the token and
- * unexpired (LockStore.extendGroup), with every lease timed from that send as any extension's
- * (held-lock.ts startExtension / finishExtension). Resolves to false when a lock was no longer the
- * group's (lapsed, or taken since it lapsed): the caller releases by token and keeps waiting. A
- * fault (the outcome unknown) is thrown.
+ * Renews what an ordered step got whole (under its short step lease, token `token`) to the ttl,
+ * before anything is handed out: LockStore.extendGroup, one `update` per lock collection, filter
+ * `_id` among the group's, the token and unexpired by the server's `$$NOW` (so a lock that lapsed,
+ * and anyone's who took it since, is never renewed), `expiresAt: $$NOW + ttl`. Resolves to whether
+ * every lock matched; false: one lapsed first, and the caller releases by token and keeps waiting.
+ * The caller then reads the grants again and times the leases from this send (handOut, lease.ts:
+ * the renewal's `$$NOW` is read after it), so the expiry it hands out is the server's, not an
+ * estimate. A fault (the outcome unknown) is thrown; the caller releases by token.
  */
-async function renewedToTtl(group: HeldGroup): Promise<boolean> {
-  try {
-    // false: a lock found released (nobody of this process can have released it: not handed out yet).
-    return await extendGroup(group, group.ttl);
-  } catch (error) {
-    if (error instanceof LockNotHeldError) return false;
-    throw error;
-  }
+async function renewedToTtl(parts: readonly Part[], token: string, ttl: number): Promise<boolean> {
+  const matched = await Promise.all(parts.map((part) => part.runtime.store.extendGroup(part.ids, token, ttl)));
+  return matched.every((count, i) => count === parts[i].ids.length);
 }
 
 /**
@@ -620,7 +623,7 @@ function pauseUnit(bound: number): number {
  *
  * Why a short lease is safe: the prefix is never handed out; a step hands out only a group whose
  * every member carries the step's NEW token (readGroupGrants), renewed to the full ttl before that
- * (renewedToTtl). If the give-up runs late (a loaded process, a stalled command), the prefix simply
+ * (renewedToTtl: a lapsed lock is not renewed). If the give-up runs late (a loaded process, a stalled command), the prefix simply
  * lapses: the group then holds less than it believes, which costs it only its place (the next step
  * takes what is free again; the release by token matches nothing of someone else's).
  */
