@@ -134,6 +134,9 @@ export class LockWatch {
         // so an event naming `expiresAt` alone left owner and token as they were. Waking on it
         // cost every waiter of the document a useless read per renewal, and a lockNext worker its
         // turn (reliability/single-waiter-beside-waiting-groups, once done steps renewed to the ttl).
+        // The cost: a renewal that SHORTENS a lease (extendLock with a smaller ttl) is not heard
+        // either; its waiters learn the earlier expiry at their next read (at the expiry they last
+        // read, or their safety poll), as they learn of any expiry.
         const removed = event.operationType === 'update' ? event.updateDescription?.removedFields : undefined;
         if (updated && Object.keys(updated).length === 1 && 'expiresAt' in updated && !removed?.length) continue;
         const key = event.documentKey ? idKey(event.documentKey._id) : undefined;
