@@ -497,7 +497,8 @@ async function orderedStep(parts: readonly Part[], order: readonly GroupMember[]
   let count = 0;
   while (count < order.length && has(order[count])) count++;
   if (count === order.length) {
-    // A lock of the group lapsed before the renewal reached it: hold nothing and keep waiting.
+    // A lock of the group lapsed before the renewal reached it (or the same owner took one over
+    // since): release by token, hold nothing and keep waiting.
     const lapsed = async (): Promise<Step> => {
       await releaseAll();
       return { kind: 'prefix', prefix: { token: undefined, count: 0 } };
@@ -623,9 +624,10 @@ function pauseUnit(bound: number): number {
  *
  * Why a short lease is safe: the prefix is never handed out; a step hands out only a group whose
  * every member carries the step's NEW token (readGroupGrants), renewed to the full ttl before that
- * (renewedToTtl: a lapsed lock is not renewed). If the give-up runs late (a loaded process, a stalled command), the prefix simply
- * lapses: the group then holds less than it believes, which costs it only its place (the next step
- * takes what is free again; the release by token matches nothing of someone else's).
+ * (renewedToTtl: a lapsed lock is not renewed) and read back. If the give-up runs late (a loaded
+ * process, a stalled command), the prefix simply lapses: the group then holds less than it
+ * believes, which costs it only its place (the next step takes what is free again; the release by
+ * token matches nothing of someone else's; reliability/group-step-lease).
  */
 function stepLease(ttl: number, bound: number, heldFor: number | undefined): number {
   const unit = pauseUnit(bound);
