@@ -1114,6 +1114,9 @@ export class LockStore {
    * never trusts a partial grant and releases it by token. A statement whose upsert still failed
    * with a duplicate key (the retries exhausted) is a write error of that statement alone; with
    * `ordered: false` the others still run (handleError), and it counts as not taken (R25).
+   * `leaseMs` (a waiting group's ordered step, lock-group.ts stepLease): the expiry is `$$NOW +
+   * leaseMs` instead of `$$NOW + ttl`; the record's `ttl` stays the acquisition's (what a resume
+   * without its own ttl adds, extend).
    */
   async takeGroup(
     targets: readonly { documentId: unknown; ownerKey: string }[],
@@ -1121,6 +1124,7 @@ export class LockStore {
     ttl: number,
     label: string | null,
     reservationKey?: string,
+    leaseMs: number = ttl,
   ): Promise<boolean | 'timedOut'> {
     const pipelines = new Map<string, Document[]>();
     const grant = (ownerKey: string): Document[] => {
@@ -1132,7 +1136,7 @@ export class LockStore {
           token: lit(token),
           fence: NEXT_FENCE,
           acquiredAt: '$$NOW',
-          expiresAt: { $add: ['$$NOW', lit(ttl)] },
+          expiresAt: { $add: ['$$NOW', lit(leaseMs)] },
           label: lit(label),
           ttl: lit(ttl),
         });

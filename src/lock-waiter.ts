@@ -127,6 +127,18 @@ export class LockWatch {
         // An acquisition, or a waiting group's reservation written or renewed: nothing freed. (A
         // reservation's clear removes its fields: it wakes the waiters the reservation refused.)
         if (updated?.token || updated?.reservedUntil) continue;
+        // A renewal (extendLock, a group's renewal, a waiting group's step renewed to the ttl) moves
+        // only the expiry: the same acquisition still holds the lock, nothing freed. An update
+        // event's updateDescription names every field the update changed or removed (the manual's
+        // change events, "update Event"; mongod diffs the document, document_diff_calculator.cpp),
+        // so an event naming `expiresAt` alone left owner and token as they were. Waking on it
+        // cost every waiter of the document a useless read per renewal, and a lockNext worker its
+        // turn (reliability/single-waiter-beside-waiting-groups, once done steps renewed to the ttl).
+        // The cost: a renewal that SHORTENS a lease (extendLock with a smaller ttl) is not heard
+        // either; its waiters learn the earlier expiry at their next read (at the expiry they last
+        // read, or their safety poll), as they learn of any expiry.
+        const removed = event.operationType === 'update' ? event.updateDescription?.removedFields : undefined;
+        if (updated && Object.keys(updated).length === 1 && 'expiresAt' in updated && !removed?.length) continue;
         const key = event.documentKey ? idKey(event.documentKey._id) : undefined;
         if (key) this.wake(key);
       }
