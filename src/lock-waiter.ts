@@ -130,7 +130,9 @@ export class LockWatch {
         // A renewal (extendLock, a group's renewal, a waiting group's step renewed to the ttl) moves
         // only the expiry: the same acquisition still holds the lock, nothing freed. An update
         // event's updateDescription names every field the update changed or removed (the manual's
-        // change events, "update Event"; mongod diffs the document, document_diff_calculator.cpp),
+        // change events, "update Event"; a pipeline update's oplog entry is the diff of the pre- and
+        // post-image, PipelineExecutor::applyUpdate -> doc_diff::computeOplogDiff, or else a full
+        // replacement, which streams as a `replace` event and wakes as before),
         // so an event naming `expiresAt` alone left owner and token as they were. Waking on it
         // cost every waiter of the document a useless read per renewal, and a lockNext worker its
         // turn (reliability/single-waiter-beside-waiting-groups, once done steps renewed to the ttl).
