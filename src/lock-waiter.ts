@@ -252,6 +252,8 @@ export function abortedWith(documentId: unknown, signal: AbortSignal): unknown {
  * signal was already aborted). An attempt in flight is not interrupted: a lock it got is returned.
  * An attempt whose grants all arrived too late to count on (LockExpiredOnArrivalError) is tried
  * again after a backoff while the wait lasts: the lock was free, the database was slow.
+ * `reserver` (single-waiter-reservation.ts): told of each refusal the call waits on, so it reserves
+ * the document once refused long enough; ended when the call ends, however it ends.
  */
 export async function acquireWaiting<T>(
   documentId: unknown,
@@ -259,6 +261,22 @@ export async function acquireWaiting<T>(
   watch: LockWatch,
   waitMs: number,
   signal: AbortSignal | undefined,
+  reserver?: { refused(waitedMs: number): void; end(): void },
+): Promise<T> {
+  try {
+    return await waitFor(documentId, attempt, watch, waitMs, signal, reserver);
+  } finally {
+    reserver?.end();
+  }
+}
+
+async function waitFor<T>(
+  documentId: unknown,
+  attempt: () => Promise<T>,
+  watch: LockWatch,
+  waitMs: number,
+  signal: AbortSignal | undefined,
+  reserver: { refused(waitedMs: number): void } | undefined,
 ): Promise<T> {
   const started = performance.now();
   for (let round = 0; ; round++) {
@@ -289,6 +307,7 @@ export async function acquireWaiting<T>(
           throw new LockedError(documentId, error.expiresAt, ` Waited ${Math.round(waited)} ms for it.`, error.retryAfterMs, error.label, cause);
         }
         subscription.waiting();
+        reserver?.refused(waited);
         const untilExpiry = error.retryAfterMs === undefined ? Infinity : error.retryAfterMs + 1;
         const poll = live ? SAFETY_POLL_MS : Math.random() * Math.min(POLL_CAP_MS, POLL_BASE_MS * 2 ** round);
         const stopPause = new AbortController();
