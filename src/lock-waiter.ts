@@ -26,6 +26,8 @@ const POLL_CAP_MS = 1_000;
 const SAFETY_POLL_MS = 5_000;
 const STREAM_IDLE_CLOSE_MS = 10_000;
 const STREAM_AWAIT_MS = 1_000;
+/** Without a stream, a waiter that reserved its document asks again at least this often (acquireWaiting). */
+const RESERVED_POLL_MS = 100;
 
 interface Subscription {
   /** Resolves when the lock record of this document changed (or the stream failed). */
@@ -261,7 +263,7 @@ export async function acquireWaiting<T>(
   watch: LockWatch,
   waitMs: number,
   signal: AbortSignal | undefined,
-  reserver?: { refused(waitedMs: number): void; end(): void },
+  reserver?: { refused(waitedMs: number): boolean; end(): void },
 ): Promise<T> {
   try {
     return await waitFor(documentId, attempt, watch, waitMs, signal, reserver);
@@ -276,7 +278,7 @@ async function waitFor<T>(
   watch: LockWatch,
   waitMs: number,
   signal: AbortSignal | undefined,
-  reserver: { refused(waitedMs: number): void } | undefined,
+  reserver: { refused(waitedMs: number): boolean } | undefined,
 ): Promise<T> {
   const started = performance.now();
   for (let round = 0; ; round++) {
@@ -306,10 +308,16 @@ async function waitFor<T>(
           const cause: unknown = signal?.aborted ? signal.reason : undefined;
           throw new LockedError(documentId, error.expiresAt, ` Waited ${Math.round(waited)} ms for it.`, error.retryAfterMs, error.label, cause);
         }
-        subscription.waiting();
-        reserver?.refused(waited);
+        // A waiter that reserved the document is told of every change of it, as a waiting group is
+        // (LockWatch.wake), not only when it is the one waiter picked: once free, the document is
+        // its alone, so a release handed to another waiter of this process would leave it idle
+        // until that waiter's next poll. Without a stream it polls at least every RESERVED_POLL_MS,
+        // for the same reason (one waiter per reserved document: a bounded load).
+        const reserving = reserver?.refused(waited) === true;
+        if (!reserving) subscription.waiting();
         const untilExpiry = error.retryAfterMs === undefined ? Infinity : error.retryAfterMs + 1;
-        const poll = live ? SAFETY_POLL_MS : Math.random() * Math.min(POLL_CAP_MS, POLL_BASE_MS * 2 ** round);
+        const backoffPoll = Math.random() * Math.min(POLL_CAP_MS, POLL_BASE_MS * 2 ** round);
+        const poll = live ? SAFETY_POLL_MS : reserving ? Math.min(RESERVED_POLL_MS, backoffPoll) : backoffPoll;
         const stopPause = new AbortController();
         const onAbort = () => stopPause.abort();
         signal?.addEventListener('abort', onAbort, { once: true });

@@ -19,9 +19,14 @@ export class SingleWaiterReservation implements ReservingWaiter {
 
   constructor(private readonly target: ReservationTarget) {}
 
-  /** After a refusal the call waits on: reserves the document once refused for RESERVE_AFTER_MS (renewals are the reservation's own). */
-  refused(waitedMs: number): void {
+  /**
+   * After a refusal the call waits on: reserves the document once refused for RESERVE_AFTER_MS
+   * (renewals are the reservation's own). Whether the call reserves it now (an older waiter may
+   * hold the reservation all the same: this call then only asks a little more often).
+   */
+  refused(waitedMs: number): boolean {
     if (waitedMs >= RESERVE_AFTER_MS && this.since) this.reservation.hold(this.target, this.since);
+    return this.reservation.member !== undefined;
   }
 
   /** The call ended (granted, gave up, aborted, failed): the reservation is cleared in the background. */
