@@ -126,7 +126,7 @@ export class LockWatch {
       while (this.stream === stream) {
         const event = (await stream.next()) as mongo.ChangeStreamDocument & { documentKey?: { _id: unknown } };
         const updated = event.operationType === 'update' ? event.updateDescription?.updatedFields : undefined;
-        // An acquisition, or a waiting group's reservation written or renewed: nothing freed. (A
+        // An acquisition, or a waiter's reservation written, renewed or taken over: nothing freed. (A
         // reservation's clear removes its fields: it wakes the waiters the reservation refused.)
         if (updated?.token || updated?.reservedUntil) continue;
         const key = event.documentKey ? idKey(event.documentKey._id) : undefined;
