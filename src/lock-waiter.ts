@@ -312,12 +312,16 @@ async function waitFor<T>(
         // (LockWatch.wake), not only when it is the one waiter picked: once free, the document is
         // its alone, so a release handed to another waiter of this process would leave it idle
         // until that waiter's next poll. Without a stream it polls at least every RESERVED_POLL_MS,
-        // for the same reason (one waiter per reserved document: a bounded load).
+        // for the same reason (only waiters refused for 250 ms do: one command per 100 ms each).
         const reserving = reserver?.refused(waited) === true;
         if (!reserving) subscription.waiting();
         const untilExpiry = error.retryAfterMs === undefined ? Infinity : error.retryAfterMs + 1;
         const backoffPoll = Math.random() * Math.min(POLL_CAP_MS, POLL_BASE_MS * 2 ** round);
-        const poll = live ? SAFETY_POLL_MS : reserving ? Math.min(RESERVED_POLL_MS, backoffPoll) : backoffPoll;
+        // Refused by a reservation (no holder): when it is a younger waiter's, this call's reserve
+        // takes it over, which wakes nobody (LockWatch ignores reservation writes): ask again soon.
+        const byReservation = error.expiresAt === undefined;
+        let poll = live ? SAFETY_POLL_MS : backoffPoll;
+        if (reserving && (byReservation || !live)) poll = Math.min(poll, RESERVED_POLL_MS);
         const stopPause = new AbortController();
         const onAbort = () => stopPause.abort();
         signal?.addEventListener('abort', onAbort, { once: true });
