@@ -365,6 +365,8 @@ export async function lockGroup(request: GroupRequest): Promise<{ documents: Any
   const started = performance.now();
   let quick = 0;
   let roundMs = 0;
+  /** The server time of the call's first refusal: its place among waiters (group-reservation.ts). */
+  let since: Date | undefined;
   for (let attempt = 0; ; attempt++) {
     if (calledOff(request.signal)) throw abortedWith(request.members[0].documentId, request.signal!);
     const subscriptions = waiting ? subscribeAll(parts) : undefined;
@@ -380,8 +382,9 @@ export async function lockGroup(request: GroupRequest): Promise<{ documents: Any
         roundMs = performance.now() - roundStarted;
       }
       if (outcome.kind === 'granted') return outcome;
+      if (outcome.kind === 'refused') since ??= outcome.blockers[0]?.serverNow;
       // Refused for long enough under `wait`: from here the group waits in canonical order (waitInOrder).
-      if (subscriptions && performance.now() - started >= ORDERED_AFTER_MS) return await abortable(waitInOrder(parts, request, started, outcome), parts, request);
+      if (subscriptions && performance.now() - started >= ORDERED_AFTER_MS) return await abortable(waitInOrder(parts, request, started, outcome, since), parts, request);
       const blockers = outcome.kind === 'refused' ? outcome.blockers : [];
       const transaction = outcome.kind === 'refused' && outcome.transaction === true;
       const live = subscriptions ? await subscriptions.live : false;
@@ -648,7 +651,7 @@ function stepLease(ttl: number, bound: number, heldFor: number | undefined): num
  * explicit abort; whatever it held is released (after an abort in the background: an abort never
  * waits, and never returns a lock).
  */
-async function waitInOrder(parts: readonly Part[], request: GroupRequest, started: number, first: Round): Promise<{ documents: AnyDoc[]; group: HeldGroup }> {
+async function waitInOrder(parts: readonly Part[], request: GroupRequest, started: number, first: Round, since: Date | undefined): Promise<{ documents: AnyDoc[]; group: HeldGroup }> {
   const order = canonicalOrder(request.members);
   const key = newLockToken();
   const reservation = new GroupReservation(key);
@@ -690,7 +693,9 @@ async function waitInOrder(parts: readonly Part[], request: GroupRequest, starte
           if (held.count > before) continue;
         } else {
           lastBlocker = { ...blocker, documentId: awaited.documentId };
-          reservation.hold(awaited);
+          // Its place among the document's waiters: the call's first refusal, kept across give-ups.
+          since ??= blocker.serverNow;
+          reservation.hold(awaited, since);
         }
         const live = await subscription.live;
         if (calledOff(request.signal)) {
