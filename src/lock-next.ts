@@ -21,6 +21,10 @@
  *    replica sets that read is one snapshot (readConcern "snapshot"), so at that instant no
  *    matching document was free; elsewhere see docs/mongodb-compatibility.md R34.
  *
+ * A waiting call that found a candidate held (it lost the race for it) claims it as soon as the
+ * feed reports a change of its lock record, before any read (`contested` in claimNext); the
+ * attempt's load still checks the filter. A call answers null only after a read, as above.
+ *
  * Concurrent calls share candidates and spread over them: see next-queue.ts. Under contention
  * "first in sort order" means "one of the first free candidates".
  *
