@@ -110,7 +110,7 @@ describe.each([
 });
 
 describe('the change feed (src/next-feed.ts)', () => {
-  replicaSetOnly('change streams exist only on replica sets and sharded clusters')('an insert into the collection and a release in the lock collection each wake a subscriber; an acquisition does not', async () => {
+  replicaSetOnly('change streams exist only on replica sets and sharded clusters')('an insert into the collection and a release in the lock collection each wake a subscriber (a release naming its document); an acquisition, a renewal and a reservation do not', async () => {
     const Q = await jobModel(conn.connection, { ttl: 30_000 });
     const { _id } = await Q.create({ payload: 'x' });
     const feed = nextFeed(raw(Q), Q.lockModel().collection as unknown as mongo.Collection<mongo.Document>, async () => true);
@@ -133,7 +133,22 @@ describe('the change feed (src/next-feed.ts)', () => {
       let held: Awaited<ReturnType<typeof Q.lock>> | undefined;
       // An acquisition alone wakes nobody (it frees nothing).
       expect(await woken(async () => (held = await Q.lock(_id, 'holder')), QUIET_MS)).toBe(false);
-      expect(await woken(() => held!.unlock(), WAKE_MS)).toBe(true);
+      // A renewal and a waiter's reservation written or cleared free nothing lockNext can claim
+      // (it ignores reservations): they wake nobody either.
+      expect(await woken(() => held!.extendLock(60_000), QUIET_MS)).toBe(false);
+      const locks = Q.lockModel().collection;
+      expect(await woken(() => locks.updateOne({ _id }, { $set: { reservedBy: 'k', reservedSince: new Date(), reservedUntil: new Date(Date.now() + 3_000) } }), QUIET_MS)).toBe(false);
+      expect(await woken(() => locks.updateOne({ _id }, { $unset: { reservedBy: '', reservedSince: '', reservedUntil: '' } }), QUIET_MS)).toBe(false);
+      // A release wakes, and names the document whose lock record changed (lock-next.ts claims it
+      // at once when it found it held).
+      const subscription = feed.subscribe();
+      expect(await subscription.live).toBe(true);
+      let change: { freed?: unknown } | undefined;
+      void subscription.changed.then((c: unknown) => (change = { ...(c as object) }));
+      await held!.unlock();
+      await waitUntil(() => change !== undefined, WAKE_MS, 100);
+      subscription.cancel();
+      expect(String(change?.freed)).toBe(String(_id));
     } finally {
       await feed.close();
     }
