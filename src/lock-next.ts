@@ -21,10 +21,6 @@
  *    replica sets that read is one snapshot (readConcern "snapshot"), so at that instant no
  *    matching document was free; elsewhere see docs/mongodb-compatibility.md R34.
  *
- * A waiting call that found a candidate held (it lost the race for it) claims it as soon as the
- * feed reports a change of its lock record, before any read (`contested` in claimNext); the
- * attempt's load still checks the filter. A call answers null only after a read, as above.
- *
  * Concurrent calls share candidates and spread over them: see next-queue.ts. Under contention
  * "first in sort order" means "one of the first free candidates".
  *
@@ -44,7 +40,6 @@ import { nextStats, queueFor, type Candidate } from './next-queue';
 import type { ResolvedCallOptions } from './arguments';
 import type { AnyModel } from './runtime';
 import { issueTicket } from './ticket';
-import { idKey } from './id-key';
 
 type Document = mongo.Document;
 
@@ -65,8 +60,6 @@ const POLL_BASE_MS = 20;
 const POLL_CAP_MS = 1_000;
 /** Longest wait for another call's attempt to end before reading again. */
 const SETTLE_WAIT_MS = 1_000;
-/** Documents one call remembers finding held (claimed at once when the feed reports their lock record changed). */
-const CONTESTED_LIMIT = 16;
 /** Snapshot reads that found the catalog newer than the snapshot are retried this often. */
 const SNAPSHOT_RETRIES = 5;
 /** SnapshotUnavailable (246), SnapshotTooOld (239): the snapshot could not serve this read yet. */
@@ -220,17 +213,6 @@ export async function claimNext(context: NextContext): Promise<Claimed | null> {
   const inTransaction = new Set<string>();
   /** How often a document left out for misses was found matching and free again, and re-admitted. */
   const revisits = new Map<string, number>();
-  /**
-   * Candidates this call found held by someone else (a read found them free and matching), most
-   * recent last: when the feed reports a change of one's lock record, the call claims it at once
-   * (`direct`), one command, instead of reading first. Beside waiters that reserve (a waiting
-   * group's find then step, a single waiter's acquisition) a worker that read first after every
-   * release always arrived second, its wake-up no earlier than theirs, and was never served
-   * (reliability/single-waiter-beside-waiting-groups). Only after a collision: the uncontended path
-   * is unchanged, and no other lock record's change makes the call send anything.
-   */
-  const contested = new Map<string, unknown>();
-  let direct: string | undefined;
   /** Reads that can answer "none" must start at or after this instant. */
   let notBefore = started;
   let late = 0;
@@ -245,8 +227,7 @@ export async function claimNext(context: NextContext): Promise<Claimed | null> {
           skip.delete(key);
         }
       }
-      const candidate = (direct !== undefined && contested.has(direct) ? queue.takeDirect(contested.get(direct), direct) : undefined) ?? queue.take(skip);
-      direct = undefined;
+      const candidate = queue.take(skip);
       if (candidate) {
         let outcome: Outcome | undefined;
         const began = performance.now();
@@ -258,11 +239,6 @@ export async function claimNext(context: NextContext): Promise<Claimed | null> {
           queue.settle(candidate, outcome?.kind === 'held' || outcome?.kind === 'notMatching', outcome?.kind === 'claimed', performance.now() - began);
         }
         if (outcome.kind === 'claimed') return outcome.claimed;
-        contested.delete(candidate.key);
-        if (outcome.kind === 'held' && waiting) {
-          contested.set(candidate.key, candidate.id);
-          if (contested.size > CONTESTED_LIMIT) contested.delete(contested.keys().next().value!);
-        }
         if (outcome.kind === 'notMatching') {
           const count = (misses.get(candidate.key) ?? 0) + 1;
           misses.set(candidate.key, count);
@@ -327,11 +303,7 @@ export async function claimNext(context: NextContext): Promise<Claimed | null> {
         const onAbort = () => stop.abort();
         signal?.addEventListener('abort', onAbort, { once: true });
         try {
-          const change = await Promise.race([subscription!.changed, pause(Math.min(left, poll), stop.signal)]);
-          // A document this call found held whose lock record changed (released, most likely): claim
-          // it now. Its attempt loads it with the filter, so one that stopped matching is given back.
-          const freed = change && change.freed !== undefined ? idKey(change.freed) : undefined;
-          if (freed !== undefined && contested.has(freed) && !skip.has(freed)) direct = freed;
+          await Promise.race([subscription!.changed, pause(Math.min(left, poll), stop.signal)]);
         } finally {
           signal?.removeEventListener('abort', onAbort);
           stop.abort();

@@ -18,18 +18,9 @@ type Document = mongo.Document;
 const STREAM_AWAIT_MS = 1_000;
 const IDLE_CLOSE_MS = 10_000;
 
-/**
- * What woke a subscription: with `freed`, an event of the lock collection about that document's
- * record (a release, an expiry moved, a record deleted: it may be free now); otherwise an event of
- * the model's collection, or a stream that ended.
- */
-export interface FeedChange {
-  freed?: unknown;
-}
-
 export interface FeedSubscription {
   /** Resolves at the next event after the subscription (or when a stream fails). */
-  changed: Promise<FeedChange>;
+  changed: Promise<void>;
   /** Whether both streams were already capturing events when this subscription was made. */
   wasLive: boolean;
   /** Resolves to whether the streams deliver events (opening them if needed). */
@@ -42,12 +33,10 @@ interface Source {
   pipeline: Document[];
   /** Events that free nothing and match nothing new. */
   ignore?(event: Document): boolean;
-  /** Whether the events are about lock records (their documentKey `_id` is the document's). */
-  locks?: boolean;
 }
 
 export class NextFeed {
-  private readonly waiters = new Set<(change: FeedChange) => void>();
+  private readonly waiters = new Set<() => void>();
   private streams: mongo.ChangeStream[] | undefined;
   private opening: Promise<boolean> | undefined;
   private idleTimer: NodeJS.Timeout | undefined;
@@ -61,8 +50,8 @@ export class NextFeed {
 
   /** Registers synchronously, so no event after this call is missed once the streams are live. */
   subscribe(): FeedSubscription {
-    let wake!: (change: FeedChange) => void;
-    const changed = new Promise<FeedChange>((resolve) => (wake = resolve));
+    let wake!: () => void;
+    const changed = new Promise<void>((resolve) => (wake = resolve));
     this.waiters.add(wake);
     clearTimeout(this.idleTimer);
     const wasLive = this.streams !== undefined;
@@ -105,21 +94,20 @@ export class NextFeed {
       while (this.streams?.includes(stream)) {
         const event = (await stream.next()) as Document;
         if (source.ignore?.(event)) continue;
-        const key = event.documentKey as { _id?: unknown } | undefined;
-        this.wakeAll(source.locks && key ? { freed: key._id } : {});
+        this.wakeAll();
       }
     } catch {
       // Closed, or the deployment lost the stream: close the other one too; waiters poll or reopen.
     } finally {
       if (this.streams?.includes(stream)) void this.close();
-      this.wakeAll({});
+      this.wakeAll();
     }
   }
 
-  private wakeAll(change: FeedChange): void {
+  private wakeAll(): void {
     const waiters = [...this.waiters];
     this.waiters.clear();
-    for (const wake of waiters) wake(change);
+    for (const wake of waiters) wake();
     if (waiters.length > 0) this.scheduleIdleClose();
   }
 
@@ -139,19 +127,24 @@ export class NextFeed {
   }
 }
 
-/** Lock-record fields a waiter's reservation writes (group-reservation.ts); lockNext ignores reservations. */
-const RESERVATION_FIELDS: ReadonlySet<string> = new Set(['reservedBy', 'reservedUntil', 'reservedSince']);
+/**
+ * Lock-record fields written by calls that free nothing: a waiter's reservation
+ * (group-reservation.ts; lockNext ignores reservations, so one coming or going changes nothing it
+ * can claim) and a guarded write's claim on the record (LockStore.claimForWrite: `claim`,
+ * `lastWriteAt`; the holder keeps its lock).
+ */
+const FREE_NOTHING_FIELDS: ReadonlySet<string> = new Set(['reservedBy', 'reservedUntil', 'reservedSince', 'claim', 'lastWriteAt']);
 
 /**
  * Lock-collection events that free nothing for lockNext: an acquisition (an update that gave the
  * record a token), a renewal (an update of `expiresAt` alone, as LockWatch.pump skips it; a
- * renewal that shortens a lease is not heard either, the safety poll reads it), and an update that wrote or removed reservation fields alone (a waiter's
- * reserve, renewal, takeover or clear: lockNext claims a free reserved document like any free one,
- * so a reservation coming or going changes nothing it can claim). An update event's
- * updateDescription names every field the update set or removed (the manual's change events,
- * "update Event"; a pipeline update's is the diff, PipelineExecutor::applyUpdate ->
- * doc_diff::computeOplogDiff, see LockWatch.pump; a reserve that upserts a new record is an
- * `insert`, which this stream does not watch: nothing was held there).
+ * renewal that shortens a lease is not heard either: the safety poll reads it), and an update that
+ * wrote or removed only FREE_NOTHING_FIELDS. An update event's updateDescription names every field
+ * the update set or removed (the manual's change events, "update Event"; a pipeline update's is
+ * the diff, PipelineExecutor::applyUpdate -> doc_diff::computeOplogDiff, see LockWatch.pump; a
+ * reserve or a guarded write that upserts a new record is an `insert`, which this stream does not
+ * watch: nothing was held there). A release sets `owner` and `token` to null (RELEASE in
+ * lock-store.ts), so it is always heard.
  */
 function freesNothing(event: Document): boolean {
   if (event.operationType !== 'update') return false;
@@ -159,10 +152,9 @@ function freesNothing(event: Document): boolean {
   const updated = description?.updatedFields ?? {};
   if (typeof updated.token === 'string') return true;
   const removed = description?.removedFields ?? [];
-  // A renewal (extendLock, a group's renewal) moves only the expiry: the same holder keeps it.
   if (removed.length === 0 && Object.keys(updated).length === 1 && 'expiresAt' in updated) return true;
   const fields = [...Object.keys(updated), ...removed];
-  return fields.length > 0 && fields.every((field) => RESERVATION_FIELDS.has(field));
+  return fields.length > 0 && fields.every((field) => FREE_NOTHING_FIELDS.has(field));
 }
 
 /** The feed for a model collection and its lock collection. */
@@ -170,7 +162,7 @@ export function nextFeed(documents: mongo.Collection<Document>, locks: mongo.Col
   return new NextFeed(
     [
       { collection: documents, pipeline: [{ $match: { operationType: { $in: ['insert', 'update', 'replace'] } } }] },
-      { collection: locks, pipeline: [{ $match: { operationType: { $in: ['update', 'replace', 'delete'] } } }], ignore: freesNothing, locks: true },
+      { collection: locks, pipeline: [{ $match: { operationType: { $in: ['update', 'replace', 'delete'] } } }], ignore: freesNothing },
     ],
     canWatch,
   );

@@ -90,18 +90,6 @@ export class NextQueue {
     return candidate;
   }
 
-  /**
-   * The document `id` as a candidate of its own (lock-next.ts: a call that found it held claims it
-   * at once when its lock record changes), unless another call of this process is trying it.
-   * `readAt` -Infinity: no read proposed it, so a collision on it drops no read's candidates.
-   */
-  takeDirect(id: unknown, key: string): Candidate | undefined {
-    if (this.inFlight.has(key)) return undefined;
-    this.pool = this.pool.filter((candidate) => candidate.key !== key);
-    this.inFlight.add(key);
-    return { id, key, readAt: -Infinity };
-  }
-
   /** Moving average of an attempt's duration (acquisition and load), in ms. */
   private attemptMs = 0;
 

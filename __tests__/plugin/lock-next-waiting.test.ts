@@ -110,7 +110,7 @@ describe.each([
 });
 
 describe('the change feed (src/next-feed.ts)', () => {
-  replicaSetOnly('change streams exist only on replica sets and sharded clusters')('an insert into the collection and a release in the lock collection each wake a subscriber (a release naming its document); an acquisition, a renewal and a reservation do not', async () => {
+  replicaSetOnly('change streams exist only on replica sets and sharded clusters')('an insert into the collection and a release in the lock collection each wake a subscriber; an acquisition, a renewal, a reservation and a guarded write claim do not', async () => {
     const Q = await jobModel(conn.connection, { ttl: 30_000 });
     const { _id } = await Q.create({ payload: 'x' });
     const feed = nextFeed(raw(Q), Q.lockModel().collection as unknown as mongo.Collection<mongo.Document>, async () => true);
@@ -139,16 +139,11 @@ describe('the change feed (src/next-feed.ts)', () => {
       const locks = Q.lockModel().collection;
       expect(await woken(() => locks.updateOne({ _id }, { $set: { reservedBy: 'k', reservedSince: new Date(), reservedUntil: new Date(Date.now() + 3_000) } }), QUIET_MS)).toBe(false);
       expect(await woken(() => locks.updateOne({ _id }, { $unset: { reservedBy: '', reservedSince: '', reservedUntil: '' } }), QUIET_MS)).toBe(false);
-      // A release wakes, and names the document whose lock record changed (lock-next.ts claims it
-      // at once when it found it held).
-      const subscription = feed.subscribe();
-      expect(await subscription.live).toBe(true);
-      let change: { freed?: unknown } | undefined;
-      void subscription.changed.then((c: unknown) => (change = { ...(c as object) }));
-      await held!.unlock();
-      await waitUntil(() => change !== undefined, WAKE_MS, 100);
-      subscription.cancel();
-      expect(String(change?.freed)).toBe(String(_id));
+      // A guarded write's claim on the record (claimForWrite: claim, lastWriteAt) leaves the holder
+      // holding: it wakes nobody either.
+      expect(await woken(() => locks.updateOne({ _id }, { $set: { claim: 'c', lastWriteAt: new Date() } }), QUIET_MS)).toBe(false);
+      // A release wakes.
+      expect(await woken(() => held!.unlock(), WAKE_MS)).toBe(true);
     } finally {
       await feed.close();
     }
