@@ -82,9 +82,13 @@ describe("a handle whose document's extendLock shortened the lock", () => {
     // A timer that is merely late still delivers the event (bounded wait; it then must carry a
     // time no later than the grant).
     await waitUntil(() => abortedAt !== undefined, 5_000);
-    // ...but the abort event is delivered only when the old 30 s lease ends.
+    // ...but the abort event is delivered only when the old 30 s lease ends (the defect this pins).
+    // The loss timer is armed for the shortened lease, which ends before the server's expiry; on a
+    // loaded machine its callback can still run a few ms after the other owner's grant (CI trial,
+    // 2026-11-26: 9 ms after it). Up to 1 s of event-loop lateness is allowed: far below the 29.5 s
+    // by which the old lease would be late.
     expect(abortedAt).toBeDefined();
-    expect(abortedAt!).toBeLessThanOrEqual(takenAt);
+    expect(abortedAt!).toBeLessThanOrEqual(takenAt + 1_000);
   }, 30_000);
 });
 
