@@ -83,3 +83,14 @@ test('a single waiter killed while it was the oldest: a younger waiter gets d wi
   expect(afterRelease).toBeLessThan(BOUND_MS);
   if (outcome.ok) await outcome.value.unlock();
 });
+
+test('lockNext without wait claims d, free though a killed single waiter had reserved it (PRODUCT.md property 14: a reservation is no lock)', async () => {
+  const [d] = (await X.insertMany([{ title: 'd' }])).map((x) => x._id);
+  const hold = await X.lock(d!, 'H');
+  await killedWaiter(d!);
+  await hold.unlock();
+  const claimed = await X.lockNext({ _id: d }, 'W');
+  console.log(`lockNext right after the release beside a killed single waiter's reservation: ${claimed ? 'claimed d' : 'null'}`);
+  if (claimed) await claimed.unlock();
+  expect(claimed?._id).toEqual(d);
+});
