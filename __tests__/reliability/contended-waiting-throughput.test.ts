@@ -94,3 +94,56 @@ test('(c) four waiting groups over a ring of four documents', async () => {
   report('(c) 4 groups over a ring', stats);
   expect(stats.map((s) => s.grants > 0)).toEqual([true, true, true, true]);
 });
+
+/**
+ * (d) The price of waiting long: 20 single waiters of ONE process (one connection), each behind its
+ * own holder for 6 s (no contention among them), and 5 waiting groups likewise. Counted: the
+ * commands the waiters' connection sends per waiter per second (change-stream traffic excluded).
+ * Main (a483dfc): single waiters rely on the change stream (a safety poll every 5 s) or poll with
+ * backoff up to 1 s; a design that reserves adds a renewal per second. Main's figures: replset 0.20
+ * (single) and 1.20 (group) commands per waiter per second, standalone 1.81 and 3.0. Asserted: at
+ * most 4 (single) and 5 (group), main's polling, a renewal and slack: a server serving many waiting
+ * requests must not be flooded by them.
+ */
+/** Main's figures (standalone, the higher: 1.81 and 3.0-3.1), one renewal per second, and slack. */
+const LIMIT = { single: 4, group: 5 };
+test('(d) long waits: commands per waiter per second', async () => {
+  const waiterConn = await connect(db.name);
+  const holderConn = await connect(db.name);
+  try {
+    const Waiter = await workItemModel(waiterConn.connection, { ttl: 30_000, ownerStorage: 'plain' }, 'ContendedItem');
+    const Holder = await workItemModel(holderConn.connection, { ttl: 30_000, ownerStorage: 'plain' }, 'ContendedItem');
+    const HOLD_MS = 6_000;
+    const rates: string[] = [];
+    const measured = { single: 0, group: 0 };
+    for (const kind of ['single', 'group'] as const) {
+      const n = kind === 'single' ? 20 : 5;
+      const docs = (await Holder.insertMany(Array.from({ length: n * 2 }, (_, i) => ({ title: `w${i}` })))).map((x) => x._id);
+      const held = await Promise.all(docs.slice(0, n).map((id) => Holder.lock(id, 'holder')));
+      const counted: string[] = [];
+      const listener = (event: { commandName: string }) => {
+        if (!['aggregate', 'getMore', 'killCursors', 'hello', 'isMaster', 'ismaster', 'ping', 'endSessions'].includes(event.commandName)) counted.push(event.commandName);
+      };
+      const client = waiterConn.connection.getClient();
+      const calls = Array.from({ length: n }, (_, i) =>
+        kind === 'single' ? Waiter.lock(docs[i]!, `w${i}`, { wait: 30_000 }).then((d) => d.unlock()) : Waiter.lockMany([docs[i]!, docs[n + i]!], `g${i}`, { wait: 30_000 }).then((g) => Waiter.unlockMany(g)),
+      );
+      // Past the first attempts and the 250 ms before a waiter reserves / goes ordered.
+      await sleep(1_000);
+      client.on('commandStarted', listener);
+      await sleep(HOLD_MS - 1_000);
+      client.off('commandStarted', listener);
+      await Promise.all(held.map((h) => h.unlock()));
+      await Promise.all(calls);
+      const perWaiterPerSecond = counted.length / n / ((HOLD_MS - 1_000) / 1_000);
+      const byName = counted.reduce<Record<string, number>>((acc, name) => ({ ...acc, [name]: (acc[name] ?? 0) + 1 }), {});
+      rates.push(`${n} ${kind} waiters: ${perWaiterPerSecond.toFixed(2)} commands per waiter per second (${JSON.stringify(byName)})`);
+      measured[kind] = perWaiterPerSecond;
+    }
+    console.log(`(d) long waits, ${HOLD_MS} ms behind holders:\n  ${rates.join('\n  ')}`);
+    expect(measured.single).toBeLessThan(LIMIT.single);
+    expect(measured.group).toBeLessThan(LIMIT.group);
+  } finally {
+    await Promise.all([waiterConn.close(), holderConn.close()]);
+  }
+});
