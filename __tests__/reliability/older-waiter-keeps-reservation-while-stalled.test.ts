@@ -1,0 +1,75 @@
+/**
+ * A younger waiter never takes what an older one waits for (attack-fair4 brief: "oldest-first: a
+ * younger waiter never steals an older one's reservation"), also when the older one is slow to
+ * answer the release. W1 waits for d first (refused for well over 250 ms: it reserved d, in a
+ * design where single waiters reserve), W2 a second later. When H lets go, W1's next acquisition
+ * is held by the server for 1.5 s (failCommand blockConnection on W1's findAndModify; its
+ * reservation renewals, `update`s, are not held, so the reservation stays alive): d is free for
+ * that time, and W2 (woken by the same release, or polling) must be refused, not served. Then W1
+ * gets d, and W2 after it.
+ * Three rounds; in each, W1 must be served first. On main (a483dfc) W2 takes d during the stall.
+ */
+import type { Types } from 'mongoose';
+import { deploymentFacts } from '../conformance/support/server';
+import { connect, sleep, testDatabase, type MonitoredConnection } from '../support/db';
+import { usesFailPoints } from '../support/fail-point-lock';
+import { appConnections, failPointOff } from '../support/group-waiting';
+import { workItemModel, type WorkItemModel } from '../support/work-item';
+
+usesFailPoints();
+jest.setTimeout(180_000);
+const db = testDatabase('older_keeps_reservation');
+let admin: MonitoredConnection;
+let w1Conn: MonitoredConnection & { app: string };
+let w2Conn: MonitoredConnection;
+let W1: WorkItemModel;
+let W2: WorkItemModel;
+let H: WorkItemModel;
+
+beforeAll(async () => {
+  admin = await connect(db.name);
+  [w1Conn] = await appConnections(db.name, 'mpl-older-keeps', 1);
+  w2Conn = await connect(db.name);
+  W1 = await workItemModel(w1Conn.connection, { ttl: 30_000, ownerStorage: 'plain' }, 'OlderKeepsItem');
+  W2 = await workItemModel(w2Conn.connection, { ttl: 30_000, ownerStorage: 'plain' }, 'OlderKeepsItem');
+  H = await workItemModel(admin.connection, { ttl: 30_000, ownerStorage: 'plain' }, 'OlderKeepsItem');
+});
+
+afterAll(async () => {
+  await failPointOff(admin.connection);
+  await db.drop(admin.connection);
+  await Promise.all([admin.close(), w1Conn.close(), w2Conn.close()]);
+});
+
+const withFailPoints = deploymentFacts().failPoints ? test : test.skip;
+
+withFailPoints('the older waiter, its acquisition held 1.5 s by the server after the release, is still served before a younger one (three rounds)', async () => {
+  const firsts: string[] = [];
+  for (let round = 0; round < 3; round++) {
+    const [d] = (await H.insertMany([{ title: 'd' }])).map((x) => x._id as Types.ObjectId);
+    const held = await H.lock(d!, 'H');
+    const order: string[] = [];
+    const run = (name: string, model: WorkItemModel) =>
+      (async () => {
+        const doc = await model.lock(d!, name, { wait: 30_000 });
+        order.push(name);
+        await sleep(300);
+        await doc.unlock();
+      })();
+    const older = run('older', W1);
+    await sleep(1_000);
+    const younger = run('younger', W2);
+    await sleep(1_000);
+    await admin.connection.getClient().db('admin').command({
+      configureFailPoint: 'failCommand',
+      mode: { times: 1 },
+      data: { failCommands: ['findAndModify'], appName: w1Conn.app, namespace: `${db.name}.${W1.lockModel().collection.collectionName}`, blockConnection: true, blockTimeMS: 1_500 },
+    });
+    await held.unlock();
+    await Promise.all([older, younger]);
+    await failPointOff(admin.connection);
+    firsts.push(order[0]!);
+  }
+  console.log(`older waiter stalled at the release vs younger: first served per round ${firsts.join(', ')}`);
+  expect(firsts).toEqual(['older', 'older', 'older']);
+});
