@@ -16,7 +16,7 @@
  * the server's clock), right after each call ended.
  */
 import type { Types } from 'mongoose';
-import { LockedError } from '../../src';
+import { LockedError, lockAll, unlockAll } from '../../src';
 import { deploymentFacts } from '../conformance/support/server';
 import type { Connection } from 'mongoose';
 import { connect, operatorConnection, sleep, testDatabase, waitUntil, type MonitoredConnection } from '../support/db';
@@ -124,6 +124,55 @@ test('a group handed out after ordered waiting through acquireLocks: the handle 
   expect(handle.msLeft()).toBeGreaterThan(TTL - 5_000);
   for (const ms of left) expect(ms).toBeGreaterThan(TTL - 5_000);
   await handle.release();
+});
+
+test('after ordered waiting: lockStatus, a resume by ticket and extendLock() without a ttl all see the full ttl on every document', async () => {
+  const ids = await sorted(G, 3);
+  const held = await H.lock(ids[2]!, 'H');
+  const call = timed(G.lockMany(ids, 'G', { wait: 30_000 }));
+  await sleep(1_000);
+  await held.unlock();
+  const got = await call;
+  expect(got.ok).toBe(true);
+  if (!got.ok) return;
+  const docs = got.value;
+  const status = await G.lockStatus(ids, { owner: 'G' });
+  const resumed = await Promise.all(docs.map((d) => G.lock(d._id, 'G', { resume: d.heldLock()!.ticket })));
+  const resumedLeft = resumed.map((d) => Math.round(d.heldLock()!.msLeft()));
+  await sleep(500);
+  const extendedTo = await Promise.all(resumed.map((d) => d.extendLock()));
+  const left = await serverLeft(G, ids);
+  console.log(`after ordered waiting: lockStatus remainingMs ${status.map((s) => s?.remainingMs).join(' / ')}; resumed msLeft ${resumedLeft.join(' / ')}; extendLock() to ${extendedTo.map((d) => d.getTime() - Date.now()).join(' / ')} ms from now; server ${left.map(Math.round).join(' / ')}`);
+  for (const s of status) {
+    expect(s?.mine).toBe(true);
+    expect(s!.remainingMs).toBeGreaterThan(TTL - 5_000);
+  }
+  for (const ms of [...resumedLeft, ...left, ...extendedTo.map((d) => d.getTime() - Date.now())]) expect(ms).toBeGreaterThan(TTL - 5_000);
+  await G.unlockMany(resumed);
+});
+
+test('lockAll over two lock collections after ordered waiting: every document, in both collections, carries the full ttl', async () => {
+  const GInvoice = await workItemModel(gConn.connection, { ttl: TTL, ownerStorage: 'plain' }, 'OrderedLeaseInvoice');
+  const items = await sorted(G, 2);
+  const [invoice] = await sorted(GInvoice, 1);
+  // Canonical order: the invoices' lock collection comes before the items' (by name): the group
+  // keeps [invoice, items[0]] while H holds items[1], the last.
+  const held = await H.lock(items[1]!, 'H');
+  const call = timed(lockAll([[G, items[1]!], [GInvoice, invoice!], [G, items[0]!]], 'G', { wait: 30_000 }));
+  await sleep(1_000);
+  const prefix = [(await holders(G, [items[0]!])).get(String(items[0]))?.owner, (await holders(GInvoice, [invoice!])).get(String(invoice))?.owner];
+  await held.unlock();
+  const got = await call;
+  expect(got.ok).toBe(true);
+  if (!got.ok) return;
+  const [i1, inv, i0] = got.value;
+  const beliefs = [i1, inv, i0].map((d) => Math.round(d.heldLock()!.msLeft()));
+  const left = [...(await serverLeft(G, [items[1]!, items[0]!])), ...(await serverLeft(GInvoice, [invoice!]))];
+  const problems = [...(await groupProblems(G, [i1, i0], 'G')), ...(await groupProblems(GInvoice, [inv], 'G'))];
+  console.log(`lockAll after ordered waiting (prefix held by ${prefix.join(', ')}): msLeft ${beliefs.join(' / ')}, server ${left.map(Math.round).join(' / ')}`);
+  expect(problems).toEqual([]);
+  for (const ms of [...beliefs, ...left]) expect(ms).toBeGreaterThan(TTL - 5_000);
+  await unlockAll([i1, inv, i0]);
 });
 
 withFailPoints('a prefix that lapsed while the group was stalled, and was taken by another owner, is never handed out', async () => {
