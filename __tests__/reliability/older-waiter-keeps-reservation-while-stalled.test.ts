@@ -73,3 +73,31 @@ withFailPoints('the older waiter, its acquisition held 1.5 s by the server after
   console.log(`older waiter stalled at the release vs younger: first served per round ${firsts.join(', ')}`);
   expect(firsts).toEqual(['older', 'older', 'older']);
 });
+
+withFailPoints('a free document a stalled waiter reserved is written by a plain guarded updateOne and claimed by lockNext (a reservation is no lock; PRODUCT.md properties 10 and 14)', async () => {
+  const [d] = (await H.insertMany([{ title: 'd' }])).map((x) => x._id as Types.ObjectId);
+  const held = await H.lock(d!, 'H');
+  const waiting = W1.lock(d!, 'waiter', { wait: 30_000 });
+  await sleep(1_500);
+  // The waiter's next acquisition is held 3 s by the server: d is free (and, in a design where
+  // single waiters reserve, reserved) meanwhile.
+  await admin.connection.getClient().db('admin').command({
+    configureFailPoint: 'failCommand',
+    mode: { times: 1 },
+    data: { failCommands: ['findAndModify'], appName: w1Conn.app, namespace: `${db.name}.${W1.lockModel().collection.collectionName}`, blockConnection: true, blockTimeMS: 3_000 },
+  });
+  await held.unlock();
+  await sleep(200);
+  const write = await W2.updateOne({ _id: d }, { $inc: { edits: 1 } }).then(
+    (r) => `matched ${r.matchedCount}`,
+    (e: unknown) => `${(e as Error).constructor.name}`,
+  );
+  const claimed = await W2.lockNext({ _id: d }, 'worker');
+  console.log(`free reserved d: guarded updateOne ${write}; lockNext ${claimed ? 'claimed d' : 'null'}`);
+  expect(write).toBe('matched 1');
+  expect(claimed?._id).toEqual(d);
+  await claimed?.unlock();
+  const doc = await waiting;
+  await doc.unlock();
+  await failPointOff(admin.connection);
+});
