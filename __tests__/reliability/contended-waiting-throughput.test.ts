@@ -147,3 +147,39 @@ test('(d) long waits: commands per waiter per second', async () => {
     await Promise.all([waiterConn.close(), holderConn.close()]);
   }
 });
+
+/**
+ * (e) A queue on ONE document: 10 single waiters of one process wait 6 s behind one holder. Only
+ * one of them can hold the document's reservation; a design where every waiter that once reserved
+ * polls faster (fair4oldest: every 100 ms without a stream, "one waiter per reserved document: a
+ * bounded load") makes the load grow with the queue. Counted as (d); asserted against the same
+ * per-waiter limit.
+ */
+test('(e) a queue of 10 single waiters on one document: commands per waiter per second', async () => {
+  const waiterConn = await connect(db.name);
+  const holderConn = await connect(db.name);
+  try {
+    const Waiter = await workItemModel(waiterConn.connection, { ttl: 30_000, ownerStorage: 'plain' }, 'ContendedItem');
+    const Holder = await workItemModel(holderConn.connection, { ttl: 30_000, ownerStorage: 'plain' }, 'ContendedItem');
+    const [d] = (await Holder.insertMany([{ title: 'queue' }])).map((x) => x._id);
+    const held = await Holder.lock(d!, 'holder');
+    const counted: string[] = [];
+    const listener = (event: { commandName: string }) => {
+      if (!['aggregate', 'getMore', 'killCursors', 'hello', 'isMaster', 'ismaster', 'ping', 'endSessions'].includes(event.commandName)) counted.push(event.commandName);
+    };
+    const client = waiterConn.connection.getClient();
+    const calls = Array.from({ length: 10 }, (_, i) => Waiter.lock(d!, `q${i}`, { wait: 30_000 }).then((doc) => doc.unlock()));
+    await sleep(1_000);
+    client.on('commandStarted', listener);
+    await sleep(5_000);
+    client.off('commandStarted', listener);
+    await held.unlock();
+    await Promise.all(calls);
+    const perWaiterPerSecond = counted.length / 10 / 5;
+    const byName = counted.reduce<Record<string, number>>((acc, name) => ({ ...acc, [name]: (acc[name] ?? 0) + 1 }), {});
+    console.log(`(e) 10 single waiters queued on one document: ${perWaiterPerSecond.toFixed(2)} commands per waiter per second (${JSON.stringify(byName)})`);
+    expect(perWaiterPerSecond).toBeLessThan(LIMIT.single);
+  } finally {
+    await Promise.all([waiterConn.close(), holderConn.close()]);
+  }
+});
