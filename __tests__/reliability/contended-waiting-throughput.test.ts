@@ -183,3 +183,46 @@ test('(e) a queue of 10 single waiters on one document: commands per waiter per 
     await Promise.all([waiterConn.close(), holderConn.close()]);
   }
 });
+
+/**
+ * (f) Draining a queue: 20 single waiters of one process wait for one document (held 1.5 s, so
+ * every waiter is refused long enough to reserve, in a design that reserves), then each is served
+ * in turn, holds it 50 ms and releases it. Counted: the commands the waiters' connection sends per
+ * grant from the holder's release until the last waiter released. Main (a483dfc): a release wakes
+ * one waiter of the process (lock-waiter.ts), so a grant costs about one attempt, the load and the
+ * release. Asserted: at most 8 commands per grant (main's, plus a reserve and a clear per waiter,
+ * plus slack), so draining a queue of n waiters costs O(n), not O(n^2).
+ */
+test('(f) draining a queue of 20 single waiters on one document: commands per grant', async () => {
+  const waiterConn = await connect(db.name);
+  const holderConn = await connect(db.name);
+  try {
+    const Waiter = await workItemModel(waiterConn.connection, { ttl: 30_000, ownerStorage: 'plain' }, 'ContendedItem');
+    const Holder = await workItemModel(holderConn.connection, { ttl: 30_000, ownerStorage: 'plain' }, 'ContendedItem');
+    const [d] = (await Holder.insertMany([{ title: 'drain' }])).map((x) => x._id);
+    const held = await Holder.lock(d!, 'holder');
+    const counted: string[] = [];
+    const listener = (event: { commandName: string }) => {
+      if (!['aggregate', 'getMore', 'killCursors', 'hello', 'isMaster', 'ismaster', 'ping', 'endSessions'].includes(event.commandName)) counted.push(event.commandName);
+    };
+    const client = waiterConn.connection.getClient();
+    const calls = Array.from({ length: 20 }, (_, i) =>
+      Waiter.lock(d!, `q${i}`, { wait: 60_000 }).then(async (doc) => {
+        await sleep(50);
+        await doc.unlock();
+      }),
+    );
+    await sleep(1_500);
+    const started = performance.now();
+    client.on('commandStarted', listener);
+    await held.unlock();
+    await Promise.all(calls);
+    client.off('commandStarted', listener);
+    const ms = Math.round(performance.now() - started);
+    const byName = counted.reduce<Record<string, number>>((acc, name) => ({ ...acc, [name]: (acc[name] ?? 0) + 1 }), {});
+    console.log(`(f) draining 20 queued single waiters: ${(counted.length / 20).toFixed(1)} commands per grant, ${ms} ms in all (${JSON.stringify(byName)})`);
+    expect(counted.length / 20).toBeLessThan(8);
+  } finally {
+    await Promise.all([waiterConn.close(), holderConn.close()]);
+  }
+});
