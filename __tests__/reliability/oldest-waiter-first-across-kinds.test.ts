@@ -21,7 +21,7 @@ import { retryUntil, timed } from '../support/group-waiting';
 import { workItemModel, type WorkItemModel } from '../support/work-item';
 
 jest.setTimeout(240_000);
-const db = testDatabase('oldest_first');
+const db = testDatabase('oldest_across_kinds');
 const conns: MonitoredConnection[] = [];
 const models: WorkItemModel[] = [];
 const SPACING_MS = 1_000;
@@ -30,7 +30,7 @@ beforeAll(async () => {
   for (let i = 0; i < 7; i++) {
     const c = await connect(db.name);
     conns.push(c);
-    models.push(await workItemModel(c.connection, { ttl: 30_000, ownerStorage: 'plain' }, 'OldestItem'));
+    models.push(await workItemModel(c.connection, { ttl: 30_000, ownerStorage: 'plain' }, 'OldestKindsItem'));
   }
 });
 
