@@ -12,7 +12,8 @@
  * without the plugin, in the replay's transaction) and the raw driver the rest: the plugin against
  * it is the plugin's own cost, and it against the raw replay is Mongoose's.
  * Sizes: BENCH_REPLAY_CYCLES cycles per round (default 400, scaled by BENCH_SCALE), BENCH_REPLAY_ROUNDS
- * rounds (default 5); the sides interleaved in blocks (bench/replay.ts, compare), or rotating every
+ * rounds (default 5) after warm-up rounds that end when the ratios stop drifting (BENCH_REPLAY_SETTLE=0:
+ * none); a control side (a second copy of the raw side) gives the A/A ratio of every round; the sides interleaved in blocks (bench/replay.ts, compare), or rotating every
  * cycle as before with BENCH_REPLAY_SCHEDULE=rotate.
  */
 import { Schema, type Connection, type HydratedDocument, type Model } from 'mongoose';
@@ -51,8 +52,12 @@ export async function benchIdentical(connection: Connection, db: Db, scale: numb
   const cycles = Math.max(20, Math.round(Number(process.env.BENCH_REPLAY_CYCLES ?? 400) * scale));
   const rounds = Math.max(1, Number(process.env.BENCH_REPLAY_ROUNDS ?? 5));
   // Untimed cycles first, as many as a round at least: the first hundreds of cycles pay for the JIT
-  // compiling the plugin's, Mongoose's and the driver's paths.
-  const sizes = { cycles, rounds, warmup: Math.max(cycles, Math.round(500 * scale)), schedule: scheduleFromEnv() };
+  // compiling the plugin's, Mongoose's and the driver's paths. Then warm-up rounds until the ratios
+  // stop drifting (bench/replay.ts, Settle): from a cold start lock + unlock still improves for
+  // 3,000-6,000 cycles per side (bench/replay-warmup.ts; docs/evidence.md). BENCH_REPLAY_SETTLE=0
+  // skips them (the figures of a colder process).
+  const settle = process.env.BENCH_REPLAY_SETTLE === '0' ? undefined : { window: 3, tolerance: 0.01, maxRounds: Math.max(6, Math.round(20 * scale)) };
+  const sizes = { cycles, rounds, warmup: Math.max(cycles, Math.round(500 * scale)), schedule: scheduleFromEnv(), ...(settle ? { settle } : {}) };
   const schema = new Schema<Row, RowModel, LockMethods>({ title: String, n: Number }, { collection: GUARDED });
   schema.plugin(lockPlugin, { ttl: 600_000 });
   const M = connection.model<Row, RowModel>('ReplayGuarded', schema);
@@ -94,6 +99,7 @@ export async function benchIdentical(connection: Connection, db: Db, scale: numb
             raw: { prepare, run: () => driver.send(commands, prepared) },
             mongoose: { prepare, run: () => driver.send(commands, prepared, load) },
             floor: { prepare, run: () => replayer.send(commands, prepared) },
+            control: { prepare, run: () => driver.send(commands, prepared) },
           },
           { ...sizes, rawSide, mongooseSide: 'the load: the collection findOne and Model.hydrate' },
         ),
@@ -131,6 +137,7 @@ export async function benchIdentical(connection: Connection, db: Db, scale: numb
             raw: { prepare: (i) => void (prepared = cycleBodies(commands, claims, [[SENTINEL, 10 + i]])), run: () => driver.send(commands, prepared) },
             mongoose: { prepare: (i) => void ((prepared = cycleBodies(commands, claims)), (plain.n = 10 + i)), run: () => driver.send(commands, prepared, save) },
             floor: { prepare: (i) => void (prepared = cycleBodies(commands, claims, [[SENTINEL, 10 + i]])), run: () => replayer.send(commands, prepared) },
+            control: { prepare: (i) => void (prepared = cycleBodies(commands, claims, [[SENTINEL, 10 + i]])), run: () => driver.send(commands, prepared) },
           },
           { ...sizes, rawSide, mongooseSide: 'the document write: doc.save() of a model without the plugin' },
         ),
@@ -184,6 +191,7 @@ export async function benchIdentical(connection: Connection, db: Db, scale: numb
               run: () => pluginDoc!.saveAndUnlock(),
             },
             raw: { prepare: async (i) => void (prepared = await rawLock(10 + i)), run: () => driver.send(commands, prepared) },
+            control: { prepare: async (i) => void (prepared = await rawLock(10 + i)), run: () => driver.send(commands, prepared) },
             mongoose: { prepare: async (i) => void ((prepared = await rawLock()), (plain.n = 10 + i)), run: () => driver.send(commands, prepared, save) },
             floor: { prepare: async (i) => void (prepared = await rawLock(10 + i)), run: () => replayer.send(commands, prepared) },
           },
@@ -220,6 +228,7 @@ export async function benchIdentical(connection: Connection, db: Db, scale: numb
             raw: { prepare, run: () => driver.send(commands, prepared) },
             mongoose: { prepare, run: () => driver.send(commands, prepared, update) },
             floor: { prepare, run: () => replayer.send(commands, prepared) },
+            control: { prepare, run: () => driver.send(commands, prepared) },
           },
           { ...sizes, rawSide, mongooseSide: 'the document write: Model.updateOne() of a model without the plugin' },
         ),

@@ -94,13 +94,24 @@ interface ReplayedFigures {
   ratioCpu: { median: number };
   mongooseRatioP50: { median: number };
   floorRatioP50: { median: number };
+  /** A/A: a second copy of the raw side against it (runs since the settled warm-up). */
+  aaRatioP50?: { median: number; min: number; max: number };
+  /** The warm-up rounds (bench/replay.ts, Settle), coldest first. */
+  warmupRounds?: { ratio: { p50: number } }[];
+  settled?: boolean;
+}
+
+/** Median of the plugin/raw ratio of p50s over the first three warm-up rounds: the colder process. */
+function coldRatio(r: ReplayedFigures): string {
+  const first = (r.warmupRounds ?? []).slice(0, 3).map((w) => w.ratio.p50).sort((a, b) => a - b);
+  return first.length ? ratio(first[first.length >> 1]!) : '–';
 }
 
 /** Benchmark 1b's rows (`BENCH_ONLY=identical npm run bench`): the plugin against an application sending the same commands through the driver. */
 export function identicalFigures(results: { replayed?: ReplayedFigures[] }): string[] {
   return (results.replayed ?? []).map(
     (r) =>
-      `| ${r.operation} | ${r.commands.join(', ')} | ${ratio(r.ratioP50.median)} (${ratio(r.ratioP50.min)}–${ratio(r.ratioP50.max)}) | ${ratio(r.ratioCpu.median)} | ${ratio(r.mongooseRatioP50.median)} | ${ratio(r.floorRatioP50.median)} |`,
+      `| ${r.operation} | ${r.commands.join(', ')} | ${ratio(r.ratioP50.median)} (${ratio(r.ratioP50.min)}–${ratio(r.ratioP50.max)}) | ${r.aaRatioP50 ? `${ratio(r.aaRatioP50.median)} (${ratio(r.aaRatioP50.min)}–${ratio(r.aaRatioP50.max)})` : '–'} | ${coldRatio(r)} (${r.warmupRounds?.length ?? 0}${r.settled === false ? ', not settled' : ''}) | ${ratio(r.ratioCpu.median)} | ${ratio(r.mongooseRatioP50.median)} | ${ratio(r.floorRatioP50.median)} |`,
   );
 }
 

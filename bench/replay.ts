@@ -277,6 +277,10 @@ export interface RoundResult {
   ratio: SideStats;
   /** The Mongoose side against the raw replay: Mongoose's share of the plugin's ratio. */
   mongooseRatio?: SideStats;
+  /** A second copy of the raw side (compare's `control`). */
+  control?: SideStats;
+  /** A/A: the control side against the raw side, which a fair round puts at 1.00x. */
+  aaRatio?: SideStats;
 }
 
 export interface Spread {
@@ -307,6 +311,12 @@ export interface ReplayComparison {
   /** The plugin against the floor (db.command on one long-lived session), over rounds. */
   floorRatioP50?: Spread;
   floorRatioCpu?: Spread;
+  /** A/A: the control side against the raw side, over rounds. */
+  aaRatioP50?: Spread;
+  /** The warm-up's criterion, its rounds (in order; the first is the coldest) and whether it was met. */
+  settle?: Settle;
+  warmupRounds?: RoundResult[];
+  settled?: boolean;
 }
 
 /** One timed side of a comparison: `prepare` (untimed) then `run` (timed) per cycle. */
@@ -343,7 +353,46 @@ export type Schedule = 'blocks' | 'rotate';
 export const scheduleFromEnv = (): Schedule => (process.env.BENCH_REPLAY_SCHEDULE === 'rotate' ? 'rotate' : 'blocks');
 
 /**
- * Runs the sides interleaved: `warmup` untimed cycles, then `rounds` rounds of `cycles` per side.
+ * When the warm-up ends (`compare`'s `settle`): untimed-for-the-result rounds, run exactly as the
+ * timed ones, until the last `window` rounds' medians of the plugin/raw ratio of p50s and of the
+ * A/A ratio (the control side, a second copy of the raw side, against the raw side) each differ by
+ * at most `tolerance` from the medians of the `window` rounds before them. A weak detector (rounds
+ * move by about 0.03 with the machine's load, the tolerance is 0.01): in effect a minimum of two
+ * windows plus a noisy drift check. It can stop while the ratio still falls (which only makes the
+ * plugin look worse) or not stop on a flat series; the evidence that the code is warm is that the
+ * timed rounds after it show no trend (docs/evidence.md). At most `maxRounds` such rounds; a
+ * comparison that did not settle says so (`settled: false`).
+ */
+export interface Settle {
+  window: number;
+  tolerance: number;
+  maxRounds: number;
+}
+
+const medianOf = (values: number[]) => {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+};
+
+/** Whether the warm-up rounds so far meet `settle`'s criterion (see Settle). */
+export function hasSettled(rounds: RoundResult[], settle: Settle): boolean {
+  const w = settle.window;
+  if (rounds.length < 2 * w) return false;
+  const last = rounds.slice(-w);
+  const before = rounds.slice(-2 * w, -w);
+  const drift = (of: (r: RoundResult) => number | undefined) => {
+    const a = last.map(of);
+    const b = before.map(of);
+    if (a.some((x) => x === undefined) || b.some((x) => x === undefined)) return 0;
+    return Math.abs(medianOf(a as number[]) - medianOf(b as number[]));
+  };
+  return drift((r) => r.ratio.p50) <= settle.tolerance && drift((r) => r.aaRatio?.p50) <= settle.tolerance;
+}
+
+/**
+ * Runs the sides interleaved: `warmup` untimed cycles, then (with `settle`) warm-up rounds until
+ * the figures stop drifting, then `rounds` rounds of `cycles` per side.
  *
  * `blocks`: each side runs one untimed cycle, then BLOCK timed cycles in a row, then the next side
  * does the same, the order of the sides reversed every block (A B C D, D C B A, ...): a block lasts
@@ -358,15 +407,17 @@ export const scheduleFromEnv = (): Schedule => (process.env.BENCH_REPLAY_SCHEDUL
  * docs/evidence.md, "How benchmark 1b interleaves"): A/A, a raw side against a second copy of
  * itself, 1.006x-1.013x under `rotate` in three runs, 0.998x-1.000x under `blocks`; the plugin
  * against the raw side 1.099x-1.124x under `rotate`, 1.067x-1.072x under `blocks`.
+ * `control`: a second copy of the raw side, timed like the others; its ratio to the raw side (A/A)
+ * is reported per round and must be about 1.00x for the round's other ratios to be read.
  */
 export async function compare(
   operation: string,
   commands: string[],
-  sides: { plugin: Side; raw: Side; mongoose?: Side; floor?: Side },
-  options: { cycles: number; rounds: number; warmup: number; mongooseSide?: string; rawSide?: string; schedule?: Schedule },
+  sides: { plugin: Side; raw: Side; mongoose?: Side; floor?: Side; control?: Side },
+  options: { cycles: number; rounds: number; warmup: number; settle?: Settle; mongooseSide?: string; rawSide?: string; schedule?: Schedule },
 ): Promise<ReplayComparison> {
   const schedule = options.schedule ?? 'blocks';
-  const names = (['plugin', 'raw', 'mongoose', 'floor'] as const).filter((name) => sides[name] !== undefined);
+  const names = (['plugin', 'raw', 'mongoose', 'floor', 'control'] as const).filter((name) => sides[name] !== undefined);
   let i = 0;
   const once = async (side: Side): Promise<{ ms: number; cpu: number }> => {
     const k = i++;
@@ -378,9 +429,7 @@ export async function compare(
     const cpu = process.cpuUsage(cpu0);
     return { ms, cpu: (cpu.user + cpu.system) / 1000 };
   };
-  for (let w = 0; w < options.warmup; w++) for (const name of names) await once(sides[name]!);
-  const rounds: RoundResult[] = [];
-  for (let r = 0; r < options.rounds; r++) {
+  const runRound = async (): Promise<RoundResult> => {
     const times: Record<string, number[]> = Object.fromEntries(names.map((n) => [n, []]));
     const cpu: Record<string, number> = Object.fromEntries(names.map((n) => [n, 0]));
     const timed = async (name: (typeof names)[number]) => {
@@ -402,16 +451,26 @@ export async function compare(
     const raw = stats(times.raw!, cpu.raw!);
     const mongoose = sides.mongoose ? stats(times.mongoose!, cpu.mongoose!) : undefined;
     const floor = sides.floor ? stats(times.floor!, cpu.floor!) : undefined;
-    rounds.push({
+    const control = sides.control ? stats(times.control!, cpu.control!) : undefined;
+    return {
       plugin,
       raw,
       ...(mongoose ? { mongoose } : {}),
       ...(floor ? { floor } : {}),
+      ...(control ? { control } : {}),
       ratio: ratioOf(plugin, raw),
       ...(mongoose ? { mongooseRatio: ratioOf(mongoose, raw) } : {}),
       ...(floor ? { floorRatio: ratioOf(plugin, floor) } : {}),
-    });
+      ...(control ? { aaRatio: ratioOf(control, raw) } : {}),
+    };
+  };
+  for (let w = 0; w < options.warmup; w++) for (const name of names) await once(sides[name]!);
+  const warmupRounds: RoundResult[] = [];
+  if (options.settle) {
+    while (warmupRounds.length < options.settle.maxRounds && !hasSettled(warmupRounds, options.settle)) warmupRounds.push(await runRound());
   }
+  const rounds: RoundResult[] = [];
+  for (let r = 0; r < options.rounds; r++) rounds.push(await runRound());
   const withMongoose = rounds.every((r) => r.mongooseRatio);
   const withFloor = rounds.every((r) => r.floorRatio);
   return {
@@ -427,5 +486,7 @@ export async function compare(
     ...(withMongoose ? { mongooseRatioP50: spread(rounds.map((r) => r.mongooseRatio!.p50)), mongooseRatioCpu: spread(rounds.map((r) => r.mongooseRatio!.cpu)) } : {}),
     ...(options.rawSide ? { rawSide: options.rawSide } : {}),
     ...(withFloor ? { floorRatioP50: spread(rounds.map((r) => r.floorRatio!.p50)), floorRatioCpu: spread(rounds.map((r) => r.floorRatio!.cpu)) } : {}),
+    ...(rounds.every((r) => r.aaRatio) ? { aaRatioP50: spread(rounds.map((r) => r.aaRatio!.p50)) } : {}),
+    ...(options.settle ? { settle: options.settle, warmupRounds, settled: hasSettled(warmupRounds, options.settle) } : {}),
   };
 }

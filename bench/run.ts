@@ -446,6 +446,9 @@ function reportReplayed(rows: ReplayComparison[]): void {
     console.log(
       `${pad(row.operation, 66)}${pad(spread(row.ratioP50), 20)}${pad(spread(row.ratioMean), 20)}${pad(spread(row.ratioCpu), 20)}${pad(spread(row.mongooseRatioP50), 20)}${pad(spread(row.mongooseRatioCpu), 20)}${pad(spread(row.floorRatioP50), 20)}${pad(spread(row.floorRatioCpu), 20)}${mid.plugin.p50} / ${mid.raw.p50} / ${mid.floor?.p50 ?? '-'}`,
     );
+    // The warm-up's first rounds, in order: what a colder process sees (bench/replay.ts, Settle).
+    const cold = (row.warmupRounds ?? []).slice(0, 3).map((r) => r.ratio.p50.toFixed(2));
+    console.log(`${pad('', 4)}A/A (control / raw) ${spread(row.aaRatioP50)}; warm-up ${row.warmupRounds?.length ?? 0} rounds${row.settled === false ? ' (NOT settled)' : ''}, p50 ratio in its first rounds ${cold.join(', ') || '-'}`);
   }
   console.log(`(raw: ${first.rawSide ?? 'db.command'}; Mongoose side: the same commands with Mongoose doing its part of the operation and the driver API the rest, against the raw side; floor: the plugin against db.command on one long-lived session with txnNumbers set by hand, which no application reaches)\n`);
 }

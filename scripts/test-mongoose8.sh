@@ -8,7 +8,9 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 cd "$root"
-git ls-files -z | xargs -0 tar -cf - | tar -xf - -C "$work"
+# Never a tracked node_modules (a symlink to a shared install committed by mistake): npm ci
+# below would empty the directory it points to.
+git ls-files -z | grep -zv '^node_modules\(/\|$\)' | xargs -0 tar -cf - | tar -xf - -C "$work"
 cd "$work"
 export MONGOMS_DISABLE_POSTINSTALL=1
 npm ci --no-audit --no-fund --loglevel=error

@@ -20,7 +20,13 @@
  * process has finished its rounds. Livelock (give-ups that repeat for ever) is not checked here:
  * the code breaks it with a random back-off and a bound of 2 s, then 4 s (holdBound).
  *
- * Switches: -DUSER (the user caller), -DNO_BOUND (no give-up), -DRESERVE_ALL (the earlier design,
+ * OLDEST (src/group-reservation.ts, src/single-waiter-reservation.ts): every waiter takes a
+ * `since` at its call's first refusal (a global clock stands for the server's), and a reserve takes
+ * over a live reservation of a YOUNGER waiter ((since, id) smaller) instead of only a free slot;
+ * the USER caller's two lock calls wait as single-document waiters that reserve the one document
+ * each waits for; SINGLE adds a single-document waiter for D0 alone.
+ *
+ * Switches: -DUSER (the user caller), -DOLDEST, -DSINGLE (with OLDEST), -DNO_BOUND (no give-up), -DRESERVE_ALL (the earlier design,
  * branch fair2: a waiting group holds nothing and reserves every document it needs, taking all at
  * once when all are free), -DLISTED_ORDER (groups hold prefixes of their listed order instead of
  * the canonical one), -DROUNDS=n.
@@ -34,6 +40,18 @@
 byte holder[N];   /* NONE: free; else the process id */
 byte resv[N];     /* NONE: no live reservation; else the group id */
 byte done = 0;
+#ifdef OLDEST
+byte clock = 0;
+byte since[4];    /* per waiter (id - 10): the clock at its call's first refusal; 0: not refused yet */
+/* Waiter a is older than waiter b: an earlier since, or the same one and a smaller id (a total order). */
+#define OLDER(a, b) (since[(a) - 10] < since[(b) - 10] || (since[(a) - 10] == since[(b) - 10] && (a) < (b)))
+/* May `me` reserve d now: not its own already, and no live reservation or a younger waiter's. */
+#define MAY_RESERVE(d, me) (resv[d] != me && (resv[d] == NONE || OLDER(me, resv[d])))
+#define FIRST_REFUSAL(me) if :: since[(me) - 10] == 0 -> clock++; since[(me) - 10] = clock :: else -> skip fi
+#else
+#define MAY_RESERVE(d, me) (resv[d] == NONE)
+#define FIRST_REFUSAL(me) skip
+#endif
 
 /* A free document the caller `me` may take: no reservation, or its own. */
 #define TAKEABLE(d, me) (holder[d] == NONE && (resv[d] == NONE || resv[d] == me))
@@ -47,8 +65,11 @@ proctype Group(byte me; byte first) {
   :: r == ROUNDS -> break
   :: else ->
     k = 0;
+#ifdef OLDEST
+    since[me - 10] = 0;   /* a new call */
+#endif
     /* the fast path: both at once, or nothing */
-    atomic { if :: TAKEABLE(0, me) && TAKEABLE(1, me) -> holder[0] = me; holder[1] = me; k = N :: else -> skip fi }
+    atomic { if :: TAKEABLE(0, me) && TAKEABLE(1, me) -> holder[0] = me; holder[1] = me; k = N :: else -> FIRST_REFUSAL(me) fi }
     do
     :: k == N -> break
     :: else ->
@@ -69,7 +90,7 @@ proctype Group(byte me; byte first) {
 #else
       if
       :: atomic { TAKEABLE(d, me) -> holder[d] = me; k++; if :: resv[d] == me -> resv[d] = NONE :: else -> skip fi }
-      :: atomic { !TAKEABLE(d, me) && resv[d] == NONE -> resv[d] = me }   /* reserve the one it waits for */
+      :: atomic { !TAKEABLE(d, me) && MAY_RESERVE(d, me) -> resv[d] = me }   /* reserve the one it waits for */
 #ifndef NO_BOUND
       :: atomic { k > 0 && !TAKEABLE(d, me) ->                            /* the hold bound: give it all back */
            i = 0;
@@ -87,21 +108,62 @@ proctype Group(byte me; byte first) {
   atomic { done++ }
 }
 
+#ifdef OLDEST
+/* One `lock(d, { wait })` of waiter `me`: takes d once takeable, else reserves it (oldest keeps it). */
+inline waitSingle(d, me) {
+  since[me - 10] = 0;
+  do
+  :: atomic { TAKEABLE(d, me) -> holder[d] = me; if :: resv[d] == me -> resv[d] = NONE :: else -> skip fi; break }
+  :: atomic { !TAKEABLE(d, me) && since[me - 10] == 0 -> FIRST_REFUSAL(me) }
+  :: atomic { !TAKEABLE(d, me) && since[me - 10] != 0 && MAY_RESERVE(d, me) -> resv[d] = me }
+  od
+}
+#endif
+
 #ifdef USER
 proctype User(byte me) {
   byte r = 0;
   do
   :: r == ROUNDS -> break
   :: else ->
+#ifdef OLDEST
+    waitSingle(1, me);
+    waitSingle(0, me);
+#else
     atomic { TAKEABLE(1, me) -> holder[1] = me };
     atomic { TAKEABLE(0, me) -> holder[0] = me };
+#endif
     atomic { holder[0] = NONE; holder[1] = NONE; r++ }
   od;
   atomic { done++ }
 }
+#endif
+
+#ifdef SINGLE
+proctype Single(byte me) {
+  byte r = 0;
+  do
+  :: r == ROUNDS -> break
+  :: else ->
+    waitSingle(0, me);
+    atomic { holder[0] = NONE; r++ }
+  od;
+  atomic { done++ }
+}
+#endif
+
+#ifdef USER
+#ifdef SINGLE
+#define PROCS 4
+#else
+#define PROCS 3
+#endif
+#else
+#ifdef SINGLE
 #define PROCS 3
 #else
 #define PROCS 2
+#endif
 #endif
 
 active proctype Watchdog() {
@@ -115,6 +177,9 @@ init {
     run Group(11, 1);
 #ifdef USER
     run User(12);
+#endif
+#ifdef SINGLE
+    run Single(13);
 #endif
   }
 }

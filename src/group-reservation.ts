@@ -1,45 +1,74 @@
 /**
- * The one reservation of a waiting group (lock-group.ts, ordered waiting): the document the group
- * waits for next, and nothing else. While it lives, that document, once free, is taken by this
- * group alone (LockStore acquirable): a caller that releases it and asks again at once (barging)
- * is refused, so the group is not overtaken on the document it waits for.
+ * The one reservation of a waiter: the document it waits for next, and nothing else. While it
+ * lives, that document, once free, is taken by this waiter alone (LockStore acquirable): a caller
+ * that releases it and asks again at once (barging) is refused, so the waiter is not overtaken on
+ * the document it waits for.
  *
- * - Only a waiting `lockMany` / `lockAll` reserves, and only the first document of its canonical
- *   order it lacks. Single-document waiters never reserve (ordinary unfair locks).
- * - The first reserver keeps it: a later group's reserve is a no-op while it lives (LockStore.reserve).
+ * - Who reserves: a waiting `lockMany` / `lockAll` (lock-group.ts, ordered waiting), only the first
+ *   document of its canonical order it lacks; and a single-document waiter (`lock`, `withLock`,
+ *   `acquireLock` with `wait`, SingleWaiter below) refused for longer than RESERVE_AFTER_MS, only
+ *   the one document it asks for. `tryLock`, wait-less calls, resumes and `lockNext` never reserve.
+ * - The oldest waiter keeps it: each waiter carries `since`, the server time of its call's first
+ *   refusal; a reserve takes over a live reservation whose (since, key) is younger than its own
+ *   (LockStore.reserve), and is a no-op otherwise. So a document is handed to the waiters that
+ *   need it oldest first, whether they wait for one document or a group (issue 17 gap (a): a
+ *   polling single waiter was starved by a stream of groups, each reserving it before it polled).
  * - It lapses by itself RESERVATION_MS after its last renewal (server time), so a crashed waiter
- *   blocks nobody for long; it is renewed every RENEW_MS while the group waits.
- * - It is cleared when the group takes the document, moves on, gives up or ends. Every command
+ *   blocks nobody for long; it is renewed every RENEW_MS while the waiter waits.
+ * - It is cleared when the waiter takes the document, moves on, gives up or ends. Every command
  *   runs in the background, one after the other (a clear never overtakes the reserve it undoes):
  *   a grant or an abort never waits on reservation traffic. A failed command is counted, not
  *   thrown: the reservation then lapses by itself.
+ *
+ * No new deadlock: a reservation is held only by a waiter on the one document it waits for, so it
+ * adds no edge to the wait-for graph that the waiter's waiting did not already make. Whoever a
+ * reservation refuses waits for the reserver, and the reserver waits for nothing but that document
+ * (a single waiter holds nothing through its call; a group holds only a canonical prefix below it,
+ * lock-group.ts): once the document is free the reserver takes it, or its reservation lapses
+ * within RESERVATION_MS of its end. Taking over between reservers of one document only reorders
+ * who is served first among waiters of that same document. Cycles through code outside the
+ * canonical order (a caller holding one document while it waits for another) exist with plain
+ * locks already; a group's hold bound ends them as before, and a single waiter's `wait` bounds it.
  */
 import type { GroupMember } from './lock-group';
+import type { LockStore } from './lock-store';
 
 /** How long a reservation lives after its last renewal (server time). */
 export const RESERVATION_MS = 3_000;
-/** How often a waiting group renews it: three renewals fit in one lease. */
+/** How often a waiter renews it: three renewals fit in one lease. */
 const RENEW_MS = 1_000;
+/** A single-document waiter reserves once refused this long: the 250 ms after which a group waits in order (lock-group.ts ORDERED_AFTER_MS). */
+export const RESERVE_AFTER_MS = 250;
+
+/** What a reservation is of: a document and the store of its lock collection (a GroupMember is one). */
+export interface ReservationTarget {
+  documentId: unknown;
+  runtime: { store: Pick<LockStore, 'reserve' | 'clearReservation'> };
+}
 
 /** Reservation commands that failed (the reservation then lapsed by itself); for tests and diagnostics. */
 export const reservationFailures = { count: 0 };
 
-export class GroupReservation {
+/** A waiter's reservation (groups: one per waiting call, moving along the canonical order). */
+export class GroupReservation<T extends ReservationTarget = GroupMember> {
   private chain: Promise<void> = Promise.resolve();
-  private current: { member: GroupMember; timer: NodeJS.Timeout; renewing: boolean } | undefined;
+  private current: { member: T; since: Date; timer: NodeJS.Timeout; renewing: boolean } | undefined;
 
   constructor(private readonly key: string) {}
 
   /** The document reserved now, if any. */
-  get member(): GroupMember | undefined {
+  get member(): T | undefined {
     return this.current?.member;
   }
 
-  /** Reserves `member` (ending the reservation of another document first), and keeps renewing it. */
-  hold(member: GroupMember): void {
+  /**
+   * Reserves `member` (ending the reservation of another document first), and keeps renewing it.
+   * `since`: the server time of the waiting call's first refusal (the older waiter keeps a document).
+   */
+  hold(member: T, since: Date): void {
     if (this.current?.member === member) return;
     this.end();
-    const current = { member, renewing: false, timer: setInterval(() => this.renew(), RENEW_MS) };
+    const current = { member, since, renewing: false, timer: setInterval(() => this.renew(), RENEW_MS) };
     current.timer.unref();
     this.current = current;
     this.renew();
@@ -61,7 +90,7 @@ export class GroupReservation {
     current.renewing = true;
     this.enqueue(async () => {
       try {
-        if (this.current === current) await current.member.runtime.store.reserve(current.member.documentId, this.key, RESERVATION_MS);
+        if (this.current === current) await current.member.runtime.store.reserve(current.member.documentId, this.key, current.since, RESERVATION_MS);
       } finally {
         current.renewing = false;
       }

@@ -365,6 +365,8 @@ export async function lockGroup(request: GroupRequest): Promise<{ documents: Any
   const started = performance.now();
   let quick = 0;
   let roundMs = 0;
+  /** The server time of the call's first refusal: its place among waiters (group-reservation.ts). */
+  let since: Date | undefined;
   for (let attempt = 0; ; attempt++) {
     if (calledOff(request.signal)) throw abortedWith(request.members[0].documentId, request.signal!);
     const subscriptions = waiting ? subscribeAll(parts) : undefined;
@@ -380,8 +382,9 @@ export async function lockGroup(request: GroupRequest): Promise<{ documents: Any
         roundMs = performance.now() - roundStarted;
       }
       if (outcome.kind === 'granted') return outcome;
+      if (outcome.kind === 'refused') since ??= outcome.blockers[0]?.serverNow;
       // Refused for long enough under `wait`: from here the group waits in canonical order (waitInOrder).
-      if (subscriptions && performance.now() - started >= ORDERED_AFTER_MS) return await abortable(waitInOrder(parts, request, started, outcome), parts, request);
+      if (subscriptions && performance.now() - started >= ORDERED_AFTER_MS) return await abortable(waitInOrder(parts, request, started, outcome, since), parts, request);
       const blockers = outcome.kind === 'refused' ? outcome.blockers : [];
       const transaction = outcome.kind === 'refused' && outcome.transaction === true;
       const live = subscriptions ? await subscriptions.live : false;
@@ -470,13 +473,15 @@ type Step = { kind: 'done'; round: Round } | { kind: 'prefix'; prefix: Prefix };
  * the group keeps the longest canonical prefix it got and releases, by token, what it got past
  * the first member it lacks (so it never holds anything above the document it waits for: groups
  * that hold only prefixes of one global order cannot wait for each other in a cycle).
+ * The step's lease is `leaseMs` (stepLease), not the ttl: a group it completes is renewed to the
+ * ttl before it is handed out (renewedToTtl).
  */
-async function orderedStep(parts: readonly Part[], order: readonly GroupMember[], request: GroupRequest, held: Prefix, key: string): Promise<Step> {
+async function orderedStep(parts: readonly Part[], order: readonly GroupMember[], request: GroupRequest, held: Prefix, key: string, leaseMs: number): Promise<Step> {
   const token = newLockToken();
   const sentAt = performance.now();
   const tokens = held.token ? [held.token, token] : [token];
   const releaseAll = () => Promise.all(tokens.map((t) => releaseAfterFault(parts, t)));
-  const settled = await Promise.allSettled(parts.map((part) => part.runtime.store.takeGroup(part.members, token, request.ttl, request.label, key)));
+  const settled = await Promise.allSettled(parts.map((part) => part.runtime.store.takeGroup(part.members, token, request.ttl, request.label, key, leaseMs)));
   const fault = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
   if (fault) {
     await releaseAll();
@@ -495,14 +500,31 @@ async function orderedStep(parts: readonly Part[], order: readonly GroupMember[]
   let count = 0;
   while (count < order.length && has(order[count])) count++;
   if (count === order.length) {
+    // A lock of the group lapsed before the renewal reached it (or the same owner took one over
+    // since): release by token, hold nothing and keep waiting.
+    const lapsed = async (): Promise<Step> => {
+      await releaseAll();
+      return { kind: 'prefix', prefix: { token: undefined, count: 0 } };
+    };
+    let granted = { sentAt, grants };
     let loaded: Loaded;
     try {
-      loaded = await loadMembers(request.members);
+      if (leaseMs < request.ttl) {
+        // Taken under the step's short lease: renewed to the ttl before anything is handed out,
+        // and the lease timed from the renewal's send, with the expiry read back (not estimated).
+        const renewedAt = performance.now();
+        if (!(await renewedToTtl(parts, token, request.ttl))) return await lapsed();
+        let regrants: typeof grants;
+        [regrants, loaded] = await Promise.all([Promise.all(parts.map((part) => part.runtime.store.readGroupGrants(part.ids, token))), loadMembers(request.members)]);
+        // Another call of the same owner may have taken one over (acquirable) since: as lapsed.
+        if (regrants.some((records, i) => records.length < parts[i].ids.length)) return await lapsed();
+        granted = { sentAt: renewedAt, grants: regrants };
+      } else loaded = await loadMembers(request.members);
     } catch (error) {
       await releaseAll();
       throw error;
     }
-    return { kind: 'done', round: await handOut(parts, request, token, sentAt, grants, loaded) };
+    return { kind: 'done', round: await handOut(parts, request, token, granted.sentAt, granted.grants, loaded) };
   }
   // Past the prefix: given back at once (one `update` per lock collection that has any).
   const beyond = order.slice(count).filter(has);
@@ -518,6 +540,21 @@ async function orderedStep(parts: readonly Part[], order: readonly GroupMember[]
     throw error;
   }
   return { kind: 'prefix', prefix: { token: count > 0 ? token : undefined, count } };
+}
+
+/**
+ * Renews what an ordered step got whole (under its short step lease, token `token`) to the ttl,
+ * before anything is handed out: LockStore.extendGroup, one `update` per lock collection, filter
+ * `_id` among the group's, the token and unexpired by the server's `$$NOW` (so a lock that lapsed,
+ * and anyone's who took it since, is never renewed), `expiresAt: $$NOW + ttl`. Resolves to whether
+ * every lock matched; false: one lapsed first, and the caller releases by token and keeps waiting.
+ * The caller then reads the grants again and times the leases from this send (handOut, lease.ts:
+ * the renewal's `$$NOW` is read after it), so the expiry it hands out is the server's, not an
+ * estimate. A fault (the outcome unknown) is thrown; the caller releases by token.
+ */
+async function renewedToTtl(parts: readonly Part[], token: string, ttl: number): Promise<boolean> {
+  const matched = await Promise.all(parts.map((part) => part.runtime.store.extendGroup(part.ids, token, ttl)));
+  return matched.every((count, i) => count === parts[i].ids.length);
 }
 
 /**
@@ -555,8 +592,7 @@ async function releasePrefix(parts: readonly Part[], held: Prefix): Promise<void
 /**
  * How long a waiting group may hold a non-empty prefix before it gives everything back: HOLD_FIRST_MS
  * for the first hold of a call, HOLD_LATER_MS for every later one, never more than half the ttl
- * (each step renews the prefix, so a held lock has at least half its ttl left while the group
- * waits: no lease runs out under a waiting group). The bound ends a cycle through a caller that
+ * (so the lease a step takes, stepLease, stays under the ttl). The bound ends a cycle through a caller that
  * holds one document and waits for another in another order (user code, a lockNext worker): that
  * caller gets what the group gave back. The longer second bound lets the group outlast a caller
  * that gives up (or finishes) after a fixed patience under HOLD_LATER_MS
@@ -572,6 +608,38 @@ function holdBound(giveUps: number, ttl: number): number {
   return Math.max(MIN_LEASE_MS, Math.min(giveUps === 0 ? HOLD_FIRST_MS : HOLD_LATER_MS, ttl / 2));
 }
 
+/** After a give-up the group pauses for 0.5 to 1 of this before it takes anything again. */
+function pauseUnit(bound: number): number {
+  return Math.min(bound / 2, POLL_CAP_MS);
+}
+
+/**
+ * The lease an ordered step takes (and renews the prefix with): until about the group's give-up,
+ * not the full ttl (issue 17 gap b). A caller refused by the prefix is told to retry when the lock
+ * expires (`retryAfterMs`, from the record's `expiresAt`); with the full ttl that time always fell
+ * into the group's next hold (a step at s gives up at s + bound, pauses, takes the prefix again
+ * before s + ttl), so a caller honouring Retry-After was refused until the group's wait ended
+ * (reliability/group-hold-vs-retry-after). So: the hold's remaining bound plus a margin of a
+ * quarter of the pause unit, i.e. about half-way between the give-up and the earliest moment the
+ * group takes anything again (half a unit after it): the advised retry lands in that pause. At
+ * least one unit (a step near or past the end of the bound must still finish its commands and, when
+ * it got everything, renew it before it lapses); never more than the ttl.
+ *
+ * Why a short lease is safe: the prefix is never handed out; a step hands out only a group whose
+ * every member carries the step's NEW token (readGroupGrants), renewed to the full ttl before that
+ * (renewedToTtl: a lapsed lock is not renewed) and read back. If the give-up runs late (a loaded
+ * process, a stalled command), the prefix simply lapses: the group then holds less than it
+ * believes, which costs it only its place (the next step takes what is free again; the release by
+ * token matches nothing of someone else's; reliability/group-step-lease).
+ */
+function stepLease(ttl: number, bound: number, heldFor: number | undefined): number {
+  const unit = pauseUnit(bound);
+  const remaining = heldFor === undefined ? bound : bound - heldFor;
+  // Whole milliseconds, as every ttl the plugin sends (options.ts): it is added to `$$NOW`, and the
+  // emulator refuses a date plus a fractional double (numeric-expressions.ts).
+  return Math.min(ttl, Math.ceil(Math.max(remaining + unit / 4, unit)));
+}
+
 /**
  * Waiting in canonical order, after the whole group was refused at once (issue 17 item 2): the
  * group holds the longest prefix of its canonical order it could take and waits for the first
@@ -583,7 +651,7 @@ function holdBound(giveUps: number, ttl: number): number {
  * explicit abort; whatever it held is released (after an abort in the background: an abort never
  * waits, and never returns a lock).
  */
-async function waitInOrder(parts: readonly Part[], request: GroupRequest, started: number, first: Round): Promise<{ documents: AnyDoc[]; group: HeldGroup }> {
+async function waitInOrder(parts: readonly Part[], request: GroupRequest, started: number, first: Round, since: Date | undefined): Promise<{ documents: AnyDoc[]; group: HeldGroup }> {
   const order = canonicalOrder(request.members);
   const key = newLockToken();
   const reservation = new GroupReservation(key);
@@ -603,7 +671,10 @@ async function waitInOrder(parts: readonly Part[], request: GroupRequest, starte
       try {
         const [blocker] = await awaited.runtime.store.findBlockersFor([awaited.documentId], [awaited.ownerKey], key);
         if (!blocker) {
-          const stepped = await orderedStep(parts, order, request, held, key);
+          // The hold is timed from the send of its first step (no later than the prefix was taken).
+          const stepSentAt = performance.now();
+          const leaseMs = stepLease(request.ttl, holdBound(giveUps, request.ttl), holdingSince === undefined ? undefined : stepSentAt - holdingSince);
+          const stepped = await orderedStep(parts, order, request, held, key, leaseMs);
           if (stepped.kind === 'done' && stepped.round.kind === 'granted') {
             // The step renewed the prefix under the grant's token: nothing of the old token is left to release.
             held = { token: undefined, count: 0 };
@@ -616,13 +687,15 @@ async function waitInOrder(parts: readonly Part[], request: GroupRequest, starte
           const before = held.count;
           held = stepped.kind === 'prefix' ? stepped.prefix : { token: undefined, count: 0 };
           if (held.count === 0) holdingSince = undefined;
-          else holdingSince ??= performance.now();
+          else holdingSince ??= stepSentAt;
           // Moved on: the next document is reserved when it is found blocked.
           if (reservation.member && reservation.member !== order[held.count]) reservation.end();
           if (held.count > before) continue;
         } else {
           lastBlocker = { ...blocker, documentId: awaited.documentId };
-          reservation.hold(awaited);
+          // Its place among the document's waiters: the call's first refusal, kept across give-ups.
+          since ??= blocker.serverNow;
+          reservation.hold(awaited, since);
         }
         const live = await subscription.live;
         if (calledOff(request.signal)) {
@@ -645,7 +718,7 @@ async function waitInOrder(parts: readonly Part[], request: GroupRequest, starte
           held = { token: undefined, count: 0 };
           holdingSince = undefined;
           giveUps++;
-          await pause(Math.min(left, (0.5 + Math.random() / 2) * Math.min(bound / 2, POLL_CAP_MS)), request.signal);
+          await pause(Math.min(left, (0.5 + Math.random() / 2) * pauseUnit(bound)), request.signal);
           if (calledOff(request.signal)) continue;
           const again = await round(parts, request);
           if (again.kind === 'granted') return again;

@@ -114,9 +114,10 @@ function lockSchema(SchemaClass: typeof Schema, collection: string, purgeAfterMs
       ttl: { type: Number },
       lastWriteAt: { type: Date },
       claim: { type: String },
-      // A waiting group's reservation of a free document (lock-store.ts reserve); no lock.
+      // A waiter's reservation of a free document (lock-store.ts reserve); no lock.
       reservedBy: { type: String },
       reservedUntil: { type: Date },
+      reservedSince: { type: Date },
     },
     { collection, versionKey: false, strict: 'throw', ...inheritedSetupOptions(setupOptions) },
   );

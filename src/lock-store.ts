@@ -75,14 +75,29 @@ export interface LockRecord {
   /** Random value written by a guarded write's transaction, so that its write is never a no-op. */
   claim?: string;
   /**
-   * The reservation of a waiting group (lock-group.ts, ordered waiting): the random key of the
-   * one `lockMany` / `lockAll` call that waits for this document. A reservation is no lock: while
-   * `reservedUntil` is ahead of the server's clock, a free record is taken by that call alone;
-   * holders, readers, releaseAllFor and the write guard ignore it.
+   * The reservation of a waiter (group-reservation.ts): the random key of the one waiting call
+   * (`lockMany` / `lockAll` in ordered waiting, or `lock` with `wait`) that waits for this
+   * document. A reservation is no lock: while `reservedUntil` is ahead of the server's clock, a
+   * free record is taken by that call alone; holders, readers, releaseAllFor and the write guard
+   * ignore it.
    */
   reservedBy?: string;
   /** When the reservation lapses unless its waiter renews it (server time). */
   reservedUntil?: Date;
+  /**
+   * When the reserving call was first refused (server time): an older waiter takes a live
+   * reservation over (reserve). Absent on reservations written before it existed (read as newest).
+   */
+  reservedSince?: Date;
+}
+
+/**
+ * A waiting single-document call as an acquirer (single-waiter-reservation.ts): its reservation
+ * key, and the server time of its first refusal, which `acquire` records from the refusal's reply.
+ */
+export interface ReservingWaiter {
+  readonly key: string;
+  since: Date | undefined;
 }
 
 /** A lock granted (or resumed) by one command, with that command's timing (lease.ts). */
@@ -199,6 +214,22 @@ function reservationLetsIn(key: string | undefined): unknown {
   const lapsed = { $lte: [{ $ifNull: ['$reservedUntil', lit(new Date(0))] }, '$$NOW'] };
   return key === undefined ? lapsed : { $or: [lapsed, { $eq: ['$reservedBy', lit(key)] }] };
 }
+/**
+ * Aggregation expression: a waiter first refused at `since` (server time) with reservation key
+ * `key` is older than the record's reserver, so it takes the reservation over (reserve): its
+ * `since` is earlier than `reservedSince`, or equal with a smaller key (a total order: every
+ * waiter has one place in it). A missing `reservedSince` (a reservation written before it
+ * existed) reads as the latest Date, so any waiter with a `since` is older. `$lt` and `$eq` of two
+ * dates, and of two strings (random base64url keys; the lock collection is created without a
+ * collation, so binary; were a collation to make two keys equal, neither would take over: the
+ * first keeps it, as before). Both values are caller-free, and go in as `$literal` all the same.
+ */
+function olderThanReserver(key: string, since: Date): unknown {
+  const theirs = { $ifNull: ['$reservedSince', lit(LATEST_DATE)] };
+  return { $or: [{ $lt: [lit(since), theirs] }, { $and: [{ $eq: [lit(since), theirs] }, { $lt: [lit(key), { $ifNull: ['$reservedBy', ''] }] }] }] };
+}
+/** The latest date a JavaScript Date holds (ECMA-262 Time Values: ±8.64e15 ms), stored as a BSON date. */
+const LATEST_DATE = new Date(8.64e15);
 /**
  * The acquisition condition of `lock`, `tryLock` and groups (acquire, takeGroup): a free record
  * whose reservation lets the caller in, or, with `mine`, a record `mine` holds unexpired (a
@@ -434,10 +465,11 @@ export class LockStore {
    * ACQUIRE_ATTEMPTS), and that update sees the winner's grant and refuses. (`$expr` in an
    * upsert's filter would be refused: QueryFeatureNotAllowed 224; see docs/mongodb-compatibility.md.)
    */
-  async acquire(documentId: unknown, ownerKey: string, ttl: number, label: string | null = null): Promise<Grant> {
+  async acquire(documentId: unknown, ownerKey: string, ttl: number, label: string | null = null, waiter?: ReservingWaiter): Promise<Grant> {
     this.refuseIfInOpenTransaction(documentId);
-    // Single-document calls carry no reservation key: a live reservation refuses them (acquirable).
-    const { record, token, sentAt } = await this.sendAcquire(documentId, ownerKey, acquirable(ownerKey, undefined), ttl, label);
+    // A waiting call carries its reservation key: its own reservation lets it in, any other live
+    // one refuses it (acquirable). Calls that do not wait carry none: every live reservation refuses them.
+    const { record, token, sentAt } = await this.sendAcquire(documentId, ownerKey, acquirable(ownerKey, waiter?.key), ttl, label);
     const expiresAt = record.expiresAt as Date;
     // A findAndModify that the driver retried (retryable writes, after a network error) is
     // answered from the stored result WITHOUT the projection (parseOplogEntryForFindAndModify
@@ -453,11 +485,14 @@ export class LockStore {
     if (projected ? record.acquired === true : record.token === token) {
       return { token, fence: Number(record.fence), acquiredAt: record.acquiredAt as Date, expiresAt, serverNow, sentAt, label: holderLabel };
     }
+    // A refusal is never a retried reply (only a grant writes): it is projected, with the
+    // server's `$$NOW`, the waiter's `since` when it is its first.
+    if (waiter && projected) waiter.since ??= serverNow;
     if (projected && expiresAt.getTime() <= serverNow.getTime()) {
-      // Free, so refused by a waiting group's reservation (acquirable): no holder, no label; a
-      // waiter retries when it is cleared (a change event) or lapses.
+      // Free, so refused by a waiter's reservation (acquirable): no holder, no label; a waiter
+      // retries when it is cleared (a change event) or lapses.
       const until = record.reservedUntil instanceof Date ? record.reservedUntil.getTime() - serverNow.getTime() : undefined;
-      throw new LockedError(documentId, undefined, ' A waiting group reserved it (no lock: it is taken by that group next).', until, null);
+      throw new LockedError(documentId, undefined, ' A waiting caller reserved it (no lock: it is taken by that caller next).', until, null);
     }
     const remaining = projected ? expiresAt.getTime() - serverNow.getTime() : undefined;
     throw new LockedError(documentId, expiresAt, '', remaining, holderLabel);
@@ -1114,6 +1149,9 @@ export class LockStore {
    * never trusts a partial grant and releases it by token. A statement whose upsert still failed
    * with a duplicate key (the retries exhausted) is a write error of that statement alone; with
    * `ordered: false` the others still run (handleError), and it counts as not taken (R25).
+   * `leaseMs` (a waiting group's ordered step, lock-group.ts stepLease): the expiry is `$$NOW +
+   * leaseMs` instead of `$$NOW + ttl`; the record's `ttl` stays the acquisition's (what a resume
+   * without its own ttl adds, extend).
    */
   async takeGroup(
     targets: readonly { documentId: unknown; ownerKey: string }[],
@@ -1121,6 +1159,7 @@ export class LockStore {
     ttl: number,
     label: string | null,
     reservationKey?: string,
+    leaseMs: number = ttl,
   ): Promise<boolean | 'timedOut'> {
     const pipelines = new Map<string, Document[]>();
     const grant = (ownerKey: string): Document[] => {
@@ -1132,7 +1171,7 @@ export class LockStore {
           token: lit(token),
           fence: NEXT_FENCE,
           acquiredAt: '$$NOW',
-          expiresAt: { $add: ['$$NOW', lit(ttl)] },
+          expiresAt: { $add: ['$$NOW', lit(leaseMs)] },
           label: lit(label),
           ttl: lit(ttl),
         });
@@ -1212,24 +1251,29 @@ export class LockStore {
   }
 
   /**
-   * Reserves the free document `documentId` for the waiting group whose reservation key is `key`
-   * (lock-group.ts, ordered waiting): one `update` of one statement, a pipeline upsert with filter
-   * `{ _id }` alone (R1, R3) that writes `reservedBy = key` and `reservedUntil = $$NOW + leaseMs`
-   * when the record has no live reservation or it is `key`'s own (a renewal), and otherwise leaves
-   * the record binary-equal, a no-op (R5): the first waiter keeps it, a later one does not replace
-   * it. It touches no lock field: whoever holds the document keeps it, and the record's expiry (so
+   * Reserves the free document `documentId` for the waiter whose reservation key is `key`, first
+   * refused at `since` (group-reservation.ts): one `update` of one statement, a pipeline upsert with
+   * filter `{ _id }` alone (R1, R3) that writes `reservedBy = key`, `reservedSince = since` and
+   * `reservedUntil = $$NOW + leaseMs` when the record has no live reservation, it is `key`'s own (a
+   * renewal), or its reserver is younger (olderThanReserver: a takeover), and otherwise leaves the
+   * record binary-equal, a no-op (R5): the oldest waiter keeps it, a younger one does not replace
+   * it. The three fields are one `$set` stage, each a `$cond` on the same condition evaluated against
+   * the record before the stage (applyIf), so they always move together; a single-document update is
+   * atomic and re-evaluated after a write conflict (R8), so of two racing reserves the older ends up
+   * holding the reservation whichever lands first. It touches no lock field: whoever holds the document keeps it, and the record's expiry (so
    * the TTL index's purge) stays; a document without a record gets one with only `expiresAt =
    * $$NOW` (free, purged `purgeAfter` later like a released record) and the reservation. Best
    * effort (the next renewal tries again): a duplicate key left after the server's retries (R9)
    * and a wait behind another process's transaction cut by `maxTimeMS` (R26) resolve.
    */
-  async reserve(documentId: unknown, key: string, leaseMs: number): Promise<void> {
-    const yields = reservationLetsIn(key);
+  async reserve(documentId: unknown, key: string, since: Date, leaseMs: number): Promise<void> {
+    const yields = { $or: [reservationLetsIn(key), olderThanReserver(key, since)] };
     const update = [
       {
         $set: {
           reservedBy: { $cond: [yields, lit(key), '$reservedBy'] },
           reservedUntil: { $cond: [yields, { $add: ['$$NOW', lit(leaseMs)] }, '$reservedUntil'] },
+          reservedSince: { $cond: [yields, lit(since), '$reservedSince'] },
           expiresAt: { $ifNull: ['$expiresAt', '$$NOW'] },
         },
       },
@@ -1244,11 +1288,12 @@ export class LockStore {
 
   /**
    * Ends the reservation `key` holds on `documentId`: one `update`, filter `_id` and this `key` (so
-   * nobody else's reservation is touched), `$unset` of the two reservation fields. Nothing else of
+   * nobody else's reservation is touched, also one that took this one over), `$unset` of the three
+   * reservation fields. Nothing else of
    * the record changes; the change event it makes wakes the document's waiters (LockWatch).
    */
   async clearReservation(documentId: unknown, key: string): Promise<void> {
-    await this.locks.updateOne({ _id: documentId, reservedBy: key } as Document, { $unset: { reservedBy: '', reservedUntil: '' } });
+    await this.locks.updateOne({ _id: documentId, reservedBy: key } as Document, { $unset: { reservedBy: '', reservedUntil: '', reservedSince: '' } });
   }
 
   /**
@@ -1357,6 +1402,8 @@ function blockerFrom(documentId: unknown, record: Document | null): Blocker {
 /** A lock (or a reservation) that stopped a group acquisition, with its holder's display label. */
 export interface GroupBlocker extends Blocker {
   label: string | null;
+  /** The server's `$$NOW` of the read that found it (a waiting group's `since`, group-reservation.ts). */
+  serverNow: Date;
   /** A free document reserved by another waiting group: `expiresAt` is undefined, `remainingMs` says when the reservation lapses unless renewed. */
   reserved?: boolean;
 }
@@ -1364,9 +1411,9 @@ export interface GroupBlocker extends Blocker {
 /** A GroupBlocker from a record read with `expiresAt`, `reservedUntil`, `label` and `now: '$$NOW'`. */
 function groupBlockerFrom(documentId: unknown, record: Document): GroupBlocker {
   const now = record.now as Date;
-  if (record.expiresAt instanceof Date && record.expiresAt > now) return { ...blockerFrom(documentId, record), label: typeof record.label === 'string' ? record.label : null };
+  if (record.expiresAt instanceof Date && record.expiresAt > now) return { ...blockerFrom(documentId, record), label: typeof record.label === 'string' ? record.label : null, serverNow: now };
   const until = record.reservedUntil instanceof Date ? record.reservedUntil.getTime() - now.getTime() : undefined;
-  return { documentId, expiresAt: undefined, remainingMs: until, label: null, reserved: true };
+  return { documentId, expiresAt: undefined, remainingMs: until, label: null, reserved: true, serverNow: now };
 }
 
 

@@ -26,6 +26,8 @@ const POLL_CAP_MS = 1_000;
 const SAFETY_POLL_MS = 5_000;
 const STREAM_IDLE_CLOSE_MS = 10_000;
 const STREAM_AWAIT_MS = 1_000;
+/** Without a stream, a waiter that reserved its document asks again at least this often (acquireWaiting). */
+const RESERVED_POLL_MS = 100;
 
 interface Subscription {
   /** Resolves when the lock record of this document changed (or the stream failed). */
@@ -124,9 +126,23 @@ export class LockWatch {
       while (this.stream === stream) {
         const event = (await stream.next()) as mongo.ChangeStreamDocument & { documentKey?: { _id: unknown } };
         const updated = event.operationType === 'update' ? event.updateDescription?.updatedFields : undefined;
-        // An acquisition, or a waiting group's reservation written or renewed: nothing freed. (A
+        // An acquisition, or a waiter's reservation written, renewed or taken over: nothing freed. (A
         // reservation's clear removes its fields: it wakes the waiters the reservation refused.)
         if (updated?.token || updated?.reservedUntil) continue;
+        // A renewal (extendLock, a group's renewal, a waiting group's step renewed to the ttl) moves
+        // only the expiry: the same acquisition still holds the lock, nothing freed. An update
+        // event's updateDescription names every field the update changed or removed (the manual's
+        // change events, "update Event"; a pipeline update's oplog entry is the diff of the pre- and
+        // post-image, PipelineExecutor::applyUpdate -> doc_diff::computeOplogDiff, or else a full
+        // replacement, which streams as a `replace` event and wakes as before),
+        // so an event naming `expiresAt` alone left owner and token as they were. Waking on it
+        // cost every waiter of the document a useless read per renewal, and a lockNext worker its
+        // turn (reliability/single-waiter-beside-waiting-groups, once done steps renewed to the ttl).
+        // The cost: a renewal that SHORTENS a lease (extendLock with a smaller ttl) is not heard
+        // either; its waiters learn the earlier expiry at their next read (at the expiry they last
+        // read, or their safety poll), as they learn of any expiry.
+        const removed = event.operationType === 'update' ? event.updateDescription?.removedFields : undefined;
+        if (updated && Object.keys(updated).length === 1 && 'expiresAt' in updated && !removed?.length) continue;
         const key = event.documentKey ? idKey(event.documentKey._id) : undefined;
         if (key) this.wake(key);
       }
@@ -252,6 +268,8 @@ export function abortedWith(documentId: unknown, signal: AbortSignal): unknown {
  * signal was already aborted). An attempt in flight is not interrupted: a lock it got is returned.
  * An attempt whose grants all arrived too late to count on (LockExpiredOnArrivalError) is tried
  * again after a backoff while the wait lasts: the lock was free, the database was slow.
+ * `reserver` (single-waiter-reservation.ts): told of each refusal the call waits on, so it reserves
+ * the document once refused long enough; ended when the call ends, however it ends.
  */
 export async function acquireWaiting<T>(
   documentId: unknown,
@@ -259,6 +277,22 @@ export async function acquireWaiting<T>(
   watch: LockWatch,
   waitMs: number,
   signal: AbortSignal | undefined,
+  reserver?: { refused(waitedMs: number): boolean; end(): void },
+): Promise<T> {
+  try {
+    return await waitFor(documentId, attempt, watch, waitMs, signal, reserver);
+  } finally {
+    reserver?.end();
+  }
+}
+
+async function waitFor<T>(
+  documentId: unknown,
+  attempt: () => Promise<T>,
+  watch: LockWatch,
+  waitMs: number,
+  signal: AbortSignal | undefined,
+  reserver: { refused(waitedMs: number): boolean } | undefined,
 ): Promise<T> {
   const started = performance.now();
   for (let round = 0; ; round++) {
@@ -288,9 +322,20 @@ export async function acquireWaiting<T>(
           const cause: unknown = signal?.aborted ? signal.reason : undefined;
           throw new LockedError(documentId, error.expiresAt, ` Waited ${Math.round(waited)} ms for it.`, error.retryAfterMs, error.label, cause);
         }
-        subscription.waiting();
+        // A waiter that reserved the document is told of every change of it, as a waiting group is
+        // (LockWatch.wake), not only when it is the one waiter picked: once free, the document is
+        // its alone, so a release handed to another waiter of this process would leave it idle
+        // until that waiter's next poll. Without a stream it polls at least every RESERVED_POLL_MS,
+        // for the same reason (only waiters refused for 250 ms do: one command per 100 ms each).
+        const reserving = reserver?.refused(waited) === true;
+        if (!reserving) subscription.waiting();
         const untilExpiry = error.retryAfterMs === undefined ? Infinity : error.retryAfterMs + 1;
-        const poll = live ? SAFETY_POLL_MS : Math.random() * Math.min(POLL_CAP_MS, POLL_BASE_MS * 2 ** round);
+        const backoffPoll = Math.random() * Math.min(POLL_CAP_MS, POLL_BASE_MS * 2 ** round);
+        // Refused by a reservation (no holder): when it is a younger waiter's, this call's reserve
+        // takes it over, which wakes nobody (LockWatch ignores reservation writes): ask again soon.
+        const byReservation = error.expiresAt === undefined;
+        let poll = live ? SAFETY_POLL_MS : backoffPoll;
+        if (reserving && (byReservation || !live)) poll = Math.min(poll, RESERVED_POLL_MS);
         const stopPause = new AbortController();
         const onAbort = () => stopPause.abort();
         signal?.addEventListener('abort', onAbort, { once: true });

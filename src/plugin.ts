@@ -17,8 +17,9 @@ import { installWriteGuard, saveWithContext } from './guard/install';
 import { refuseSaveLockOptions } from './guard/options';
 import { LockHandle, asyncDispose } from './lock-handle';
 import { MIN_LEASE_MS, monotonicNow } from './lease';
-import { lockInfoFrom, type Grant, type LockPage, type LockStatus, type LockStore } from './lock-store';
+import { lockInfoFrom, type Grant, type LockPage, type LockStatus, type LockStore, type ReservingWaiter } from './lock-store';
 import { acquireWaiting } from './lock-waiter';
+import { SingleWaiterReservation } from './single-waiter-reservation';
 import { installNextStatics } from './next-statics';
 import { describeValue, resolveOptions, validateTtl, type LockPluginOptions } from './options';
 import { ownerKeyFunction } from './owner-key';
@@ -121,15 +122,19 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
     await ready;
     const key = ownerKey(who);
     // No closure per call unless the call waits (issue 16, Performance).
-    if (call.wait > 0 || call.signal) return acquireWaiting(documentId, () => takeLease(model, documentId, loadId, who, key, call, ticket, store), watch, call.wait, call.signal);
+    if (call.wait > 0 || call.signal) {
+      // A waiting acquisition reserves its document once refused long enough (single-waiter-reservation.ts); a resume never does.
+      const waiter = ticket ? undefined : new SingleWaiterReservation({ documentId, runtime: { store } });
+      return acquireWaiting(documentId, () => takeLease(model, documentId, loadId, who, key, call, ticket, store, waiter), watch, call.wait, call.signal, waiter);
+    }
     return takeLease(model, documentId, loadId, who, key, call, ticket, store);
   }
 
   /** One grant: the acquisition, or with a ticket its resume. */
-  function grantOnce(documentId: unknown, key: string, call: ResolvedCallOptions, ticket: TicketParts | undefined, store: LockStore): Promise<Grant> {
+  function grantOnce(documentId: unknown, key: string, call: ResolvedCallOptions, ticket: TicketParts | undefined, store: LockStore, waiter: ReservingWaiter | undefined): Promise<Grant> {
     // A resume without its own ttl extends by the acquisition's (stored in the lock record), as
     // extendLock() does; the plugin's ttl only for a record written before that was stored.
-    return ticket ? store.resume(documentId, key, ticket, call.ttlGiven ? call.ttl : undefined, options.ttl) : store.acquire(documentId, key, call.ttl, call.label);
+    return ticket ? store.resume(documentId, key, ticket, call.ttlGiven ? call.ttl : undefined, options.ttl) : store.acquire(documentId, key, call.ttl, call.label, waiter);
   }
 
   /**
@@ -150,10 +155,11 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
     call: ResolvedCallOptions,
     ticket: TicketParts | undefined,
     store: LockStore,
+    waiter?: ReservingWaiter,
   ): Promise<{ doc: AnyDoc; state: HeldLockState }> {
     const resuming = ticket !== undefined;
     for (let attempt = 1; ; attempt++) {
-      const grant = await grantOnce(documentId, key, call, ticket, store);
+      const grant = await grantOnce(documentId, key, call, ticket, store, waiter);
       const held: HeldLockFields = {
         documentId,
         owner: who,

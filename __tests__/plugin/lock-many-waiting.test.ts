@@ -98,7 +98,7 @@ describe.each([
     }
   });
 
-  test('a group granted by its ordered step sends no release on the way out (its prefix was renewed under the grant\'s token)', async () => {
+  test('a group granted by its ordered step sends no release on the way out (its prefix was renewed under the grant\'s token), and one renewal to the ttl', async () => {
     const M = model();
     const waiterConn = await connect(db.name);
     try {
@@ -108,10 +108,17 @@ describe.each([
       const waiting = W.lockMany(ids, 'waiter', { wait: 20_000 });
       const deadline = Date.now() + 10_000;
       while (!(await M.lockStatus([ids[0]], { owner: 'waiter' }))[0]?.mine && Date.now() < deadline) await sleep(50);
-      // From the release of ids[1] on: the releases by token (`token` in the filter) the waiter sends.
+      // From the release of ids[1] on: the releases by token (`token` in the filter, the update
+      // clears the token) the waiter sends, and its renewals by token (the update sets only the
+      // expiry: the step took the group with its short step lease and renews it to the ttl).
       const releases: unknown[] = [];
-      const listener = (event: { commandName: string; command: { updates?: { q?: { token?: unknown } }[] } }) => {
-        if (event.commandName === 'update' && typeof event.command.updates?.[0]?.q?.token === 'string') releases.push(event.command.updates[0].q);
+      const renewals: unknown[] = [];
+      const listener = (event: { commandName: string; command: { updates?: { q?: { token?: unknown }; u?: unknown }[] } }) => {
+        const statement = event.command.updates?.[0];
+        if (event.commandName !== 'update' || typeof statement?.q?.token !== 'string') return;
+        const set = Array.isArray(statement.u) ? (statement.u[0] as { $set?: Record<string, unknown> }).$set : undefined;
+        if (set && Object.keys(set).join() === 'expiresAt') renewals.push(statement.q);
+        else releases.push(statement.q);
       };
       waiterConn.connection.getClient().on('commandStarted', listener);
       await second.unlock();
@@ -119,6 +126,7 @@ describe.each([
       waiterConn.connection.getClient().off('commandStarted', listener);
       expect(docs.map((d) => d.heldLock()!.owner)).toEqual(['waiter', 'waiter']);
       expect(releases).toEqual([]);
+      expect(renewals).toHaveLength(1);
       await W.unlockMany(docs);
     } finally {
       await waiterConn.close();

@@ -102,7 +102,7 @@ describe.each([
   test('the lock schema is exactly the plugin\'s: no field, option or hook from a global plugin', async () => {
     const lockModel = Items.lockModel();
     const schema = lockModel.schema;
-    expect(Object.keys(schema.paths).sort()).toEqual(['_id', 'acquiredAt', 'claim', 'expiresAt', 'fence', 'label', 'lastWriteAt', 'owner', 'reservedBy', 'reservedUntil', 'token', 'ttl']);
+    expect(Object.keys(schema.paths).sort()).toEqual(['_id', 'acquiredAt', 'claim', 'expiresAt', 'fence', 'label', 'lastWriteAt', 'owner', 'reservedBy', 'reservedSince', 'reservedUntil', 'token', 'ttl']);
     expect(schema.get('timestamps')).toBeFalsy();
     expect(schema.get('strict')).toBe('throw');
     expect(schema.get('versionKey')).toBe(false);

@@ -20,7 +20,7 @@ let conn: MonitoredConnection;
 const sent: Document[] = [];
 
 /** The plugin's own field paths and the system variables it uses: nothing else may start with `$`. */
-const ALLOWED_DOLLAR_STRINGS = new Set(['$$NOW', '$owner', '$token', '$fence', '$acquiredAt', '$expiresAt', '$claim', '$lastWriteAt', '$label', '$ttl', '$reservedBy', '$reservedUntil']);
+const ALLOWED_DOLLAR_STRINGS = new Set(['$$NOW', '$owner', '$token', '$fence', '$acquiredAt', '$expiresAt', '$claim', '$lastWriteAt', '$label', '$ttl', '$reservedBy', '$reservedUntil', '$reservedSince']);
 
 /** Strings starting with `$` found outside `$literal` in pipelines, `$expr` and projections of one command. */
 function evaluatedStrings(command: Document): string[] {

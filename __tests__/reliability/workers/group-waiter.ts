@@ -1,6 +1,6 @@
 /**
- * Child process for the crashed-waiter test: a `lockMany(ids, owner, { wait })` that keeps
- * waiting. Prints one line ("waiting") once the call is under way, then runs until it is killed.
+ * Child process for the crashed-waiter tests: a `lockMany(ids, owner, { wait })` (with `single`, a
+ * `lock(ids[0], owner, { wait })`) that keeps waiting. Prints one line ("waiting") once the call is under way, then runs until it is killed.
  *
  * Configuration arrives as JSON in the environment variable MPL_GROUP_WAITER (GroupWaiterConfig).
  */
@@ -16,6 +16,8 @@ export interface GroupWaiterConfig {
   ttl: number;
   owner: string;
   waitMs: number;
+  /** A single-document waiter (`lock` with `wait`) for ids[0] instead of a group. */
+  single?: boolean;
 }
 
 async function main(): Promise<void> {
@@ -26,11 +28,8 @@ async function main(): Promise<void> {
   const WorkItem = connection.model<WorkItem, WorkItemModel>(config.modelName, workItemSchema({ ttl: config.ttl }));
   await WorkItem.init();
   await WorkItem.lockModel().init();
-  const waiting = WorkItem.lockMany(
-    config.ids.map((hex) => new Types.ObjectId(hex)),
-    config.owner,
-    { wait: config.waitMs },
-  );
+  const ids = config.ids.map((hex) => new Types.ObjectId(hex));
+  const waiting = config.single ? WorkItem.lock(ids[0]!, config.owner, { wait: config.waitMs }) : WorkItem.lockMany(ids, config.owner, { wait: config.waitMs });
   process.stdout.write('waiting\n');
   await waiting.catch(() => undefined);
   setInterval(() => undefined, 60_000);

@@ -1,0 +1,70 @@
+/**
+ * A single-document waiter's reservation (single-waiter-reservation.ts) lapses by itself when its
+ * process dies: a crashed waiter blocks nobody for long. And while it lives, it refuses the callers
+ * that do not wait (`lock` without `wait`, `tryLock`) like a group's does.
+ *
+ * A child process runs `lock(b, { wait })` while this process holds b: refused for 250 ms, the child
+ * reserves b. The child is killed (SIGKILL: no clear is ever sent). Then b is released: a lock call
+ * without wait and a tryLock are refused (the reservation is still live, so the test is not
+ * vacuous), and a waiting one is granted once the reservation lapses (RESERVATION_MS after its last
+ * renewal), long before any ttl.
+ */
+import type { Types } from 'mongoose';
+import { LockedError } from '../../src';
+import { RESERVATION_MS } from '../../src/group-reservation';
+import { connect, sleep, testDatabase, type MonitoredConnection } from '../support/db';
+import { workItemModel, type WorkItemModel } from '../support/work-item';
+import { killAll, spawnWorker } from './support/children';
+import type { GroupWaiterConfig } from './workers/group-waiter';
+
+jest.setTimeout(120_000);
+const db = testDatabase('crashedsinglewaiter');
+const MODEL = 'CrashedSingleWaiterItem';
+let conn: MonitoredConnection;
+let M: WorkItemModel;
+
+beforeAll(async () => {
+  conn = await connect(db.name);
+  M = await workItemModel(conn.connection, { ttl: 60_000 }, MODEL);
+});
+
+afterAll(async () => {
+  await killAll();
+  await db.drop(conn.connection);
+  await conn.close();
+});
+
+const outcome = (call: Promise<unknown>) =>
+  call.then(
+    (got) => (got === null ? 'null' : 'granted'),
+    (error: unknown) => (error instanceof LockedError ? 'LockedError' : String(error)),
+  );
+
+test('a killed single waiter\'s reservation refuses callers that do not wait, then lapses within the reservation lease', async () => {
+  const [b] = (await M.insertMany([{ title: 'b' }])).map((d) => d._id as Types.ObjectId);
+  const hb = await M.lock(b!, 'holder');
+  const config: GroupWaiterConfig = { uri: process.env.MONGODB_URI!, dbName: db.name, modelName: MODEL, ids: [b!.toHexString()], ttl: 60_000, owner: 'crashing-single', waitMs: 60_000, single: true };
+  const child = spawnWorker('group-waiter.ts', { MPL_GROUP_WAITER: JSON.stringify(config) }, 90_000);
+  expect(await child.nextLine(45_000)).toBe('waiting');
+  // Until the child has reserved b.
+  const deadline = Date.now() + 30_000;
+  const reserved = () => M.lockModel().countDocuments({ _id: b, $expr: { $gt: ['$reservedUntil', '$$NOW'] } });
+  while ((await reserved()) !== 1) {
+    if (Date.now() > deadline) throw new Error(`the child did not reserve b within 30 s: ${child.stderr()}`);
+    await sleep(50);
+  }
+  child.process.kill('SIGKILL');
+  await child.exited;
+  const killedAt = Date.now();
+  await hb.unlock();
+  // Still reserved right after the release: callers that do not wait are refused ...
+  expect(await outcome(M.lock(b!, 'next'))).toBe('LockedError');
+  expect(await outcome(M.tryLock(b!, 'next'))).toBe('null');
+  // ... and b is free once the reservation lapsed: within its lease (plus a renewal that may have
+  // been on its way when the child died, and a margin for a loaded machine), not the 60 s ttl.
+  const next = await M.lock(b!, 'next', { wait: 30_000 });
+  const freedAfter = Date.now() - killedAt;
+  console.log(`crashed single waiter: its reservation of b lapsed; b granted ${freedAfter} ms after the kill`);
+  expect(freedAfter).toBeLessThan(RESERVATION_MS + 7_000);
+  await next.unlock();
+});
