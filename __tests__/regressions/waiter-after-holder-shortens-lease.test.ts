@@ -8,6 +8,10 @@
  * waiter sleeps on. The holder takes the lock with a 30 s ttl, the waiters line up, then the holder
  * shortens it to 1 s and goes away without releasing. Bound: served within 3 s of the shortening
  * (the new expiry plus a generous margin); printed.
+ *
+ * On main 68d06ab (replica set) both cases FAIL: lock served 4007 ms, lockMany 4273 ms after the
+ * shortening (standalone: 1009 / 1014 ms, polling). The skip is commented in lock-waiter.ts (pump)
+ * but not in CHANGELOG / docs/limits.md.
  */
 import { performance } from 'node:perf_hooks';
 import { connect, sleep, testDatabase, type MonitoredConnection } from '../support/db';

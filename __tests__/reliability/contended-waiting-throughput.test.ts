@@ -8,6 +8,12 @@
  * every loop is served at least once in the 8 s (no caller starved), not the speed (a loaded
  * machine is slow); compare the printed figures of two builds run one after the other:
  *   npx jest __tests__/reliability/contended-waiting-throughput.test.ts
+ *
+ * On main 68d06ab (fair4retry + fair4oldest merged): (f) FAILS on both topologies (replset 15.6
+ * commands per grant, findAndModify 240 for 20 grants; standalone 11.1, findAndModify 152; main
+ * a483dfc: 3.0 / 3.9), (d) and (e) FAIL on a standalone (11.16 and 11.24 commands per waiter per
+ * second; main 1.89 / 1.92). Throughput: replset (a) 31.3 grants/s, (b) 29.4, (c) 48.1 (main 24.1 /
+ * 20.6 / 42.9); standalone (a) 28.1, (b) 17.9, (c) 60.6 (main 34.1 / 24.1 / 43.1); one run each.
  */
 import { performance } from 'node:perf_hooks';
 import type { Types } from 'mongoose';

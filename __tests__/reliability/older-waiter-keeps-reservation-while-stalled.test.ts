@@ -8,6 +8,10 @@
  * that time, and W2 (woken by the same release, or polling) must be refused, not served. Then W1
  * gets d, and W2 after it.
  * Three rounds; in each, W1 must be served first. On main (a483dfc) W2 takes d during the stall.
+ *
+ * On main 68d06ab (fair4retry + fair4oldest merged): the first case FAILS on a replica set ("older,
+ * younger, younger": the older waiter reserves only when a refusal comes 250 ms after its first,
+ * and with a change stream it is not asked again until the release), passes on a standalone.
  */
 import type { Types } from 'mongoose';
 import { deploymentFacts } from '../conformance/support/server';

@@ -13,6 +13,14 @@
  *
  * On main (a483dfc) a single waiter never reserves: among single waiters the release is a race,
  * and waiting groups (which reserve) overtake an older single waiter.
+ *
+ * On main 68d06ab (fair4retry + fair4oldest merged), replica set: the first two cases FAIL ("older,
+ * younger, younger"; "group-0, single, group-1, group-2"); standalone passes. A single waiter
+ * reserves only when a refusal comes 250 ms or more after its first (SingleWaiterReservation.refused
+ * is called on refusals only); with a change stream a waiter refused once sleeps until the record
+ * changes, its expiry or its 5 s safety poll, so behind a holder that keeps its lock it never
+ * reserves, and the younger waiter (or a younger group, which reserves from its ordered loop) is
+ * served first at the release.
  */
 import type { Types } from 'mongoose';
 import { LockedError } from '../../src';
