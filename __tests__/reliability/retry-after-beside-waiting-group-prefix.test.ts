@@ -15,6 +15,13 @@
  * within 15 s (a few bounds and pauses, generous for a loaded machine); printed: each advice.
  * On main (a483dfc) each step takes a with a fresh full-ttl lease, so the advice always points into
  * the next hold (or past the 15 s with ttl 30 s).
+ *
+ * On main 68d06ab (fair4retry: step lease ends a quarter pause unit after the give-up): every
+ * retryAfterMs case is served after one refusal (2.2-2.3 s). The header cases are served after 2
+ * refusals (5.0-7.0 s: the first advice, ceil'd to 3 s, always lands after the group's pause, in
+ * its next hold), and once in 4 standalone runs of the ttl 10 s case only after 17.0 s (4 refusals
+ * advising 3000, 5000, 5000, 4000 ms): FAILED. The margin (pause unit / 4 = 250 ms) is smaller than
+ * the header's rounding up to whole seconds (up to 1 s).
  */
 import type { Types } from 'mongoose';
 import { LockedError } from '../../src';
