@@ -26,8 +26,14 @@ const POLL_CAP_MS = 1_000;
 const SAFETY_POLL_MS = 5_000;
 const STREAM_IDLE_CLOSE_MS = 10_000;
 const STREAM_AWAIT_MS = 1_000;
-/** Without a stream, a waiter that reserved its document asks again at least this often (acquireWaiting). */
-const RESERVED_POLL_MS = 100;
+/**
+ * Without a stream, the waiter that holds its document's reservation asks again this often,
+ * instead of backing off (acquireWaiting): a freed reserved document idles until it asks (250 ms on average), and
+ * every waiter holds a reservation when each waits for its own document, so this is also the
+ * price of waiting: 2 attempts and 1 renewal per second, against plain backoff's ~1.3 attempts
+ * (reliability/contended-waiting-throughput (d); 100 ms cost 11 commands per waiter per second).
+ */
+const RESERVED_POLL_MS = 500;
 
 interface Subscription {
   /** Resolves when the lock record of this document changed (or the stream failed). */
@@ -277,7 +283,7 @@ export async function acquireWaiting<T>(
   watch: LockWatch,
   waitMs: number,
   signal: AbortSignal | undefined,
-  reserver?: { refused(waitedMs: number): boolean; end(): void },
+  reserver?: { refused(waitedMs: number, wake: () => void): boolean; end(): void },
 ): Promise<T> {
   try {
     return await waitFor(documentId, attempt, watch, waitMs, signal, reserver);
@@ -292,7 +298,7 @@ async function waitFor<T>(
   watch: LockWatch,
   waitMs: number,
   signal: AbortSignal | undefined,
-  reserver: { refused(waitedMs: number): boolean } | undefined,
+  reserver: { refused(waitedMs: number, wake: () => void): boolean } | undefined,
 ): Promise<T> {
   const started = performance.now();
   for (let round = 0; ; round++) {
@@ -322,21 +328,26 @@ async function waitFor<T>(
           const cause: unknown = signal?.aborted ? signal.reason : undefined;
           throw new LockedError(documentId, error.expiresAt, ` Waited ${Math.round(waited)} ms for it.`, error.retryAfterMs, error.label, cause);
         }
-        // A waiter that reserved the document is told of every change of it, as a waiting group is
-        // (LockWatch.wake), not only when it is the one waiter picked: once free, the document is
-        // its alone, so a release handed to another waiter of this process would leave it idle
-        // until that waiter's next poll. Without a stream it polls at least every RESERVED_POLL_MS,
-        // for the same reason (only waiters refused for 250 ms do: one command per 100 ms each).
-        const reserving = reserver?.refused(waited) === true;
+        // The waiter that HOLDS the document's reservation is told of every change of it, as a
+        // waiting group is (LockWatch.wake), not only when it is the one waiter picked: once free,
+        // the document is its alone, so a release handed to another waiter of this process would
+        // leave it idle until that waiter's next poll. Without a stream it polls every
+        // RESERVED_POLL_MS, for the same reason: one waiter per reserved document. A waiter whose
+        // reservation an older one keeps waits as any waiter does (its renewals ask again), so the
+        // load stays that of plain waiting plus one reserve per second. When it comes to hold the
+        // reservation (its first reserve, RESERVE_AFTER_MS after the first refusal, or a takeover)
+        // it is woken to ask again as the holder (single-waiter-reservation.ts).
+        // Refused by a reservation (no holder, LockStore.acquire): someone else's, whatever this
+        // call's last reserve answered (an older waiter took it over since: its takeover wakes nobody,
+        // LockWatch ignores reservation writes, and this call's next renewal learns it).
+        const byReservation = error.expiresAt === undefined;
+        const stopPause = new AbortController();
+        const reserving = reserver?.refused(waited, () => stopPause.abort()) === true && !byReservation;
         if (!reserving) subscription.waiting();
         const untilExpiry = error.retryAfterMs === undefined ? Infinity : error.retryAfterMs + 1;
         const backoffPoll = Math.random() * Math.min(POLL_CAP_MS, POLL_BASE_MS * 2 ** round);
-        // Refused by a reservation (no holder): when it is a younger waiter's, this call's reserve
-        // takes it over, which wakes nobody (LockWatch ignores reservation writes): ask again soon.
-        const byReservation = error.expiresAt === undefined;
         let poll = live ? SAFETY_POLL_MS : backoffPoll;
-        if (reserving && (byReservation || !live)) poll = Math.min(poll, RESERVED_POLL_MS);
-        const stopPause = new AbortController();
+        if (reserving && !live) poll = RESERVED_POLL_MS;
         const onAbort = () => stopPause.abort();
         signal?.addEventListener('abort', onAbort, { once: true });
         try {
