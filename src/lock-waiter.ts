@@ -144,11 +144,13 @@ export class LockWatch {
         // so an event naming `expiresAt` alone left owner and token as they were. Waking on it
         // cost every waiter of the document a useless read per renewal, and a lockNext worker its
         // turn (reliability/single-waiter-beside-waiting-groups, once done steps renewed to the ttl).
-        // The cost: a renewal that SHORTENS a lease (extendLock with a smaller ttl) is not heard
-        // either; its waiters learn the earlier expiry at their next read (at the expiry they last
-        // read, or their safety poll), as they learn of any expiry.
+        // Except a lease that ends sooner than a waiter's safety poll (expiresSoon): a holder that
+        // SHORTENS its lease (extendLock with a smaller ttl) is heard, so its waiters are served at
+        // the new expiry (regressions/waiter-after-holder-shortens-lease); one that sets a lease of
+        // SAFETY_POLL_MS or more is heard at the waiters' next read (their safety poll, within
+        // SAFETY_POLL_MS of the event), at most about a second after its expiry.
         const removed = event.operationType === 'update' ? event.updateDescription?.removedFields : undefined;
-        if (updated && Object.keys(updated).length === 1 && 'expiresAt' in updated && !removed?.length) continue;
+        if (updated && Object.keys(updated).length === 1 && 'expiresAt' in updated && !removed?.length && !expiresSoon(updated.expiresAt, event)) continue;
         const key = event.documentKey ? idKey(event.documentKey._id) : undefined;
         if (key) this.wake(key);
       }
@@ -203,6 +205,22 @@ export class LockWatch {
     this.opening = undefined;
     if (stream) await stream.close().catch(() => undefined);
   }
+}
+
+/**
+ * Whether an update event's new `expiresAt` falls within SAFETY_POLL_MS of the event, by the
+ * server's clock: the event's `wallTime` (the server's date of the operation, MongoDB 6.0+) or
+ * else its `clusterTime` (the oplog entry's Timestamp, whose high 32 bits are seconds since the
+ * epoch: a second early at most, which only widens the window): the manual's change events,
+ * "Change Event Fields"; the change-streams unified spec (mongodb/specifications,
+ * source/change-streams/tests/unified/change-streams.json, "Test wallTime field is set in a change
+ * event", minServerVersion 6.0.0); the Node driver's ChangeStreamDocumentWallTime. Without either,
+ * it counts as soon (the waiters read the record, as before).
+ */
+function expiresSoon(expiresAt: unknown, event: { wallTime?: Date; clusterTime?: { getHighBits(): number } }): boolean {
+  if (!(expiresAt instanceof Date)) return true;
+  const now = event.wallTime instanceof Date ? event.wallTime.getTime() : event.clusterTime ? event.clusterTime.getHighBits() * 1_000 : undefined;
+  return now === undefined || expiresAt.getTime() - now < SAFETY_POLL_MS;
 }
 
 /** A signal that never aborts, for pauses of calls without one. */

@@ -12,6 +12,8 @@
  * On main 68d06ab (replica set) both cases FAIL: lock served 4007 ms, lockMany 4273 ms after the
  * shortening (standalone: 1009 / 1014 ms, polling). The skip is commented in lock-waiter.ts (pump)
  * but not in CHANGELOG / docs/limits.md.
+ * Fixed (LockWatch, lock-waiter.ts expiresSoon): an expiry-only event whose new expiry is less than
+ * the 5 s safety poll after the event wakes the waiters (docs/limits.md, Leases).
  */
 import { performance } from 'node:perf_hooks';
 import { connect, sleep, testDatabase, type MonitoredConnection } from '../support/db';
