@@ -16,6 +16,7 @@ import type { Types } from 'mongoose';
 import { LockedError } from '../../src';
 import { connect, sleep, testDatabase, type MonitoredConnection } from '../support/db';
 import { timed } from '../support/group-waiting';
+import { onReplicaSet } from '../support/topology';
 import { workItemModel, type WorkItemModel } from '../support/work-item';
 
 jest.setTimeout(180_000);
@@ -73,6 +74,13 @@ test('two single waiters, one second apart, beside four looping waiting groups: 
   done = true;
   await Promise.all(loops);
   console.log(`single waiters beside four group loops: older ${o.ok ? 'served' : 'refused'} at ${servedAt.older} ms, younger ${y.ok ? 'served' : 'refused'} at ${servedAt.younger} ms (from the older's ask); group sections ${sections.join(' / ')}`);
+  // Promised everywhere (docs/limits.md, oldest waiter first): both served within their wait
+  // (without reservations a polling single waiter was refused for its whole wait beside the groups).
   expect({ older: o.ok, younger: y.ok }).toEqual({ older: true, younger: true });
-  expect(servedAt.older).toBeLessThan(servedAt.younger!);
+  // The older first: promised where a change stream tells the reservation's holder of the release
+  // at once. On a standalone, after a handover (the reservation's holder served, its reservation
+  // cleared) the next reservation is the first waiter's to renew, and an older waiter takes it over
+  // only at its next renewal (within 1 s): a younger waiter may be served in between (docs/limits.md).
+  if (onReplicaSet()) expect(servedAt.older).toBeLessThan(servedAt.younger!);
+  else console.log(`standalone: the older-first order after a handover is not promised (older at ${servedAt.older} ms, younger at ${servedAt.younger} ms)`);
 });
