@@ -52,13 +52,28 @@ export const reservationFailures = { count: 0 };
 /** A waiter's reservation (groups: one per waiting call, moving along the canonical order). */
 export class GroupReservation<T extends ReservationTarget = GroupMember> {
   private chain: Promise<void> = Promise.resolve();
-  private current: { member: T; since: Date; timer: NodeJS.Timeout; renewing: boolean } | undefined;
+  private current: { member: T; since: Date; timer: NodeJS.Timeout; renewing: boolean; held: boolean } | undefined;
 
-  constructor(private readonly key: string) {}
+  /**
+   * `onHeld`: called when a reserve finds this waiter holding the reservation after it did not (its
+   * first reserve, a takeover, or the reservation it lost lapsed or was cleared).
+   */
+  constructor(
+    private readonly key: string,
+    private readonly onHeld?: () => void,
+  ) {}
 
-  /** The document reserved now, if any. */
+  /** The document this waiter asks to reserve now, if any (held by it or kept by an older waiter). */
   get member(): T | undefined {
     return this.current?.member;
+  }
+
+  /**
+   * Whether the last reserve answered that this waiter holds the reservation (LockStore.reserve);
+   * false until the first answer, and once an older waiter keeps it (until a later renewal takes it).
+   */
+  get held(): boolean {
+    return this.current?.held === true;
   }
 
   /**
@@ -68,7 +83,7 @@ export class GroupReservation<T extends ReservationTarget = GroupMember> {
   hold(member: T, since: Date): void {
     if (this.current?.member === member) return;
     this.end();
-    const current = { member, since, renewing: false, timer: setInterval(() => this.renew(), RENEW_MS) };
+    const current = { member, since, renewing: false, held: false, timer: setInterval(() => this.renew(), RENEW_MS) };
     current.timer.unref();
     this.current = current;
     this.renew();
@@ -83,14 +98,22 @@ export class GroupReservation<T extends ReservationTarget = GroupMember> {
     this.enqueue(() => current.member.runtime.store.clearReservation(current.member.documentId, this.key));
   }
 
-  /** Sends one reserve (a renewal when already held), unless the last one is still on its way. */
+  /**
+   * Sends one reserve (a renewal when already held; a waiter whose reservation an older one keeps
+   * asks again at the same interval, to take it when it lapses or is cleared), unless the last one
+   * is still on its way.
+   */
   private renew(): void {
     const current = this.current;
     if (!current || current.renewing) return;
     current.renewing = true;
     this.enqueue(async () => {
       try {
-        if (this.current === current) await current.member.runtime.store.reserve(current.member.documentId, this.key, current.since, RESERVATION_MS);
+        if (this.current !== current) return;
+        const held = await current.member.runtime.store.reserve(current.member.documentId, this.key, current.since, RESERVATION_MS);
+        const gained = held && !current.held;
+        current.held = held;
+        if (gained && this.current === current) this.onHeld?.();
       } finally {
         current.renewing = false;
       }

@@ -1264,9 +1264,15 @@ export class LockStore {
    * the TTL index's purge) stays; a document without a record gets one with only `expiresAt =
    * $$NOW` (free, purged `purgeAfter` later like a released record) and the reservation. Best
    * effort (the next renewal tries again): a duplicate key left after the server's retries (R9)
-   * and a wait behind another process's transaction cut by `maxTimeMS` (R26) resolve.
+   * and a wait behind another process's transaction cut by `maxTimeMS` (R26) resolve to false.
+   * Resolves to whether `key` holds the reservation now: the update wrote (a reservation, renewal
+   * or takeover always moves `reservedUntil` to a new `$$NOW + leaseMs`, and an upsert inserts),
+   * where a reservation kept by an older waiter leaves the record binary-equal, which mongod counts
+   * as matched and not modified (R5: UpdateStage::transformAndUpdate writes, and `nModified` counts,
+   * only `if (docWasModified)`; the emulator likewise, writes.ts). The waiter that holds it waits
+   * more attentively than the others (lock-waiter.ts acquireWaiting).
    */
-  async reserve(documentId: unknown, key: string, since: Date, leaseMs: number): Promise<void> {
+  async reserve(documentId: unknown, key: string, since: Date, leaseMs: number): Promise<boolean> {
     const yields = { $or: [reservationLetsIn(key), olderThanReserver(key, since)] };
     const update = [
       {
@@ -1279,9 +1285,10 @@ export class LockStore {
       },
     ];
     try {
-      await this.locks.updateOne({ _id: documentId } as Document, update, { upsert: true, maxTimeMS: groupRoundMaxTimeMS(1) });
+      const result = await this.locks.updateOne({ _id: documentId } as Document, update, { upsert: true, maxTimeMS: groupRoundMaxTimeMS(1) });
+      return result.modifiedCount > 0 || result.upsertedCount > 0;
     } catch (error) {
-      if (isDuplicateKey(error) || (error as { code?: unknown }).code === 50) return;
+      if (isDuplicateKey(error) || (error as { code?: unknown }).code === 50) return false;
       throw error;
     }
   }

@@ -26,8 +26,14 @@ const POLL_CAP_MS = 1_000;
 const SAFETY_POLL_MS = 5_000;
 const STREAM_IDLE_CLOSE_MS = 10_000;
 const STREAM_AWAIT_MS = 1_000;
-/** Without a stream, a waiter that reserved its document asks again at least this often (acquireWaiting). */
-const RESERVED_POLL_MS = 100;
+/**
+ * Without a stream, the waiter that holds its document's reservation asks again this often,
+ * instead of backing off (acquireWaiting): a freed reserved document idles until it asks (250 ms on average), and
+ * every waiter holds a reservation when each waits for its own document, so this is also the
+ * price of waiting: 2 attempts and 1 renewal per second, against plain backoff's ~1.3 attempts
+ * (reliability/contended-waiting-throughput (d); 100 ms cost 11 commands per waiter per second).
+ */
+const RESERVED_POLL_MS = 500;
 
 interface Subscription {
   /** Resolves when the lock record of this document changed (or the stream failed). */
@@ -138,11 +144,13 @@ export class LockWatch {
         // so an event naming `expiresAt` alone left owner and token as they were. Waking on it
         // cost every waiter of the document a useless read per renewal, and a lockNext worker its
         // turn (reliability/single-waiter-beside-waiting-groups, once done steps renewed to the ttl).
-        // The cost: a renewal that SHORTENS a lease (extendLock with a smaller ttl) is not heard
-        // either; its waiters learn the earlier expiry at their next read (at the expiry they last
-        // read, or their safety poll), as they learn of any expiry.
+        // Except a lease that ends sooner than a waiter's safety poll (expiresSoon): a holder that
+        // SHORTENS its lease (extendLock with a smaller ttl) is heard, so its waiters are served at
+        // the new expiry (regressions/waiter-after-holder-shortens-lease); one that sets a lease of
+        // SAFETY_POLL_MS or more is heard at the waiters' next read (their safety poll, within
+        // SAFETY_POLL_MS of the event), at most about a second after its expiry.
         const removed = event.operationType === 'update' ? event.updateDescription?.removedFields : undefined;
-        if (updated && Object.keys(updated).length === 1 && 'expiresAt' in updated && !removed?.length) continue;
+        if (updated && Object.keys(updated).length === 1 && 'expiresAt' in updated && !removed?.length && !expiresSoon(updated.expiresAt, event)) continue;
         const key = event.documentKey ? idKey(event.documentKey._id) : undefined;
         if (key) this.wake(key);
       }
@@ -197,6 +205,22 @@ export class LockWatch {
     this.opening = undefined;
     if (stream) await stream.close().catch(() => undefined);
   }
+}
+
+/**
+ * Whether an update event's new `expiresAt` falls within SAFETY_POLL_MS of the event, by the
+ * server's clock: the event's `wallTime` (the server's date of the operation, MongoDB 6.0+) or
+ * else its `clusterTime` (the oplog entry's Timestamp, whose high 32 bits are seconds since the
+ * epoch: a second early at most, which only widens the window): the manual's change events,
+ * "Change Event Fields"; the change-streams unified spec (mongodb/specifications,
+ * source/change-streams/tests/unified/change-streams.json, "Test wallTime field is set in a change
+ * event", minServerVersion 6.0.0); the Node driver's ChangeStreamDocumentWallTime. Without either,
+ * it counts as soon (the waiters read the record, as before).
+ */
+function expiresSoon(expiresAt: unknown, event: { wallTime?: Date; clusterTime?: { getHighBits(): number } }): boolean {
+  if (!(expiresAt instanceof Date)) return true;
+  const now = event.wallTime instanceof Date ? event.wallTime.getTime() : event.clusterTime ? event.clusterTime.getHighBits() * 1_000 : undefined;
+  return now === undefined || expiresAt.getTime() - now < SAFETY_POLL_MS;
 }
 
 /** A signal that never aborts, for pauses of calls without one. */
@@ -277,7 +301,7 @@ export async function acquireWaiting<T>(
   watch: LockWatch,
   waitMs: number,
   signal: AbortSignal | undefined,
-  reserver?: { refused(waitedMs: number): boolean; end(): void },
+  reserver?: { refused(waitedMs: number, wake: () => void): boolean; end(): void },
 ): Promise<T> {
   try {
     return await waitFor(documentId, attempt, watch, waitMs, signal, reserver);
@@ -292,7 +316,7 @@ async function waitFor<T>(
   watch: LockWatch,
   waitMs: number,
   signal: AbortSignal | undefined,
-  reserver: { refused(waitedMs: number): boolean } | undefined,
+  reserver: { refused(waitedMs: number, wake: () => void): boolean } | undefined,
 ): Promise<T> {
   const started = performance.now();
   for (let round = 0; ; round++) {
@@ -322,21 +346,26 @@ async function waitFor<T>(
           const cause: unknown = signal?.aborted ? signal.reason : undefined;
           throw new LockedError(documentId, error.expiresAt, ` Waited ${Math.round(waited)} ms for it.`, error.retryAfterMs, error.label, cause);
         }
-        // A waiter that reserved the document is told of every change of it, as a waiting group is
-        // (LockWatch.wake), not only when it is the one waiter picked: once free, the document is
-        // its alone, so a release handed to another waiter of this process would leave it idle
-        // until that waiter's next poll. Without a stream it polls at least every RESERVED_POLL_MS,
-        // for the same reason (only waiters refused for 250 ms do: one command per 100 ms each).
-        const reserving = reserver?.refused(waited) === true;
+        // The waiter that HOLDS the document's reservation is told of every change of it, as a
+        // waiting group is (LockWatch.wake), not only when it is the one waiter picked: once free,
+        // the document is its alone, so a release handed to another waiter of this process would
+        // leave it idle until that waiter's next poll. Without a stream it polls every
+        // RESERVED_POLL_MS, for the same reason: one waiter per reserved document. A waiter whose
+        // reservation an older one keeps waits as any waiter does (its renewals ask again), so the
+        // load stays that of plain waiting plus one reserve per second. When it comes to hold the
+        // reservation (its first reserve, RESERVE_AFTER_MS after the first refusal, or a takeover)
+        // it is woken to ask again as the holder (single-waiter-reservation.ts).
+        // Refused by a reservation (no holder, LockStore.acquire): someone else's, whatever this
+        // call's last reserve answered (an older waiter took it over since: its takeover wakes nobody,
+        // LockWatch ignores reservation writes, and this call's next renewal learns it).
+        const byReservation = error.expiresAt === undefined;
+        const stopPause = new AbortController();
+        const reserving = reserver?.refused(waited, () => stopPause.abort()) === true && !byReservation;
         if (!reserving) subscription.waiting();
         const untilExpiry = error.retryAfterMs === undefined ? Infinity : error.retryAfterMs + 1;
         const backoffPoll = Math.random() * Math.min(POLL_CAP_MS, POLL_BASE_MS * 2 ** round);
-        // Refused by a reservation (no holder): when it is a younger waiter's, this call's reserve
-        // takes it over, which wakes nobody (LockWatch ignores reservation writes): ask again soon.
-        const byReservation = error.expiresAt === undefined;
         let poll = live ? SAFETY_POLL_MS : backoffPoll;
-        if (reserving && (byReservation || !live)) poll = Math.min(poll, RESERVED_POLL_MS);
-        const stopPause = new AbortController();
+        if (reserving && !live) poll = RESERVED_POLL_MS;
         const onAbort = () => stopPause.abort();
         signal?.addEventListener('abort', onAbort, { once: true });
         try {

@@ -15,22 +15,41 @@ import { newLockToken, type ReservingWaiter } from './lock-store';
 export class SingleWaiterReservation implements ReservingWaiter {
   readonly key = newLockToken();
   since: Date | undefined;
-  private readonly reservation = new GroupReservation<ReservationTarget>(this.key);
+  private readonly reservation = new GroupReservation<ReservationTarget>(this.key, () => this.wake?.());
+  private timer: NodeJS.Timeout | undefined;
+  private ended = false;
+  /** Told when this call comes to hold the reservation, so it stops sleeping as an ordinary waiter. */
+  private wake: (() => void) | undefined;
 
   constructor(private readonly target: ReservationTarget) {}
 
   /**
-   * After a refusal the call waits on: reserves the document once refused for RESERVE_AFTER_MS
-   * (renewals are the reservation's own). Whether the call reserves it now (an older waiter may
-   * hold the reservation all the same: this call then only asks a little more often).
+   * After a refusal the call waits on: reserves the document once refused for RESERVE_AFTER_MS, on
+   * a timer if the call is asleep by then (with a change stream it is not asked again until the
+   * record changes: behind a holder that keeps its lock it would never reserve); renewals are the
+   * reservation's own. `wake` is called when the call comes to hold the reservation. Whether the
+   * call holds it now (an older waiter may keep it: this call then waits as any waiter does).
    */
-  refused(waitedMs: number): boolean {
-    if (waitedMs >= RESERVE_AFTER_MS && this.since) this.reservation.hold(this.target, this.since);
-    return this.reservation.member !== undefined;
+  refused(waitedMs: number, wake: () => void): boolean {
+    this.wake = wake;
+    if (this.since && !this.reservation.member && !this.timer) {
+      const hold = () => {
+        if (!this.ended && this.since) this.reservation.hold(this.target, this.since);
+      };
+      if (waitedMs >= RESERVE_AFTER_MS) hold();
+      else {
+        this.timer = setTimeout(hold, RESERVE_AFTER_MS - waitedMs);
+        this.timer.unref();
+      }
+    }
+    return this.reservation.held;
   }
 
   /** The call ended (granted, gave up, aborted, failed): the reservation is cleared in the background. */
   end(): void {
+    this.ended = true;
+    clearTimeout(this.timer);
+    this.wake = undefined;
     this.reservation.end();
   }
 }

@@ -37,22 +37,24 @@ const older = new Date('2026-01-01T00:00:00.000Z');
 const younger = new Date('2026-01-01T00:00:00.001Z');
 
 test('a younger waiter never overwrites an older live reservation, in either order of arrival', async () => {
+  // reserve resolves to whether the caller holds the reservation afterwards (the update wrote: an
+  // insert, a reservation, a renewal or a takeover; a no-op, R5, when an older waiter keeps it).
   const id = new Types.ObjectId();
-  await store.reserve(id, 'old-key', older, 30_000);
-  await store.reserve(id, 'young-key', younger, 30_000);
+  expect(await store.reserve(id, 'old-key', older, 30_000)).toBe(true);
+  expect(await store.reserve(id, 'young-key', younger, 30_000)).toBe(false);
   expect(await record(id)).toMatchObject({ by: 'old-key', since: older.toISOString() });
   // The older one renews: still its own.
-  await store.reserve(id, 'old-key', older, 30_000);
+  expect(await store.reserve(id, 'old-key', older, 30_000)).toBe(true);
   expect(await record(id)).toMatchObject({ by: 'old-key', since: older.toISOString() });
 
   const other = new Types.ObjectId();
-  await store.reserve(other, 'young-key', younger, 30_000);
+  expect(await store.reserve(other, 'young-key', younger, 30_000)).toBe(true);
   expect(await record(other)).toMatchObject({ by: 'young-key', since: younger.toISOString() });
-  await store.reserve(other, 'old-key', older, 30_000);
+  expect(await store.reserve(other, 'old-key', older, 30_000)).toBe(true);
   expect(await record(other)).toMatchObject({ by: 'old-key', since: older.toISOString() });
   // The taken-over waiter's renewal and clear change nothing.
   const until = (await record(other)).until;
-  await store.reserve(other, 'young-key', younger, 30_000);
+  expect(await store.reserve(other, 'young-key', younger, 30_000)).toBe(false);
   await store.clearReservation(other, 'young-key');
   expect(await record(other)).toEqual({ by: 'old-key', since: older.toISOString(), until });
 });
@@ -60,8 +62,8 @@ test('a younger waiter never overwrites an older live reservation, in either ord
 test('equal since: the smaller key keeps it (a total order), whichever arrives first', async () => {
   for (const [first, second] of [['aaa', 'bbb'], ['bbb', 'aaa']]) {
     const id = new Types.ObjectId();
-    await store.reserve(id, first!, older, 30_000);
-    await store.reserve(id, second!, older, 30_000);
+    expect(await store.reserve(id, first!, older, 30_000)).toBe(true);
+    expect(await store.reserve(id, second!, older, 30_000)).toBe(second === 'aaa');
     expect((await record(id)).by).toBe('aaa');
   }
 });

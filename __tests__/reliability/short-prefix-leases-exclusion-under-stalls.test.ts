@@ -1,0 +1,201 @@
+/**
+ * PRODUCT.md properties 1 and 13 with waiting groups whose kept prefix may run on a lease SHORTER
+ * than the ttl (attack-fair4 brief: "exclusion and conservative leases with the SHORTER prefix
+ * leases ... the renewal to full ttl stalled / failed / answered late; the give-up delayed (stalls)
+ * so the prefix lapses under the group"), beside single waiters that reserve, callers that follow
+ * the refusal's retryAfterMs, and tryLock probers. Unlike group-waiting-exclusion-under-stalls
+ * (ttl 0.4-1.5 s, where a prefix lease near the hold bound is the whole ttl anyway), the ttls here
+ * are 4-12 s, so a prefix lease that ends near the give-up time (bound 2 s, then 4 s) is far below
+ * the ttl, and the stalls (1-5 s) outlast it but not the ttl: a stalled step, give-up or renewal
+ * lets the prefix lapse while the group still counts on it, and the probers take it.
+ *
+ * Every owner has its own connection and appName. Faults at random: the server holds a victim's
+ * `update` / `find` / `findAndModify` on the lock collection (failCommand blockConnection), a
+ * victim's `update` replies reach it late (the process stands still after the server ran it), or
+ * the whole process pauses. The independent record: the database's change stream (owners in
+ * clear), replayed into the server's grants (support/grant-history.ts judgeRun), and each owner's
+ * beliefs (`heldLock().msLeft()`) sampled every few milliseconds. No overlap, no belief beyond the
+ * server's grant, no call past its bound. Needs change streams: replica set only.
+ */
+import { performance } from 'node:perf_hooks';
+import { mongo, type Types } from 'mongoose';
+import { LockExpiredError, LockExpiredOnArrivalError, LockedError } from '../../src';
+import { testUri } from '../conformance/support/server';
+import { blockCommands, failPointOff } from '../plugin/guard/support';
+import { connect, sleep, testDatabase, type MonitoredConnection } from '../support/db';
+import { usesFailPoints } from '../support/fail-point-lock';
+import { judgeRun, type Belief } from '../support/grant-history';
+import { lateReplies, on, type LateReplies } from '../support/late-replies';
+import { replicaSetOnly } from '../support/topology';
+import { pick, rand } from '../support/stalled-owners';
+import { workItemModel, type WorkItemModel } from '../support/work-item';
+
+usesFailPoints();
+
+const db = testDatabase('shortprefix');
+const RUN_MS = Number(process.env.MPL_SHORT_PREFIX_MS ?? 25_000);
+const KINDS = ['group', 'group', 'group', 'group-abort', 'single-wait', 'single-wait', 'retry-after', 'try'] as const;
+
+interface Actor {
+  name: string;
+  kind: (typeof KINDS)[number];
+  app: string;
+  conn: MonitoredConnection;
+  items: WorkItemModel;
+  late: LateReplies;
+}
+
+type Held = { _id: unknown; heldLock(): { token: string; msLeft(): number } | null };
+
+let admin: MonitoredConnection;
+let actors: Actor[] = [];
+
+beforeAll(async () => {
+  admin = await connect(db.name);
+  for (const [i, kind] of KINDS.entries()) {
+    const app = `mpl-shortprefix-${i}-${process.pid}`;
+    const conn = await connect(db.name, { appName: app });
+    const items = await workItemModel(conn.connection, { ttl: 8_000, ownerStorage: 'plain' }, 'ShortPrefixItem');
+    actors.push({ name: `${kind}-${i}`, kind, app, conn, items, late: lateReplies(conn.connection) });
+  }
+}, 60_000);
+
+afterAll(async () => {
+  await failPointOff(admin.connection).catch(() => undefined);
+  for (const actor of actors) actor.late.stop();
+  await db.drop(admin.connection);
+  await Promise.all([admin.close(), ...actors.map((a) => a.conn.close())]);
+  actors = [];
+});
+
+replicaSetOnly('change streams and fail points need a replica set')(
+  'waiting groups (ttl 4-12 s, prefixes kept past stalls), reserving single waiters, Retry-After callers and probers: no owner believes it holds a document the server grants to another',
+  async () => {
+    const items = actors[0]!.items;
+    const ids: Types.ObjectId[] = (await items.create(Array.from({ length: 4 }, (_, i) => ({ title: `i${i}` })))).map((d) => d._id);
+    const locks = items.lockModel().collection.collectionName;
+    const watcher = new mongo.MongoClient(testUri());
+    await watcher.connect();
+    const stream = watcher.db(db.name).watch([{ $match: { 'ns.coll': locks } }]);
+    const events: mongo.ChangeStreamDocument[] = [];
+    const first = await stream.tryNext();
+    if (first) events.push(first);
+    const collecting = (async () => {
+      try {
+        for (;;) events.push(await stream.next());
+      } catch {
+        // closed
+      }
+    })();
+
+    const beliefs: Array<Belief & { doc: string }> = [];
+    const live = new Map<string, Held[]>();
+    const sampler = setInterval(() => {
+      for (const [owner, docs] of live) {
+        const t = Date.now();
+        for (const doc of docs) {
+          const held = doc.heldLock();
+          if (!held) continue;
+          const m = held.msLeft();
+          if (m > 0) beliefs.push({ owner, doc: String(doc._id), token: held.token, t, m });
+        }
+      }
+    }, 3);
+
+    const stopAt = Date.now() + RUN_MS;
+    const outcomes = new Map<string, number>();
+    const count = (kind: string) => outcomes.set(kind, (outcomes.get(kind) ?? 0) + 1);
+    const hangs: string[] = [];
+    const hold = async (owner: string, docs: Held[], release: () => Promise<unknown>) => {
+      live.set(owner, docs);
+      await sleep(rand(0, 600));
+      live.delete(owner);
+      await release().catch(() => undefined);
+    };
+    const bounded = async <T>(actor: Actor, what: string, boundMs: number, call: Promise<T>): Promise<T | null> => {
+      const started = performance.now();
+      try {
+        const value = await call;
+        count(`${what}: ok`);
+        return value;
+      } catch (error) {
+        count(`${what}: ${(error as Error).constructor.name}`);
+        const documented = error instanceof LockedError || error instanceof LockExpiredOnArrivalError || error instanceof LockExpiredError || (error instanceof Error && error.message === 'called off');
+        if (!documented) count(`${what}: other ${(error as Error).message.slice(0, 80)}`);
+        if (error instanceof LockedError && what === 'retry-after') await sleep(Math.min(error.retryAfterMs ?? 500, 6_000) + 5);
+        return null;
+      } finally {
+        const ms = performance.now() - started;
+        if (ms > boundMs) hangs.push(`${actor.name} ${what} took ${Math.round(ms)} ms (bound ${boundMs})`);
+      }
+    };
+
+    async function work(actor: Actor): Promise<void> {
+      const owner = actor.name;
+      while (Date.now() < stopAt) {
+        const ttl = rand(4_000, 12_000);
+        if (actor.kind === 'group' || actor.kind === 'group-abort') {
+          const set = [...ids].sort(() => Math.random() - 0.5).slice(0, rand(2, 5));
+          const controller = new AbortController();
+          const timer = actor.kind === 'group-abort' ? setTimeout(() => controller.abort(new Error('called off')), rand(300, 4_000)) : undefined;
+          // Bound: the wait, plus stalls of up to 5 s on a few commands in a row.
+          const docs = await bounded(actor, actor.kind, 6_000 + 20_000, actor.items.lockMany(set, owner, { ttl, wait: 6_000, signal: actor.kind === 'group-abort' ? controller.signal : undefined }));
+          clearTimeout(timer);
+          if (docs) await hold(owner, docs, () => actor.items.unlockMany(docs.filter((d) => d.heldLock())));
+        } else if (actor.kind === 'single-wait') {
+          const doc = await bounded(actor, 'lock(wait)', 5_000 + 20_000, actor.items.lock(pick(ids), owner, { ttl, wait: 5_000 }));
+          if (doc) await hold(owner, [doc], () => doc.unlock());
+        } else if (actor.kind === 'retry-after') {
+          const doc = await bounded(actor, 'retry-after', 20_000, actor.items.lock(pick(ids), owner, { ttl }));
+          if (doc) await hold(owner, [doc], () => doc.unlock());
+        } else {
+          const doc = await bounded(actor, 'tryLock', 20_000, actor.items.tryLock(pick(ids), owner, { ttl }));
+          if (doc) await hold(owner, [doc], () => doc.unlock());
+          else await sleep(rand(5, 50));
+        }
+      }
+    }
+
+    async function faults(): Promise<void> {
+      while (Date.now() < stopAt) {
+        await sleep(rand(300, 900));
+        const victim = pick(actors);
+        const kind = rand(0, 4);
+        try {
+          if (kind === 0) {
+            await blockCommands(admin.connection, { appName: victim.app, namespace: `${db.name}.${locks}`, commands: ['update', 'find', 'findAndModify'], blockTimeMS: rand(1_000, 5_000), times: rand(1, 3) });
+            count('fault: held by the server');
+          } else if (kind === 1) {
+            victim.late.arm(on('update', locks), rand(1_000, 4_000));
+            count('fault: late reply');
+          } else if (kind === 2) {
+            const end = performance.now() + rand(300, 1_300);
+            while (performance.now() < end) {
+              // the whole process stands still
+            }
+            count('fault: process pause');
+          }
+        } catch {
+          count('fault: could not arm');
+        }
+      }
+      await failPointOff(admin.connection);
+    }
+
+    await Promise.all([...actors.map((actor) => work(actor)), faults()]);
+    clearInterval(sampler);
+    await sleep(500);
+    await stream.close();
+    await collecting;
+    await watcher.close();
+
+    const { grantCount, overlaps, violations } = judgeRun(events, beliefs);
+    process.stdout.write(`short prefix leases: ${grantCount} grants, ${beliefs.length} samples, outcomes ${JSON.stringify(Object.fromEntries(outcomes))}\n`);
+    expect(grantCount).toBeGreaterThan(20);
+    expect(overlaps).toEqual([]);
+    expect(violations.slice(0, 5)).toEqual([]);
+    expect(hangs).toEqual([]);
+    expect([...outcomes.keys()].filter((k) => k.includes(': other '))).toEqual([]);
+  },
+  RUN_MS + 150_000,
+);
