@@ -23,13 +23,11 @@
 import { performance } from 'node:perf_hooks';
 import { mongo, type Types } from 'mongoose';
 import { testUri } from '../conformance/support/server';
-import { blockCommands, failPointOff } from '../plugin/guard/support';
 import { sleep, testDatabase, type MonitoredConnection } from '../support/db';
 import { usesFailPoints } from '../support/fail-point-lock';
 import { judgeRun, type Belief } from '../support/grant-history';
-import { on } from '../support/late-replies';
 import { replicaSetOnly } from '../support/topology';
-import { pick, rand, stalledOwners, type Owner } from '../support/stalled-owners';
+import { injectFaults, pick, rand, stalledOwners, type Owner } from '../support/stalled-owners';
 import type { WorkItemModel } from '../support/work-item';
 
 usesFailPoints();
@@ -156,31 +154,8 @@ replicaSetOnly('change streams and fail points need a replica set')(
       }
     }
 
-    async function faults(): Promise<void> {
-      while (Date.now() < stopAt) {
-        await sleep(rand(200, 700));
-        const victim = pick(owners);
-        const kind = rand(0, 4);
-        try {
-          if (kind === 0) {
-            await blockCommands(admin.connection, { appName: victim.app, namespace: `${db.name}.${locksName}`, commands: ['update'], blockTimeMS: rand(300, 1_600), times: rand(1, 3) });
-            count('fault: update held', victim.name);
-          } else if (kind === 1) {
-            victim.late.arm(on('update', locksName), rand(200, 1_300));
-            count('fault: late reply', victim.name);
-          } else if (kind === 2) {
-            const end = performance.now() + rand(300, 1_300);
-            while (performance.now() < end) {
-              // the whole process stands still
-            }
-            count('fault: process pause');
-          }
-        } catch {
-          count('fault: could not arm');
-        }
-      }
-      await failPointOff(admin.connection);
-    }
+    const faults = () =>
+      injectFaults({ admin: admin.connection, victims: owners, stopAt, gapMs: [200, 700], blockNamespace: () => `${db.name}.${locksName}`, blockCommands: ['update'], blockMs: [300, 1_600], lateCollection: locksName, lateMs: [200, 1_300], count: (kind, victim) => count(kind, victim?.name) });
 
     await Promise.all([...owners.map((owner) => work(owner)), faults()]);
     clearInterval(sampler);

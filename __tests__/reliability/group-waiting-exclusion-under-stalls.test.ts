@@ -23,13 +23,13 @@ import { performance } from 'node:perf_hooks';
 import { mongo, type Types } from 'mongoose';
 import { LockExpiredError, LockExpiredOnArrivalError, LockedError, lockAll } from '../../src';
 import { testUri } from '../conformance/support/server';
-import { blockCommands, failPointOff } from '../plugin/guard/support';
+import { failPointOff } from '../plugin/guard/support';
 import { connect, sleep, testDatabase, type MonitoredConnection } from '../support/db';
 import { usesFailPoints } from '../support/fail-point-lock';
 import { judgeRun, type Belief } from '../support/grant-history';
-import { lateReplies, on, type LateReplies } from '../support/late-replies';
+import { lateReplies, type LateReplies } from '../support/late-replies';
 import { replicaSetOnly } from '../support/topology';
-import { pick, rand } from '../support/stalled-owners';
+import { injectFaults, pick, rand } from '../support/stalled-owners';
 import { workItemModel, type WorkItemModel } from '../support/work-item';
 
 usesFailPoints();
@@ -183,31 +183,8 @@ replicaSetOnly('change streams and fail points need a replica set')(
       }
     }
 
-    async function faults(): Promise<void> {
-      while (Date.now() < stopAt) {
-        await sleep(rand(200, 700));
-        const victim = pick(actors);
-        const kind = rand(0, 4);
-        try {
-          if (kind === 0) {
-            await blockCommands(admin.connection, { appName: victim.app, namespace: `${db.name}.${pick(locks)}`, commands: ['update', 'findAndModify'], blockTimeMS: rand(300, 1_600), times: rand(1, 3) });
-            count('fault: held by the server');
-          } else if (kind === 1) {
-            victim.late.arm(on('update', locks[0]!), rand(200, 1_300));
-            count('fault: late reply');
-          } else if (kind === 2) {
-            const end = performance.now() + rand(300, 1_300);
-            while (performance.now() < end) {
-              // the whole process stands still
-            }
-            count('fault: process pause');
-          }
-        } catch {
-          count('fault: could not arm');
-        }
-      }
-      await failPointOff(admin.connection);
-    }
+    const faults = () =>
+      injectFaults({ admin: admin.connection, victims: actors, stopAt, gapMs: [200, 700], blockNamespace: () => `${db.name}.${pick(locks)}`, blockCommands: ['update', 'findAndModify'], blockMs: [300, 1_600], lateCollection: locks[0]!, lateMs: [200, 1_300], count: (kind) => count(kind) });
 
     await Promise.all([...actors.map((actor) => work(actor)), faults()]);
     clearInterval(sampler);

@@ -7,9 +7,11 @@
  * where the server has no fail points).
  */
 import { deploymentFacts } from '../conformance/support/server';
-import { failPointOff } from '../plugin/guard/support';
-import { connect, type MonitoredConnection, type testDatabase } from './db';
-import { lateReplies, type LateReplies } from './late-replies';
+import { performance } from 'node:perf_hooks';
+import type { Connection } from 'mongoose';
+import { blockCommands, failPointOff } from '../plugin/guard/support';
+import { connect, sleep, type MonitoredConnection, type testDatabase } from './db';
+import { lateReplies, on, type LateReplies } from './late-replies';
 import { workItemModel, type WorkItemModel } from './work-item';
 
 export interface Owner {
@@ -54,3 +56,62 @@ export function stalledOwners(db: ReturnType<typeof testDatabase>, options: { co
 export const rand = (lo: number, hi: number): number => lo + Math.floor(Math.random() * (hi - lo));
 /** A random element. */
 export const pick = <T>(items: readonly T[]): T => items[Math.floor(Math.random() * items.length)]!;
+
+/** A client injectFaults can pick: its appName (failCommand's filter) and its late-reply switch. */
+export interface FaultVictim {
+  app: string;
+  name?: string;
+  late: LateReplies;
+}
+
+/** What injectFaults does, and on whom (each range [lo, hi) in ms). */
+export interface FaultPlan<V extends FaultVictim> {
+  admin: Connection;
+  victims: readonly V[];
+  /** Date.now() at which the faults stop. */
+  stopAt: number;
+  /** The pause between two faults. */
+  gapMs: [number, number];
+  /** `database.collection` of the commands the server holds (drawn per fault). */
+  blockNamespace: () => string;
+  blockCommands: string[];
+  blockMs: [number, number];
+  /** The collection whose next `update` reply reaches the victim late. */
+  lateCollection: string;
+  lateMs: [number, number];
+  /** Counts a fault by kind (and victim). */
+  count: (kind: string, victim?: V) => void;
+}
+
+/**
+ * Random faults until `stopAt`, the stall tests' common adversary: after each gap, one of four
+ * kinds with equal chance: the server holds the victim's commands (failCommand blockConnection,
+ * once or twice), the victim's next `update` reply arrives late (support/late-replies.ts), the
+ * whole process stands still for 0.3-1.3 s (a busy loop: no timer, no reply is handled), or
+ * nothing. Ends with the fail point off.
+ */
+export async function injectFaults<V extends FaultVictim>(plan: FaultPlan<V>): Promise<void> {
+  while (Date.now() < plan.stopAt) {
+    await sleep(rand(...plan.gapMs));
+    const victim = pick(plan.victims);
+    const kind = rand(0, 4);
+    try {
+      if (kind === 0) {
+        await blockCommands(plan.admin, { appName: victim.app, namespace: plan.blockNamespace(), commands: plan.blockCommands, blockTimeMS: rand(...plan.blockMs), times: rand(1, 3) });
+        plan.count('fault: commands held by the server', victim);
+      } else if (kind === 1) {
+        victim.late.arm(on('update', plan.lateCollection), rand(...plan.lateMs));
+        plan.count('fault: late reply', victim);
+      } else if (kind === 2) {
+        const end = performance.now() + rand(300, 1_300);
+        while (performance.now() < end) {
+          // the whole process stands still
+        }
+        plan.count('fault: process pause');
+      }
+    } catch {
+      plan.count('fault: could not arm');
+    }
+  }
+  await failPointOff(plan.admin);
+}
