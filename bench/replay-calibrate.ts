@@ -24,9 +24,8 @@
  * rotating against 16-29 us in blocks: blocks time such costs warm, rotation colder.
  */
 import mongoose, { Schema } from 'mongoose';
-import type { Document } from 'mongodb';
 import { startBackend } from '../test-backend/backend';
-import { compare, DriverReplayer, freshToken, recordCommands, recordedTokens, replayable, Replayer, substitute, type Schedule, type Side } from './replay';
+import { compare, lockUnlockReplay, type Schedule, type Side } from './replay';
 import { lockPlugin, type LockableModel } from '../src';
 
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.ceil(values.length / 2) - 1]!;
@@ -91,22 +90,7 @@ async function main(): Promise<void> {
     await M.init();
     await M.lockModel().init();
     const [{ _id: id }] = await M.insertMany([{ title: 'a', n: 0 }]);
-    const cycle = async () => (await M.lock(id, 'bench-owner')).unlock();
-    const recorded = await recordCommands(connection, cycle);
-    const commands = replayable(recorded);
-    const tokens = recordedTokens(recorded);
-    const bodies = () => {
-      const map = new Map<unknown, unknown>(tokens.map((t) => [t, freshToken()]));
-      return commands.map((c) => substitute(c.body, map) as Document);
-    };
-    const driver = new DriverReplayer(db, connection);
-    const replayer = new Replayer(db, connection);
-    const find = recorded.findIndex((c) => Object.keys(c)[0] === 'find');
-    const load = new Map([[find, async () => M.hydrate(await M.collection.findOne({ _id: id }, { readPreference: 'primary' }))]]);
-    const replaySide = (send: (prepared: Document[]) => Promise<unknown>): Side => {
-      let prepared: Document[] = [];
-      return { prepare: () => void (prepared = bodies()), run: () => send(prepared) };
-    };
+    const { cycle, commands, find, driver, replayer, load, replaySide } = await lockUnlockReplay(connection, db, M as unknown as Parameters<typeof lockUnlockReplay>[2], id);
     const raw = replaySide((p) => driver.send(commands, p));
     const mongooseSide = replaySide((p) => driver.send(commands, p, load));
     const floor = replaySide((p) => replayer.send(commands, p));
@@ -115,14 +99,13 @@ async function main(): Promise<void> {
     const costs = new Map<string, number[]>();
     let current = '';
     const rawPlus = (extra: () => void): Side => {
-      let prepared: Document[] = [];
       const at = new Map([[find, async () => {
         const t0 = performance.now();
         extra();
         costs.get(current)?.push((performance.now() - t0) * 1000);
         return db.collection(commands[find]!.body.find as string).findOne({ _id: id }, { readPreference: 'primary' });
       }]]);
-      return { prepare: () => void (prepared = bodies()), run: () => driver.send(commands, prepared, at) };
+      return replaySide((p) => driver.send(commands, p, at));
     };
     const extras: [string, () => void][] = [
       ['busy 10 us', busy(10)],

@@ -10,11 +10,10 @@
  * over rounds (lowest-highest) and each side's median p50. Sizes: METHOD_CYCLES (320) cycles per
  * side and round, METHOD_ROUNDS (7) rounds. Figures of two runs are in docs/evidence.md.
  */
-import mongoose, { Schema, type Model } from 'mongoose';
-import type { Document } from 'mongodb';
+import mongoose, { Schema } from 'mongoose';
 import { startBackend } from '../test-backend/backend';
 import { lockPlugin, type LockableModel } from '../src';
-import { compare, DriverReplayer, freshToken, recordCommands, recordedTokens, replayable, Replayer, substitute, type Schedule, type Side } from './replay';
+import { compare, lockUnlockReplay, type Schedule, type Side } from './replay';
 
 interface Row {
   title: string;
@@ -47,24 +46,8 @@ async function main(): Promise<void> {
     }
     const [{ _id: id }] = await first.insertMany([{ title: 'a', n: 0 }]);
     const [{ _id: id2 }] = await second.insertMany([{ title: 'a', n: 0 }]);
-    const cycle = async () => (await first.lock(id, 'bench-owner')).unlock();
+    const { cycle, commands, driver, replayer, load, replaySide } = await lockUnlockReplay(connection, db, first as unknown as Parameters<typeof lockUnlockReplay>[2], id);
     const cycle2 = async () => (await second.lock(id2, 'bench-owner')).unlock();
-    const recorded = await recordCommands(connection, cycle);
-    const commands = replayable(recorded);
-    const tokens = recordedTokens(recorded);
-    const bodies = () => {
-      const map = new Map<unknown, unknown>(tokens.map((t) => [t, freshToken()]));
-      return commands.map((c) => substitute(c.body, map) as Document);
-    };
-    const driver = new DriverReplayer(db, connection);
-    const replayer = new Replayer(db, connection);
-    const find = recorded.findIndex((c) => Object.keys(c)[0] === 'find');
-    const load = new Map([[find, async () => (first as unknown as Model<Row>).hydrate(await first.collection.findOne({ _id: id }, { readPreference: 'primary' }))]]);
-    /** A side replaying the recorded commands (`send`), with bodies of its own per cycle. */
-    const replaySide = (send: (prepared: Document[]) => Promise<unknown>): Side => {
-      let prepared: Document[] = [];
-      return { prepare: () => void (prepared = bodies()), run: () => send(prepared) };
-    };
     const plugin: Side = { run: cycle };
     const plugin2: Side = { run: cycle2 };
     const raw = replaySide((p) => driver.send(commands, p));

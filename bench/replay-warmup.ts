@@ -11,11 +11,10 @@
  * the medians of the rounds before and after that point, and of the first rounds after the 500
  * untimed cycles benchmark 1b used before (what the previous figures were read from).
  */
-import mongoose, { Schema, type Model } from 'mongoose';
-import type { Document } from 'mongodb';
+import mongoose, { Schema } from 'mongoose';
 import { startBackend } from '../test-backend/backend';
 import { lockPlugin, type LockableModel } from '../src';
-import { compare, DriverReplayer, freshToken, hasSettled, recordCommands, recordedTokens, replayable, Replayer, substitute, type RoundResult, type Settle, type Side } from './replay';
+import { compare, hasSettled, lockUnlockReplay, type RoundResult, type Settle } from './replay';
 
 interface Row {
   title: string;
@@ -42,22 +41,7 @@ async function main(): Promise<void> {
     await model.init();
     await model.lockModel().init();
     const [{ _id: id }] = await model.insertMany([{ title: 'a', n: 0 }]);
-    const cycle = async () => (await model.lock(id, 'bench-owner')).unlock();
-    const recorded = await recordCommands(connection, cycle);
-    const commands = replayable(recorded);
-    const tokens = recordedTokens(recorded);
-    const bodies = () => {
-      const map = new Map<unknown, unknown>(tokens.map((t) => [t, freshToken()]));
-      return commands.map((c) => substitute(c.body, map) as Document);
-    };
-    const driver = new DriverReplayer(db, connection);
-    const replayer = new Replayer(db, connection);
-    const find = recorded.findIndex((c) => Object.keys(c)[0] === 'find');
-    const load = new Map([[find, async () => (model as unknown as Model<Row>).hydrate(await model.collection.findOne({ _id: id }, { readPreference: 'primary' }))]]);
-    const replaySide = (send: (prepared: Document[]) => Promise<unknown>): Side => {
-      let prepared: Document[] = [];
-      return { prepare: () => void (prepared = bodies()), run: () => send(prepared) };
-    };
+    const { cycle, commands, driver, replayer, load, replaySide } = await lockUnlockReplay(connection, db, model as unknown as Parameters<typeof lockUnlockReplay>[2], id);
     const result = await compare(
       'warm-up study',
       [],

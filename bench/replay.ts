@@ -490,3 +490,36 @@ export async function compare(
     ...(options.settle ? { settle: options.settle, warmupRounds, settled: hasSettled(warmupRounds, options.settle) } : {}),
   };
 }
+
+/** What lockUnlockReplay needs of a model with the plugin: lock, and the load as findOne + hydrate. */
+interface LockUnlockModel {
+  lock(id: unknown, owner: string): Promise<{ unlock(): Promise<unknown> }>;
+  hydrate(doc: unknown): unknown;
+  collection: { findOne(filter: Document, options: { readPreference: 'primary' }): Promise<unknown> };
+}
+
+/**
+ * Benchmark 1b's lock + unlock of `id`, for the scripts that study its method (replay-warmup,
+ * replay-method, replay-calibrate): the plugin's cycle, its recorded commands, and
+ * the index of the load (`find`) among them, and `replaySide(send)`, a side that replays them with fresh tokens every cycle through `driver` (the
+ * raw side; with `load`, the Mongoose side: the load as findOne + hydrate) or `replayer` (the floor).
+ */
+export async function lockUnlockReplay(connection: Connection, db: Db, model: LockUnlockModel, id: unknown) {
+  const cycle = async (): Promise<void> => void (await (await model.lock(id, 'bench-owner')).unlock());
+  const recorded = await recordCommands(connection, cycle);
+  const commands = replayable(recorded);
+  const tokens = recordedTokens(recorded);
+  const bodies = () => {
+    const map = new Map<unknown, unknown>(tokens.map((t) => [t, freshToken()]));
+    return commands.map((c) => substitute(c.body, map) as Document);
+  };
+  const driver = new DriverReplayer(db, connection);
+  const replayer = new Replayer(db, connection);
+  const find = recorded.findIndex((c) => Object.keys(c)[0] === 'find');
+  const load = new Map([[find, async () => model.hydrate(await model.collection.findOne({ _id: id }, { readPreference: 'primary' }))]]);
+  const replaySide = (send: (prepared: Document[]) => Promise<unknown>): Side => {
+    let prepared: Document[] = [];
+    return { prepare: () => void (prepared = bodies()), run: () => send(prepared) };
+  };
+  return { cycle, commands, find, driver, replayer, load, replaySide };
+}
