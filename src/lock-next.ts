@@ -37,6 +37,7 @@ import type { LockStore } from './lock-store';
 import type { LockNextSort } from './next-arguments';
 import type { NextFeed } from './next-feed';
 import { nextStats, queueFor, type Candidate } from './next-queue';
+import { NextReservation, RESERVE_AFTER_MS } from './next-reservation';
 import type { ResolvedCallOptions } from './arguments';
 import type { AnyModel } from './runtime';
 import { issueTicket } from './ticket';
@@ -217,6 +218,12 @@ export async function claimNext(context: NextContext): Promise<Claimed | null> {
   let notBefore = started;
   let late = 0;
   let round = 0;
+  /** When a read of this call first found no free matching document (a waiting call reserves RESERVE_AFTER_MS later). */
+  let firstNone: number | undefined;
+  /** This call's reservation of a held match, while it is the queue's reserver (next-reservation.ts). */
+  let reservation: NextReservation | undefined;
+  /** Reads again at once in a row because the reserved document was found free after a read. */
+  let rereads = 0;
   queue.active++;
   try {
     for (;;) {
@@ -296,9 +303,26 @@ export async function claimNext(context: NextContext): Promise<Claimed | null> {
         if (!waiting) return null;
         const left = deadline - performance.now();
         if (left <= 0 || signal?.aborted) return null;
+        // Waiting for RESERVE_AFTER_MS with none free, the call reserves the first held match, as a
+        // waiting lock call reserves its document (next-reservation.ts); one call per queue does.
+        firstNone ??= performance.now();
+        let reserveIn = Infinity;
+        if (queue.reserver === undefined || queue.reserver === reservation) {
+          const waited = performance.now() - firstNone;
+          if (waited < RESERVE_AFTER_MS) reserveIn = RESERVE_AFTER_MS - waited;
+          else {
+            reservation ??= new NextReservation(context);
+            queue.reserver = reservation;
+            if ((await reservation.afterNone(skip)) === 'readAgain' && rereads++ < 1) {
+              notBefore = performance.now();
+              continue;
+            }
+          }
+        }
+        rereads = 0;
         // Streams that were capturing before this read report every later change; otherwise
-        // (none, or still opening) poll with backoff meanwhile.
-        const poll = subscription!.wasLive ? SAFETY_POLL_MS : Math.random() * Math.min(POLL_CAP_MS, POLL_BASE_MS * 2 ** round++);
+        // (none, or still opening) poll with backoff meanwhile (and wake when the reservation is due).
+        const poll = Math.min(reserveIn, subscription!.wasLive ? SAFETY_POLL_MS : Math.random() * Math.min(POLL_CAP_MS, POLL_BASE_MS * 2 ** round++));
         const stop = new AbortController();
         const onAbort = () => stop.abort();
         signal?.addEventListener('abort', onAbort, { once: true });
@@ -317,6 +341,10 @@ export async function claimNext(context: NextContext): Promise<Claimed | null> {
     }
   } finally {
     queue.active--;
+    if (reservation) {
+      reservation.end();
+      if (queue.reserver === reservation) queue.reserver = undefined;
+    }
   }
 }
 

@@ -1057,17 +1057,7 @@ export class LockStore {
     const pipeline: Document[] = [{ $match: match }];
     if (sort) pipeline.push({ $sort: sort });
     pipeline.push(
-      {
-        $lookup: {
-          from: this.locks.collectionName,
-          localField: '_id',
-          foreignField: '_id',
-          // Held (unexpired by the server's clock). A free document a waiting group reserved is a
-          // candidate: a reservation is no lock, and claimFree takes it (PRODUCT.md property 14).
-          pipeline: [{ $match: UNEXPIRED }, { $project: { _id: 1 } }],
-          as: 'lock',
-        },
-      },
+      this.heldLockLookup(),
       { $match: { lock: { $size: 0 } } },
       { $limit: limit },
       { $project: { _id: 1 } },
@@ -1076,6 +1066,57 @@ export class LockStore {
       .aggregate(pipeline, { batchSize: limit + 1, ...PRIMARY, ...(snapshot ? { readConcern: { level: 'snapshot' as const } } : {}) })
       .toArray();
     return found.map((doc) => doc._id);
+  }
+
+  /**
+   * The `$lookup` stage of lockNext's reads: each document's lock record, joined on `_id`
+   * (localField/foreignField: through the lock collection's `_id` index), kept in `lock` only if
+   * it is unexpired by the command's `$$NOW` (the 5.0 concise syntax, R30). `_id` is unique, so
+   * `lock` holds one record (held) or none (free). A free document a waiting caller reserved is
+   * free here: a reservation is no lock, and claimFree takes it (PRODUCT.md property 14).
+   */
+  private heldLockLookup(): Document {
+    return {
+      $lookup: {
+        from: this.locks.collectionName,
+        localField: '_id',
+        foreignField: '_id',
+        pipeline: [{ $match: UNEXPIRED }, { $project: { _id: 1 } }],
+        as: 'lock',
+      },
+    };
+  }
+
+  /**
+   * The first document of `documents` in `sort` order that matches `match`, is not among
+   * `excluded`, and is HELD (an unexpired lock by the server's clock), with the command's `$$NOW`:
+   * the document a waiting `lockNext` call that found none free reserves (next-reservation.ts).
+   * One `aggregate`, freeCandidates' pipeline with the opposite test after the same `$lookup`
+   * (`$size: 1`), `$limit: 1`, and `$$NOW` projected (a system variable, one value for the whole
+   * command: the manual's "Variables in Aggregation Expressions"). Sent only by a call that has
+   * waited RESERVE_AFTER_MS, never on a claim's path. Null when no matching document is held.
+   */
+  async firstHeldCandidate(documents: Collection<Document>, match: Document, sort: Document | undefined, excluded: readonly unknown[]): Promise<{ id: unknown; serverNow: Date } | null> {
+    const pipeline: Document[] = [{ $match: excluded.length === 0 ? match : { $and: [match, { _id: { $nin: excluded } }] } }];
+    if (sort) pipeline.push({ $sort: sort });
+    pipeline.push(this.heldLockLookup(), { $match: { lock: { $size: 1 } } }, { $limit: 1 }, { $project: { _id: 1, now: '$$NOW' } });
+    const [found] = await documents.aggregate(pipeline, { batchSize: 2, ...PRIMARY }).toArray();
+    return found ? { id: found._id, serverNow: found.now as Date } : null;
+  }
+
+  /**
+   * Whether `documentId` still matches `match`, and if so whether it is held: 'held', 'free' or
+   * 'gone' (no longer matching, or deleted). One `aggregate` on the model's collection: `$match`
+   * of the filter AND the `_id` (so served by the `_id` index), the same `$lookup` as
+   * freeCandidates, and a `$project` of the lock's presence. A waiting `lockNext` call asks it of
+   * the document it reserved after each read that found none free (next-reservation.ts): one that
+   * no longer matches is released from its reservation at once.
+   */
+  async reservedCandidateState(documents: Collection<Document>, match: Document, documentId: unknown): Promise<'held' | 'free' | 'gone'> {
+    const pipeline: Document[] = [{ $match: { $and: [match, { _id: documentId }] } }, this.heldLockLookup(), { $project: { _id: 0, held: { $gt: [{ $size: '$lock' }, 0] } } }];
+    const [found] = await documents.aggregate(pipeline, { batchSize: 2, ...PRIMARY }).toArray();
+    if (!found) return 'gone';
+    return found.held === true ? 'held' : 'free';
   }
 
   /**

@@ -65,6 +65,8 @@ export class NextQueue {
   private spread = 1;
   /** Calls in progress on this queue. */
   active = 0;
+  /** The call of this process that reserves a held match for the queue's waiting calls (next-reservation.ts), if any. */
+  reserver: object | undefined;
 
   /** Indexes in the pool of the first `spread` candidates nobody in this process is trying and `skip` does not exclude. */
   private usable(skip: ReadonlyMap<string, unknown>): number[] {
