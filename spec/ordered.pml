@@ -26,7 +26,18 @@
  * the USER caller's two lock calls wait as single-document waiters that reserve the one document
  * each waits for; SINGLE adds a single-document waiter for D0 alone.
  *
- * Switches: -DUSER (the user caller), -DOLDEST, -DSINGLE (with OLDEST), -DNO_BOUND (no give-up), -DRESERVE_ALL (the earlier design,
+ * NEXT (with OLDEST; src/next-reservation.ts): a waiting lockNext worker (id 14) whose filter
+ * matches D0 only (match[]), and a Job step that may mark D0 done (no longer matching) at any
+ * moment. The worker claims a free matching document whatever its reservation (claimFree), gives
+ * it back if the load finds it not matching, and, finding none free, reserves the first HELD match
+ * (oldest keeps it, as every waiter) and checks after every such read that the document it
+ * reserved still matches, dropping the reservation when it does not. It waits for a match as long
+ * as it likes (its `wait`): at a timeout it may be the one process left, waiting with nothing
+ * matching and free. NEXT_KEEPS (the broken variant): it keeps its reservation when the document
+ * stops matching; a waiter for D0 then waits for ever behind a reservation of a document the worker
+ * will never take.
+ *
+ * Switches: -DUSER (the user caller), -DOLDEST, -DSINGLE (with OLDEST), -DNEXT (with OLDEST), -DNEXT_KEEPS, -DNO_BOUND (no give-up), -DRESERVE_ALL (the earlier design,
  * branch fair2: a waiting group holds nothing and reserves every document it needs, taking all at
  * once when all are free), -DLISTED_ORDER (groups hold prefixes of their listed order instead of
  * the canonical one), -DROUNDS=n.
@@ -42,7 +53,7 @@ byte resv[N];     /* NONE: no live reservation; else the group id */
 byte done = 0;
 #ifdef OLDEST
 byte clock = 0;
-byte since[4];    /* per waiter (id - 10): the clock at its call's first refusal; 0: not refused yet */
+byte since[5];    /* per waiter (id - 10): the clock at its call's first refusal; 0: not refused yet */
 /* Waiter a is older than waiter b: an earlier since, or the same one and a smaller id (a total order). */
 #define OLDER(a, b) (since[(a) - 10] < since[(b) - 10] || (since[(a) - 10] == since[(b) - 10] && (a) < (b)))
 /* May `me` reserve d now: not its own already, and no live reservation or a younger waiter's. */
@@ -152,6 +163,63 @@ proctype Single(byte me) {
 }
 #endif
 
+#ifdef NEXT
+bit match[N];          /* the worker's filter matches the document */
+bit nextWaiting = 0;   /* the worker's call is still waiting */
+
+/* A free matching document the worker may claim (claims ignore reservations). */
+#define CLAIMABLE(d) (holder[d] == NONE && match[d])
+#define NONE_FREE (!CLAIMABLE(0) && !CLAIMABLE(1))
+#define HELD_MATCH(d) (holder[d] != NONE && match[d])
+
+proctype Next(byte me) {
+  byte t = NONE;   /* the document its reservation is of (asked for), if any */
+  byte c;          /* the candidate it claims */
+  since[me - 10] = 0;
+  nextWaiting = 1;
+  /* end_: blocked here, the worker is waiting (a valid end state: the Watchdog says whether alone) */
+end_waiting:
+  do
+  /* a read found c free and matching; the claim (atomic: free, whatever the reservation) */
+  :: atomic { CLAIMABLE(0) -> c = 0 } ->
+     atomic { if :: holder[c] == NONE -> holder[c] = me :: else -> c = NONE fi }
+     /* the load, with the filter: a document that no longer matches is given back */
+     if
+     :: c == NONE -> skip
+     :: else -> atomic { if :: match[c] -> break :: else -> holder[c] = NONE fi }
+     fi
+  :: atomic { CLAIMABLE(1) -> c = 1 } ->
+     atomic { if :: holder[c] == NONE -> holder[c] = me :: else -> c = NONE fi }
+     if
+     :: c == NONE -> skip
+     :: else -> atomic { if :: match[c] -> break :: else -> holder[c] = NONE fi }
+     fi
+  /* none free: the check of its reservation (reservedCandidateState). Enabled only when it changes
+     something, so a waiting worker blocks (spin's timeout sees it waiting). */
+#ifndef NEXT_KEEPS
+  :: atomic { NONE_FREE && t != NONE && !match[t] ->
+       if :: resv[t] == me -> resv[t] = NONE :: else -> skip fi; t = NONE }
+#endif
+  /* none free, no reservation: the first held match (firstHeldCandidate), reserved (oldest keeps it) */
+  :: atomic { NONE_FREE && t == NONE && (HELD_MATCH(0) || HELD_MATCH(1)) ->
+       FIRST_REFUSAL(me);
+       if :: HELD_MATCH(0) -> t = 0 :: else -> t = 1 fi;
+       if :: MAY_RESERVE(t, me) -> resv[t] = me :: else -> skip fi }
+  /* its renewal: takes the reservation over from a younger waiter, or when it was cleared */
+  :: atomic { t != NONE && MAY_RESERVE(t, me) -> resv[t] = me }
+  od;
+  /* claimed c: the call ends (its reservation cleared), the section, the release */
+  atomic { nextWaiting = 0; if :: t != NONE && resv[t] == me -> resv[t] = NONE :: else -> skip fi };
+  atomic { holder[c] = NONE; done++ }
+}
+
+/* The job D0 may be finished (no longer matching the worker's filter) at any moment, or never. */
+proctype Job() {
+  if :: atomic { match[0] = 0 } :: skip fi;
+  atomic { done++ }
+}
+#endif
+
 #ifdef USER
 #ifdef SINGLE
 #define PROCS 4
@@ -166,8 +234,19 @@ proctype Single(byte me) {
 #endif
 #endif
 
+#ifdef NEXT
+#define ALL (PROCS + 2)
+#else
+#define ALL PROCS
+#endif
+
 active proctype Watchdog() {
-  timeout -> assert(done == PROCS)
+#ifdef NEXT
+  /* everyone finished, or only the worker waits, for a match that is not there */
+  timeout -> assert(done == ALL || (done == ALL - 1 && nextWaiting))
+#else
+  timeout -> assert(done == ALL)
+#endif
 }
 
 init {
@@ -180,6 +259,11 @@ init {
 #endif
 #ifdef SINGLE
     run Single(13);
+#endif
+#ifdef NEXT
+    match[0] = 1; match[1] = 0;
+    run Next(14);
+    run Job();
 #endif
   }
 }

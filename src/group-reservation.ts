@@ -7,7 +7,9 @@
  * - Who reserves: a waiting `lockMany` / `lockAll` (lock-group.ts, ordered waiting), only the first
  *   document of its canonical order it lacks; and a single-document waiter (`lock`, `withLock`,
  *   `acquireLock` with `wait`, SingleWaiter below) refused for longer than RESERVE_AFTER_MS, only
- *   the one document it asks for. `tryLock`, wait-less calls, resumes and `lockNext` never reserve.
+ *   the one document it asks for; and a waiting `lockNext` that found no free match for
+ *   RESERVE_AFTER_MS, the first held match (next-reservation.ts). `tryLock`, wait-less calls and
+ *   resumes never reserve.
  * - The oldest waiter keeps it: each waiter carries `since`, the server time of its call's first
  *   refusal; a reserve takes over a live reservation whose (since, key) is younger than its own
  *   (LockStore.reserve), and is a no-op otherwise. So a document is handed to the waiters that

@@ -21,6 +21,10 @@
  *    replica sets that read is one snapshot (readConcern "snapshot"), so at that instant no
  *    matching document was free; elsewhere see docs/mongodb-compatibility.md R34.
  *
+ * A waiting call that found none free for RESERVE_AFTER_MS reserves the first held match, so
+ * waiters that reserve (groups, single waiters) do not take it first at every release: see
+ * next-reservation.ts. It still takes documents only by the path above.
+ *
  * Concurrent calls share candidates and spread over them: see next-queue.ts. Under contention
  * "first in sort order" means "one of the first free candidates".
  *
@@ -320,9 +324,13 @@ export async function claimNext(context: NextContext): Promise<Claimed | null> {
           }
         }
         rereads = 0;
+        // The reservation's reads took time: an abort or a timeout meanwhile ends the call now (an
+        // abort event that fired before the pause listens would not cut it short).
+        if (calledOff(signal)) throw abortedWith(undefined, signal!);
+        if (signal?.aborted) return null;
         // Streams that were capturing before this read report every later change; otherwise
         // (none, or still opening) poll with backoff meanwhile (and wake when the reservation is due).
-        const poll = Math.min(reserveIn, subscription!.wasLive ? SAFETY_POLL_MS : Math.random() * Math.min(POLL_CAP_MS, POLL_BASE_MS * 2 ** round++));
+        const poll = Math.min(reserveIn, deadline - performance.now(), subscription!.wasLive ? SAFETY_POLL_MS : Math.random() * Math.min(POLL_CAP_MS, POLL_BASE_MS * 2 ** round++));
         const stop = new AbortController();
         const onAbort = () => stop.abort();
         signal?.addEventListener('abort', onAbort, { once: true });

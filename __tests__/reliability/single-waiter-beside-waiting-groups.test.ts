@@ -33,9 +33,13 @@
  * its lock record's change (branch nextfix) was served in 0.44-1.24 s, but an independent review
  * (branch review-nextfix) showed it locks a job that stopped matching before its release (the
  * document's and the lock record's events come on two streams, in no common order) and can answer
- * null while a matching free document exists: reverted. A known gap (docs/limits.md, "lockNext
- * ignores reservations"): that case runs on a standalone server only, where the worker polls and
- * is served (8 ms-4.0 s).
+ * null while a matching free document exists: reverted. That case then ran on a standalone server
+ * only, where the worker polls and is served (8 ms-4.0 s).
+ *
+ * Branch nextgap: a waiting lockNext call that found no free match for 250 ms reserves the first
+ * held match (next-reservation.ts), oldest waiter first like the groups, and takes it by its
+ * ordinary path once freed. The lockNext case runs on both topologies again (main: not served
+ * after 25 s on a replica set; after: served within about a second, see the commit messages).
  */
 import type { Types } from 'mongoose';
 import { LockedError } from '../../src';
