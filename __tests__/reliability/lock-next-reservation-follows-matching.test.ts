@@ -99,3 +99,33 @@ test('a worker whose wait is short (under 250 ms) reserves nothing', async () =>
   expect(await reservedBy(job!)).toBeNull();
   await holder.unlock();
 });
+
+test('a waiting worker behind a held job sends a few commands per second (its read, the check, the renewal), not a loop', async () => {
+  const [job] = (await Admin.insertMany([{ title: 'cost', status: 'open' }])).map((x) => x._id);
+  const holder = await Admin.lock(job!, 'holder');
+  const items = Admin.collection.collectionName;
+  const locks = Admin.lockModel().collection.collectionName;
+  const controller = new AbortController();
+  const claimed = Worker.lockNext({ status: 'open', title: 'cost' }, 'worker', { wait: 30_000, signal: controller.signal }).catch((error: unknown) => error);
+  expect(await waitForReservation(job!, true)).toBeLessThan(5_000);
+  const counts = { reads: 0, updates: 0 };
+  const listener = (event: { commandName: string; command: Record<string, unknown> }) => {
+    if (event.commandName === 'aggregate' && event.command.aggregate === items) counts.reads++;
+    if (event.commandName === 'update' && event.command.update === locks) counts.updates++;
+  };
+  const client = worker.connection.getClient();
+  client.on('commandStarted', listener);
+  const WINDOW_MS = 4_000;
+  await sleep(WINDOW_MS);
+  client.off('commandStarted', listener);
+  controller.abort();
+  await claimed;
+  await holder.unlock();
+  const perSecond = (n: number) => (n * 1_000) / WINDOW_MS;
+  console.log(`waiting worker behind a held job: ${perSecond(counts.reads)} reads/s (candidate read + reservation check), ${perSecond(counts.updates)} reservation renewals/s`);
+  // Replica set: a safety poll each second (read + check) and a renewal each second; standalone:
+  // polling backs off to 1 s. Generous bounds: a loop would send hundreds.
+  expect(counts.updates).toBeGreaterThanOrEqual(2);
+  expect(perSecond(counts.updates)).toBeLessThanOrEqual(2);
+  expect(perSecond(counts.reads)).toBeLessThanOrEqual(8);
+});
