@@ -180,20 +180,27 @@ export class LockWatch implements LocallyWakeable {
     }
   }
 
-  /** A release by this process (local-wake.ts): the fan-out of a stream event, picking only when told to. */
+  /**
+   * A release by this process (local-wake.ts): the fan-out of a stream event, picking only when told
+   * to. Not while the stream is live: its event of the release wakes the same waiters a moment
+   * later, and waking them twice cost more than it saved (bench/contention-ab.ts on a replica set:
+   * single lock(wait) 73 -> 40 grants/s with both, 56 -> 94 with the stream's alone).
+   */
   wakeLocal(key: string, pick: boolean): boolean {
+    if (this.stream) return false;
     return this.wake(key, pick);
   }
 
-  /** Whether a waiter of the document `key` here holds its reservation (local-wake.ts). */
+  /** Whether a waiter of the document `key` here holds its reservation (local-wake.ts); not asked of a live stream's watch. */
   reserving(key: string): boolean {
+    if (this.stream) return false;
     const set = this.subscribers.get(key);
     if (set) for (const waiter of set) if (waiter.reserver) return true;
     return false;
   }
 
   wakeEveryone(): void {
-    this.wakeAll();
+    if (!this.stream) this.wakeAll();
   }
 
   /** Wakes the waiters of `key`; resolves to whether one waiting was picked (only when `pick`). */
