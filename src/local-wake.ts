@@ -2,14 +2,14 @@
  * Releases made by this process wake this process's waiters at once, on every topology (brief
  * reservecost): without a change stream (standalone servers) a waiter otherwise learned of a
  * release only at its next poll, so a hand-over between two callers of one process waited for that
- * poll (the reservation holder's RESERVED_POLL_MS, lock-waiter.ts). With a stream the release's
- * event still comes, later; the earlier wake only brings the attempt forward.
+ * poll (the reservation holder's RESERVED_POLL_MS, lock-waiter.ts).
  *
  * Every LockWatch with waiters is listed here under its lock collection's scope (LockStore.scope:
  * deployment and namespace), so a release through one connection reaches the waiters of every
- * connection of this process to the same lock collection, with the fan-out of one stream event
- * across them all (LockWatch.wakeLocal: every waiter mid-attempt or holding the document's
- * reservation, else the one longest waiting, at most one in the whole process).
+ * connection of this process to the same lock collection. Without a live stream, with the fan-out
+ * of one stream event across them all (LockWatch.wakeLocal: every waiter mid-attempt or holding the
+ * document's reservation, and else the one longest waiting, at most one in the whole process).
+ * With a live stream, only the reservation's holder: the release's event wakes the rest, as before.
  */
 
 /** What a LockWatch offers to a release of this process. */
