@@ -29,7 +29,8 @@ const STREAM_IDLE_CLOSE_MS = 10_000;
 const STREAM_AWAIT_MS = 1_000;
 /**
  * Without a stream, the waiter that holds its document's reservation asks again this often,
- * instead of backing off (acquireWaiting): a freed reserved document idles until it asks (250 ms on average), and
+ * instead of backing off (acquireWaiting): a reserved document freed by another process idles until it asks (250 ms
+ * on average; a release made in this process wakes it at once, local-wake.ts; the holder's expiry, when sooner, too), and
  * every waiter holds a reservation when each waits for its own document, so this is also the
  * price of waiting: 2 attempts and 1 renewal per second, against plain backoff's ~1.3 attempts
  * (reliability/contended-waiting-throughput (d); 100 ms cost 11 commands per waiter per second).
