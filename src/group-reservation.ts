@@ -55,6 +55,9 @@ export const reservationFailures = { count: 0 };
 export class GroupReservation<T extends ReservationTarget = GroupMember> {
   private chain: Promise<void> = Promise.resolve();
   private current: { member: T; since: Date; timer: NodeJS.Timeout; renewing: boolean; held: boolean } | undefined;
+  /** Reserve commands sent so far, and whether one is on its way (they are sent one at a time). */
+  private sent = 0;
+  private sending = false;
 
   /**
    * `onHeld`: called when a reserve finds this waiter holding the reservation after it did not (its
@@ -91,13 +94,31 @@ export class GroupReservation<T extends ReservationTarget = GroupMember> {
     this.renew();
   }
 
-  /** Ends the reservation, if any (in the background). */
-  end(): void {
+  /**
+   * Where the reserve traffic stands, for a command that removes this waiter's reservation itself
+   * (SingleWaiterReservation: a grant): undefined while a reserve is on its way (it may land after
+   * that command and write the reservation again), else how many were sent. A reserve sent later
+   * may land after it too: `quietSince` says whether one was.
+   */
+  mark(): number | undefined {
+    return this.sending ? undefined : this.sent;
+  }
+
+  /** Whether no reserve was sent since `mark` (and none is on its way). */
+  quietSince(mark: number): boolean {
+    return !this.sending && this.sent === mark;
+  }
+
+  /**
+   * Ends the reservation, if any: cleared in the background, unless `cleared` (a command of the
+   * waiter removed it, and no reserve was sent since: quietSince).
+   */
+  end(cleared = false): void {
     const current = this.current;
     if (!current) return;
     clearInterval(current.timer);
     this.current = undefined;
-    this.enqueue(() => current.member.runtime.store.clearReservation(current.member.documentId, this.key));
+    if (!cleared) this.enqueue(() => current.member.runtime.store.clearReservation(current.member.documentId, this.key));
   }
 
   /**
@@ -112,7 +133,11 @@ export class GroupReservation<T extends ReservationTarget = GroupMember> {
     this.enqueue(async () => {
       try {
         if (this.current !== current) return;
-        const held = await current.member.runtime.store.reserve(current.member.documentId, this.key, current.since, RESERVATION_MS);
+        this.sent++;
+        this.sending = true;
+        const held = await current.member.runtime.store.reserve(current.member.documentId, this.key, current.since, RESERVATION_MS).finally(() => {
+          this.sending = false;
+        });
         const gained = held && !current.held;
         current.held = held;
         if (gained && this.current === current) this.onHeld?.();

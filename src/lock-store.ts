@@ -40,6 +40,7 @@ import { MIN_LEASE_MS, monotonicNow, type GrantTiming } from './lease';
 import type { TicketParts } from './ticket';
 import { bulkWriteErrors, onlyDuplicateKeys, unwrapBulkError } from './bulk-errors';
 import { lossOf, type RecordView } from './lock-loss';
+import { anyoneWaiting, releasedHere, releasedManyHere } from './local-wake';
 
 type ClientSession = mongo.ClientSession;
 type Collection<T extends mongo.Document> = mongo.Collection<T>;
@@ -98,6 +99,14 @@ export interface LockRecord {
 export interface ReservingWaiter {
   readonly key: string;
   since: Date | undefined;
+  /**
+   * Asked as an attempt is sent: whether it is to remove the call's own reservation when it is
+   * granted (the call has reserved, and no reserve is on its way): a mark to hand back to
+   * `granted`, else undefined.
+   */
+  clearingMark?(): number | undefined;
+  /** Told of each grant: the mark its attempt carried (undefined: it removed no reservation). */
+  granted?(mark: number | undefined): void;
 }
 
 /** A lock granted (or resumed) by one command, with that command's timing (lease.ts). */
@@ -259,6 +268,21 @@ function applyIf(condition: unknown, fields: Record<string, unknown>): Document[
   // Own keys only (Object.keys, as Object.entries before: no [name, value] pair per field).
   for (const name of Object.keys(fields)) set[name] = { $cond: [condition, fields[name], fieldPath(name)] };
   return [{ $set: set }];
+}
+/**
+ * The second stage of a waiting call's acquisition once the call has reserved (cmd-acquire): when
+ * the first stage granted the lock (the record now carries this command's fresh token: the stages
+ * of a pipeline update run in order, each on the previous one's output) and the reservation is
+ * this call's (`reservedBy` = its key), the three reservation fields are removed (`$$REMOVE`
+ * evaluates to missing, Variables::getValue kRemoveId in src/mongo/db/pipeline/variables.cpp, and
+ * `$set` of a missing value removes the field: jstests/aggregation/variables/remove_system_variable.js,
+ * `$addFields` with `$$REMOVE`). Otherwise every field is rewritten to itself, a missing one stays
+ * missing (R4), so a refusal stays binary-equal (R5). A reservation of another waiter (one that took
+ * this call's over) is never touched: a grant under it means it had lapsed, and it is that waiter's.
+ */
+function removeOwnReservationOnGrant(token: string, key: string): Document {
+  const ours = { $and: [{ $eq: ['$token', lit(token)] }, { $eq: ['$reservedBy', lit(key)] }] };
+  return { $set: { reservedBy: { $cond: [ours, '$$REMOVE', '$reservedBy'] }, reservedUntil: { $cond: [ours, '$$REMOVE', '$reservedUntil'] }, reservedSince: { $cond: [ours, '$$REMOVE', '$reservedSince'] } } };
 }
 /** `$name`, the path of a field of the record (the plugin's own field names: a handful, kept). */
 const fieldPaths = new Map<string, string>();
@@ -469,7 +493,11 @@ export class LockStore {
     this.refuseIfInOpenTransaction(documentId);
     // A waiting call carries its reservation key: its own reservation lets it in, any other live
     // one refuses it (acquirable). Calls that do not wait carry none: every live reservation refuses them.
-    const { record, token, sentAt } = await this.sendAcquire(documentId, ownerKey, acquirable(ownerKey, waiter?.key), ttl, label);
+    // A waiting call that has reserved removes its own reservation with its grant (cmd-acquire), so
+    // it sends no clear afterwards (SingleWaiterReservation.end).
+    const mark = waiter?.clearingMark?.();
+    const clearKey = mark === undefined ? undefined : waiter?.key;
+    const { record, token, sentAt } = await this.sendAcquire(documentId, ownerKey, acquirable(ownerKey, waiter?.key), ttl, label, clearKey);
     const expiresAt = record.expiresAt as Date;
     // A findAndModify that the driver retried (retryable writes, after a network error) is
     // answered from the stored result WITHOUT the projection (parseOplogEntryForFindAndModify
@@ -483,6 +511,7 @@ export class LockStore {
     const serverNow = (projected ? record.now : record.acquiredAt) as Date;
     const holderLabel = typeof record.label === 'string' ? record.label : null;
     if (projected ? record.acquired === true : record.token === token) {
+      waiter?.granted?.(mark);
       return { token, fence: Number(record.fence), acquiredAt: record.acquiredAt as Date, expiresAt, serverNow, sentAt, label: holderLabel };
     }
     // A refusal is never a retried reply (only a grant writes): it is projected, with the
@@ -512,23 +541,25 @@ export class LockStore {
     condition: unknown,
     ttl: number,
     label: string | null,
+    clearKey?: string,
   ): Promise<{ record: Document; token: string; sentAt: number }> {
     for (let attempt = 1; ; attempt++) {
       const token = newLockToken();
       let record: Document | null;
       const sentAt = monotonicNow();
       try {
+        const grant = applyIf(condition, {
+          owner: lit(ownerKey),
+          token: lit(token),
+          fence: NEXT_FENCE,
+          acquiredAt: '$$NOW',
+          expiresAt: { $add: ['$$NOW', lit(ttl)] },
+          label: lit(label),
+          ttl: lit(ttl),
+        });
         record = await this.locks.findOneAndUpdate(
           { _id: documentId } as Document,
-          applyIf(condition, {
-            owner: lit(ownerKey),
-            token: lit(token),
-            fence: NEXT_FENCE,
-            acquiredAt: '$$NOW',
-            expiresAt: { $add: ['$$NOW', lit(ttl)] },
-            label: lit(label),
-            ttl: lit(ttl),
-          }),
+          clearKey === undefined ? grant : [...grant, removeOwnReservationOnGrant(token, clearKey)],
           {
             upsert: true,
             returnDocument: 'after',
@@ -559,8 +590,25 @@ export class LockStore {
     const { documentId, token } = state.lock;
     this.refuseIfInOpenTransaction(documentId, session);
     const result = await this.locks.updateOne({ _id: documentId, token, ...UNEXPIRED } as Document, RELEASE, { session });
-    if (result.matchedCount === 1) return;
+    if (result.matchedCount === 1) {
+      // In a transaction the release is seen when it commits (the change stream's event then; no
+      // transactions without one): waking now would only find it still held.
+      if (!session?.inTransaction()) this.freed([documentId]);
+      return;
+    }
     throw await this.explainLoss(state, session);
+  }
+
+  /**
+   * This process released the locks of `ids` (undefined: of documents it cannot name): its waiters
+   * of them ask again at once (local-wake.ts), as a change event would make them, on every topology.
+   * Called by the releases here, and for a release committed with a write (saveAndUnlock).
+   */
+  freed(ids: readonly unknown[] | undefined): void {
+    if (!anyoneWaiting()) return;
+    const scope = this.scope;
+    if (ids === undefined) releasedManyHere(scope);
+    else for (const id of ids) releasedHere(scope, idKey(id));
   }
 
   /**
@@ -782,6 +830,7 @@ export class LockStore {
   /** Releases every unexpired lock of one owner (one `updateMany` through the owner index). */
   async releaseAll(ownerKey: string): Promise<number> {
     const result = await this.locks.updateMany({ owner: ownerKey, ...UNEXPIRED } as Document, RELEASE);
+    if (result.modifiedCount > 0) this.freed(undefined);
     return result.modifiedCount;
   }
 
@@ -789,6 +838,7 @@ export class LockStore {
   async forceRelease(documentId: unknown): Promise<boolean> {
     this.refuseIfInOpenTransaction(documentId);
     const result = await this.locks.updateOne({ _id: documentId, ...UNEXPIRED } as Document, RELEASE);
+    if (result.modifiedCount === 1) this.freed([documentId]);
     return result.modifiedCount === 1;
   }
 
@@ -976,6 +1026,7 @@ export class LockStore {
     const filter: Document = { _id: documentId, owner: ownerKey, ...UNEXPIRED };
     if (token !== undefined) filter.token = token;
     const result = await this.locks.updateOne(filter, RELEASE);
+    if (result.matchedCount === 1) this.freed([documentId]);
     return result.matchedCount === 1;
   }
 
@@ -1354,6 +1405,7 @@ export class LockStore {
    */
   async releaseGroup(ids: readonly unknown[], token: string): Promise<number> {
     const result = await this.locks.updateMany({ _id: { $in: ids }, token, ...UNEXPIRED } as Document, RELEASE);
+    if (result.matchedCount > 0) this.freed(ids);
     return result.matchedCount;
   }
 

@@ -19,6 +19,7 @@
 import type { mongo } from 'mongoose';
 import { LockExpiredOnArrivalError, LockedError } from './errors';
 import { idKey } from './id-key';
+import { delist, enlist, type LocallyWakeable } from './local-wake';
 
 const POLL_BASE_MS = 20;
 const POLL_CAP_MS = 1_000;
@@ -28,7 +29,8 @@ const STREAM_IDLE_CLOSE_MS = 10_000;
 const STREAM_AWAIT_MS = 1_000;
 /**
  * Without a stream, the waiter that holds its document's reservation asks again this often,
- * instead of backing off (acquireWaiting): a freed reserved document idles until it asks (250 ms on average), and
+ * instead of backing off (acquireWaiting): a reserved document freed by another process idles until it asks (250 ms
+ * on average; a release made in this process wakes it at once, local-wake.ts; the holder's expiry, when sooner, too), and
  * every waiter holds a reservation when each waits for its own document, so this is also the
  * price of waiting: 2 attempts and 1 renewal per second, against plain backoff's ~1.3 attempts
  * (reliability/contended-waiting-throughput (d); 100 ms cost 11 commands per waiter per second).
@@ -40,6 +42,11 @@ interface Subscription {
   changed: Promise<void>;
   /** Call when the attempt failed and the waiter is about to wait: it can now be picked alone. */
   waiting(): void;
+  /**
+   * Call instead of `waiting` when the waiter holds the document's reservation: it is told of every
+   * change, and a release by this process picks no other waiter of the document (local-wake.ts).
+   */
+  reserving(): void;
   /** Whether the stream was already capturing events when this subscription was made. */
   wasLive: boolean;
   /** Resolves to whether a change stream is delivering events (opening it if needed). */
@@ -51,9 +58,10 @@ interface Subscription {
 interface Waiter {
   wake(): void;
   waiting: boolean;
+  reserver: boolean;
 }
 
-export class LockWatch {
+export class LockWatch implements LocallyWakeable {
   /** Per document, in subscription order (Sets iterate in insertion order). */
   private readonly subscribers = new Map<string, Set<Waiter>>();
   private count = 0;
@@ -62,10 +70,14 @@ export class LockWatch {
   private idleTimer: NodeJS.Timeout | undefined;
   /** Number of change streams this instance opened (visible to tests and benchmarks). */
   streamsOpened = 0;
+  /** The scope this watch is listed under for releases of this process while it has waiters (local-wake.ts). */
+  private listedAs: string | undefined;
 
+  /** `scope`: the lock collection's LockStore.scope, read when the first waiter subscribes. */
   constructor(
     private readonly collection: mongo.Collection,
     private readonly canWatch: () => Promise<boolean>,
+    private readonly scope?: () => string,
   ) {}
 
   /** Registers synchronously, so nothing that happens after this call is missed once live. */
@@ -73,11 +85,12 @@ export class LockWatch {
     const key = idKey(documentId);
     let wake!: () => void;
     const changed = new Promise<void>((resolve) => (wake = resolve));
-    const waiter: Waiter = { wake, waiting: false };
+    const waiter: Waiter = { wake, waiting: false, reserver: false };
     let set = this.subscribers.get(key);
     if (!set) this.subscribers.set(key, (set = new Set()));
     set.add(waiter);
     this.count++;
+    if (this.listedAs === undefined && this.scope) enlist((this.listedAs = this.scope()), this);
     clearTimeout(this.idleTimer);
     const wasLive = this.stream !== undefined;
     const live = this.open().catch(() => false);
@@ -88,13 +101,16 @@ export class LockWatch {
       waiting: () => {
         waiter.waiting = true;
       },
+      reserving: () => {
+        waiter.reserver = true;
+      },
       cancel: () => {
         const current = this.subscribers.get(key);
         if (current?.delete(waiter)) {
           this.count--;
           if (current.size === 0) this.subscribers.delete(key);
         }
-        if (this.count === 0) this.scheduleIdleClose();
+        if (this.count === 0) this.idle();
       },
     };
   }
@@ -165,15 +181,42 @@ export class LockWatch {
     }
   }
 
-  private wake(key: string): void {
+  /**
+   * A release by this process (local-wake.ts): without a live stream, the fan-out of a stream event,
+   * picking only when told to. With one, only the waiters holding the document's reservation (the
+   * freed document is theirs: asking before the event comes hands it over sooner); the others hear
+   * the event a moment later, as before. Waking them all twice, on the release and on its event,
+   * cost throughput (bench/contention-ab.ts on a replica set, single lock(wait) against the
+   * previous main: 78 -> 65 and 73 -> 40 grants/s; the reservers alone: 61 -> 79, and draining 20
+   * queued waiters, contended-waiting-throughput (f), 3.1 s -> 1.2 s).
+   */
+  wakeLocal(key: string, pick: boolean): boolean {
+    if (!this.stream) return this.wake(key, pick);
+    for (const waiter of this.subscribers.get(key) ?? []) if (waiter.reserver) waiter.wake();
+    return false;
+  }
+
+  /** Whether a waiter of the document `key` here holds its reservation (local-wake.ts). */
+  reserving(key: string): boolean {
     const set = this.subscribers.get(key);
-    if (!set) return;
+    if (set) for (const waiter of set) if (waiter.reserver) return true;
+    return false;
+  }
+
+  wakeEveryone(): void {
+    if (!this.stream) this.wakeAll();
+  }
+
+  /** Wakes the waiters of `key`; resolves to whether one waiting was picked (only when `pick`). */
+  private wake(key: string, pick = true): boolean {
+    const set = this.subscribers.get(key);
+    if (!set) return false;
     // Every subscriber not marked waiting is told (an attempt in flight, or a waiting group, which
     // may not act on this document: lock-group.ts subscribeAll); of those marked waiting, only the
     // longest waiting. Before, a marked waiter took the change alone: a group that reserved the
     // freed document slept until its safety poll while the woken single waiter was refused by the
     // group's reservation (reliability/group-waiting-leaves-others-usable).
-    let handed = false;
+    let handed = !pick;
     for (const waiter of [...set]) {
       if (!waiter.waiting) {
         waiter.wake();
@@ -183,9 +226,17 @@ export class LockWatch {
       handed = true;
       set.delete(waiter); // woken once; it subscribes again (at the back) if it loses
       if (set.size === 0) this.subscribers.delete(key);
-      if (--this.count === 0) this.scheduleIdleClose();
+      if (--this.count === 0) this.idle();
       waiter.wake();
     }
+    return pick && handed;
+  }
+
+  /** No waiter left: the stream closes after a while, and no release of this process looks here. */
+  private idle(): void {
+    this.scheduleIdleClose();
+    if (this.listedAs !== undefined) delist(this.listedAs, this);
+    this.listedAs = undefined;
   }
 
   private wakeAll(): void {
@@ -361,7 +412,8 @@ async function waitFor<T>(
         const byReservation = error.expiresAt === undefined;
         const stopPause = new AbortController();
         const reserving = reserver?.refused(waited, () => stopPause.abort()) === true && !byReservation;
-        if (!reserving) subscription.waiting();
+        if (reserving) subscription.reserving();
+        else subscription.waiting();
         const untilExpiry = error.retryAfterMs === undefined ? Infinity : error.retryAfterMs + 1;
         const backoffPoll = Math.random() * Math.min(POLL_CAP_MS, POLL_BASE_MS * 2 ** round);
         let poll = live ? SAFETY_POLL_MS : backoffPoll;

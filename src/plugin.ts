@@ -450,6 +450,9 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
         }
       }
     }
+    // Released with the write in the guard's transaction, committed by now: this process's waiters
+    // of the document ask again at once (local-wake.ts; store.release does so for the others).
+    if (context.released && !inCallerTransaction) store.freed([state.lock.documentId]);
     state.lost = 'released';
     // In the caller's transaction the release stands only if that transaction commits.
     if (inCallerTransaction) state.pendingRelease = (callerSession as unknown as { transaction: object }).transaction;

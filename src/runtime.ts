@@ -62,11 +62,17 @@ export function runtimeFactory(options: ResolvedLockOptions): RuntimeOf {
         const setup = lockCollectionSetup(lockModel, Math.ceil(options.purgeAfter / 1000));
         void setup.ready(); // start now, as Mongoose would; lock calls wait for it below
         const collection = lockModel.collection as unknown as mongo.Collection<mongo.Document>;
-        const watch = new LockWatch(collection, async () => options.changeStreams === 'auto' && (await supportsTransactions(model.db)));
+        // The TTL index keeps whole seconds (lock-collection-setup.ts); the store words lost locks by it.
+        const store = new LockStore(collection, Math.ceil(options.purgeAfter / 1000) * 1000);
+        // Listed under the store's scope, so this process's releases wake its waiters (local-wake.ts).
+        const watch = new LockWatch(
+          collection,
+          async () => options.changeStreams === 'auto' && (await supportsTransactions(model.db)),
+          () => store.scope,
+        );
         runtime = {
           lockModel,
-          // The TTL index keeps whole seconds (lock-collection-setup.ts); the store words lost locks by it.
-          store: new LockStore(collection, Math.ceil(options.purgeAfter / 1000) * 1000),
+          store,
           watch,
           setup,
           // A getter: each lock call waits for the first setup attempt, and may start a due retry

@@ -20,6 +20,8 @@ export class SingleWaiterReservation implements ReservingWaiter {
   private ended = false;
   /** Told when this call comes to hold the reservation, so it stops sleeping as an ordinary waiter. */
   private wake: (() => void) | undefined;
+  /** The mark of the last grant, when its command removed this call's reservation (clearingMark). */
+  private grantMark: number | undefined;
 
   constructor(private readonly target: ReservationTarget) {}
 
@@ -45,11 +47,29 @@ export class SingleWaiterReservation implements ReservingWaiter {
     return this.reservation.held;
   }
 
-  /** The call ended (granted, gave up, aborted, failed): the reservation is cleared in the background. */
+  /**
+   * An attempt is sent: once the call has sent a reserve and none is on its way, the attempt's grant
+   * is to remove the call's reservation itself (LockStore.acquire). Before its first reserve the
+   * call has none: its attempts are sent as before.
+   */
+  clearingMark(): number | undefined {
+    const mark = this.reservation.mark();
+    return mark === undefined || mark === 0 ? undefined : mark;
+  }
+
+  granted(mark: number | undefined): void {
+    this.grantMark = mark;
+  }
+
+  /**
+   * The call ended (granted, gave up, aborted, failed): the reservation is cleared in the background,
+   * unless the last grant removed it and no reserve was sent since (one that was may land after the
+   * grant and write it again: then the clear is sent, as for a call that ends without a grant).
+   */
   end(): void {
     this.ended = true;
     clearTimeout(this.timer);
     this.wake = undefined;
-    this.reservation.end();
+    this.reservation.end(this.grantMark !== undefined && this.reservation.quietSince(this.grantMark));
   }
 }

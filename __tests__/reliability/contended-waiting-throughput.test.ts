@@ -14,6 +14,13 @@
  * a483dfc: 3.0 / 3.9), (d) and (e) FAIL on a standalone (11.16 and 11.24 commands per waiter per
  * second; main 1.89 / 1.92). Throughput: replset (a) 31.3 grants/s, (b) 29.4, (c) 48.1 (main 24.1 /
  * 20.6 / 42.9); standalone (a) 28.1, (b) 17.9, (c) 60.6 (main 34.1 / 24.1 / 43.1); one run each.
+ *
+ * Brief reservecost (a grant removes its caller's reservation itself; a release wakes the waiters of
+ * its own process), against main ce6d9b6, loaded machine, one or two runs each: (f) standalone 9.1
+ * -> 4.2 / 4.8 commands per grant (the drain 4.4 s -> 1.1 / 1.3 s), replset 6.0 -> 4.0 / 5.0 (3.1 s
+ * -> 1.2 / 3.1 s); (d) and (e) unchanged (standalone 3.00 / 3.04 -> 2.90 / 3.10, replset 1.40 /
+ * 1.32 -> 1.40 / 1.32); (a) standalone 15.3 -> 38.8 grants/s, replset 32.1 -> 23.5 (noisy: (c),
+ * which has no single waiter, moved 59.8 -> 51.1 between the same runs).
  */
 import { performance } from 'node:perf_hooks';
 import type { Types } from 'mongoose';
@@ -196,8 +203,9 @@ test('(e) a queue of 10 single waiters on one document: commands per waiter per 
  * in turn, holds it 50 ms and releases it. Counted: the commands the waiters' connection sends per
  * grant from the holder's release until the last waiter released. Main (a483dfc): a release wakes
  * one waiter of the process (lock-waiter.ts), so a grant costs about one attempt, the load and the
- * release. Asserted: at most 8 commands per grant (main's, plus a reserve and a clear per waiter,
- * plus slack), so draining a queue of n waiters costs O(n), not O(n^2).
+ * release. Asserted: under 7 commands per grant (main's, plus a reserve per waiter, plus slack: the
+ * grant removes its caller's reservation itself, no clear follows; it was 8 while one did), so
+ * draining a queue of n waiters costs O(n), not O(n^2).
  */
 test('(f) draining a queue of 20 single waiters on one document: commands per grant', async () => {
   const waiterConn = await connect(db.name);
@@ -227,7 +235,7 @@ test('(f) draining a queue of 20 single waiters on one document: commands per gr
     const ms = Math.round(performance.now() - started);
     const byName = counted.reduce<Record<string, number>>((acc, name) => ({ ...acc, [name]: (acc[name] ?? 0) + 1 }), {});
     console.log(`(f) draining 20 queued single waiters: ${(counted.length / 20).toFixed(1)} commands per grant, ${ms} ms in all (${JSON.stringify(byName)})`);
-    expect(counted.length / 20).toBeLessThan(8);
+    expect(counted.length / 20).toBeLessThan(7);
   } finally {
     await Promise.all([waiterConn.close(), holderConn.close()]);
   }
