@@ -21,8 +21,9 @@
  * Needs change streams and fail points: skipped on a standalone server.
  */
 import { performance } from 'node:perf_hooks';
-import { mongo, type Types } from 'mongoose';
+import type { Types } from 'mongoose';
 import { testUri } from '../conformance/support/server';
+import { recordChangesOf } from '../support/change-record';
 import { sleep, testDatabase, type MonitoredConnection } from '../support/db';
 import { usesFailPoints } from '../support/fail-point-lock';
 import { judgeRun, type Belief } from '../support/grant-history';
@@ -56,19 +57,7 @@ replicaSetOnly('change streams and fail points need a replica set')(
     const docs = await adminModel.create(Array.from({ length: DOCUMENTS }, (_, i) => ({ title: `contended ${i}` })));
     const ids: Types.ObjectId[] = docs.map((d) => d._id);
     const locksName = adminModel.lockModel().collection.collectionName;
-    const watcher = new mongo.MongoClient(testUri());
-    await watcher.connect();
-    const stream: mongo.ChangeStream = watcher.db(db.name).collection(locksName).watch([], {});
-    const events: mongo.ChangeStreamDocument[] = [];
-    const first = await stream.tryNext();
-    if (first) events.push(first);
-    const collecting = (async () => {
-      try {
-        for (;;) events.push(await stream.next());
-      } catch {
-        // closed
-      }
-    })();
+    const record = await recordChangesOf(testUri(), db.name, { collection: locksName });
 
     const beliefs: DocumentBelief[] = [];
     type Handle = Awaited<ReturnType<WorkItemModel['acquireLocks']>>;
@@ -159,13 +148,10 @@ replicaSetOnly('change streams and fail points need a replica set')(
 
     await Promise.all([...owners.map((owner) => work(owner)), faults()]);
     clearInterval(sampler);
-    await sleep(500);
-    await stream.close();
-    await collecting;
-    await watcher.close();
+    await record.stop();
 
     // Property 1 on each record's own history; property 13 for every sample (support/grant-history.ts).
-    const { grantsByDoc, grantCount, overlaps: serverOverlapsFound, violations: beliefOverlaps } = judgeRun(events, beliefs);
+    const { grantsByDoc, grantCount, overlaps: serverOverlapsFound, violations: beliefOverlaps } = judgeRun(record.events, beliefs);
     if (beliefOverlaps.length > 0 && process.env.MPL_GROUP_BELIEFS_DUMP) {
       const { writeFileSync } = await import('node:fs');
       writeFileSync(process.env.MPL_GROUP_BELIEFS_DUMP, JSON.stringify({ beliefOverlaps, grants: Object.fromEntries(grantsByDoc), log }, null, 1));
