@@ -23,13 +23,13 @@ import { LockExpiredError, LockExpiredOnArrivalError, LockedError } from '../../
 import { testUri } from '../conformance/support/server';
 import { recordChangesOf } from '../support/change-record';
 import { sleep, testDatabase } from '../support/db';
-import { usesFailPoints } from '../support/fail-point-lock';
+import { usesPrivateServer } from '../support/private-server';
 import { judgeRun, type Belief } from '../support/grant-history';
 import { replicaSetOnly } from '../support/topology';
 import { injectFaults, pick, rand, stalledActors } from '../support/stalled-owners';
 import { workItemModel } from '../support/work-item';
 
-usesFailPoints();
+usesPrivateServer();
 
 const db = testDatabase('shortprefix');
 const RUN_MS = Number(process.env.MPL_SHORT_PREFIX_MS ?? 25_000);
