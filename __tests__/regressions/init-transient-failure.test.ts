@@ -15,10 +15,10 @@ import { Schema } from 'mongoose';
 import { lockPlugin, type LockableModel } from '../../src';
 import { testDatabase, type MonitoredConnection } from '../support/db';
 import { appUnderFailPoints } from '../support/fail-point-app';
-import { usesFailPoints } from '../support/fail-point-lock';
+import { usesPrivateServer } from '../support/private-server';
 
-// This file configures the server's one failCommand fail point: no other such file runs meanwhile.
-usesFailPoints();
+// This file configures failCommand: on a server of its own where it can (support/private-server.ts).
+usesPrivateServer();
 
 const db = testDatabase('atk_initfault');
 const APP = `mpl-atk-initfault-${process.pid}`;

@@ -20,11 +20,11 @@
 import type { mongo } from 'mongoose';
 import { LockNotHeldError } from '../../src';
 import { appUnderFailPoints } from '../support/fail-point-app';
-import { usesFailPoints } from '../support/fail-point-lock';
+import { usesPrivateServer } from '../support/private-server';
 import { sleep, testDatabase, waitUntil, type MonitoredConnection } from '../support/db';
 import { workItemModel } from '../support/work-item';
 
-usesFailPoints();
+usesPrivateServer();
 jest.setTimeout(120_000);
 
 const APP = 'group-renewal-own-release';

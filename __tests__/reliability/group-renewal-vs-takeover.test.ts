@@ -8,11 +8,11 @@
  */
 import type { mongo } from 'mongoose';
 import { appUnderFailPoints } from '../support/fail-point-app';
-import { usesFailPoints } from '../support/fail-point-lock';
+import { usesPrivateServer } from '../support/private-server';
 import { testDatabase, type MonitoredConnection } from '../support/db';
 import { workItemModel } from '../support/work-item';
 
-usesFailPoints();
+usesPrivateServer();
 jest.setTimeout(120_000);
 
 const APP = 'group-renewal-takeover';

@@ -25,13 +25,13 @@ import { lockAll, unlockAll } from '../../src';
 import { blockCommands, failPointOff } from '../plugin/guard/support';
 import { recordChanges } from '../support/change-record';
 import { connect, sleep, testDatabase, type MonitoredConnection } from '../support/db';
-import { usesFailPoints } from '../support/fail-point-lock';
+import { usesPrivateServer } from '../support/private-server';
 import { judgeRun, type Belief } from '../support/grant-history';
 import { appConnections, groupProblems, holders, timed } from '../support/group-waiting';
 import { replicaSetOnly } from '../support/topology';
 import { workItemModel, type WorkItemModel } from '../support/work-item';
 
-usesFailPoints();
+usesPrivateServer();
 jest.setTimeout(120_000);
 
 const db = testDatabase('grp_step_lease');

@@ -21,14 +21,14 @@
  */
 import { blockCommands } from '../plugin/guard/support';
 import { appUnderFailPoints } from '../support/fail-point-app';
-import { usesFailPoints } from '../support/fail-point-lock';
+import { usesPrivateServer } from '../support/private-server';
 import { nextCommandSent, sleep, testDatabase, type MonitoredConnection } from '../support/db';
 import { replicaSetOnly } from '../support/topology';
 import { workItemModel, type WorkItemModel } from '../support/work-item';
 
 type Held = Awaited<ReturnType<WorkItemModel['lock']>>;
 
-usesFailPoints();
+usesPrivateServer();
 jest.setTimeout(180_000);
 
 const APP = 'next-released-non-matching';
