@@ -10,27 +10,16 @@
  * `lockNext({ _id: j })` without waiting.
  */
 import type { Types } from 'mongoose';
-import { connect, sleep, testDatabase, type MonitoredConnection } from '../support/db';
-import { workItemModel, type WorkItemModel } from '../support/work-item';
-import { killAll } from '../reliability/support/children';
-import { kill, startWaiter } from '../reliability/support/waiter';
+import { sleep, testDatabase } from '../support/db';
+import type { WorkItemModel } from '../support/work-item';
+import { kill, startWaiter, waiterTestModel } from '../reliability/support/waiter';
 
 jest.setTimeout(120_000);
 const db = testDatabase('next_free_reserved');
 const MODEL = 'NextReservedItem';
-let conn: MonitoredConnection;
+const fixture = waiterTestModel(db, MODEL, { ttl: 30_000, ownerStorage: 'plain' });
 let X: WorkItemModel;
-
-beforeAll(async () => {
-  conn = await connect(db.name);
-  X = await workItemModel(conn.connection, { ttl: 30_000, ownerStorage: 'plain' }, MODEL);
-});
-
-afterAll(async () => {
-  await killAll();
-  await db.drop(conn.connection);
-  await conn.close();
-});
+beforeAll(() => ({ model: X } = fixture));
 
 test('lockNext without wait claims the one matching document, free though a killed group waiter had reserved it', async () => {
   const [j, k] = (await X.insertMany([{ title: 'j' }, { title: 'k' }])).map((d) => d._id).sort((a: Types.ObjectId, b: Types.ObjectId) => a.toHexString().localeCompare(b.toHexString()));

@@ -11,27 +11,16 @@
 import { Types } from 'mongoose';
 import { LockedError } from '../../src';
 import { RESERVATION_MS } from '../../src/group-reservation';
-import { connect, testDatabase, type MonitoredConnection } from '../support/db';
-import { workItemModel, type WorkItemModel } from '../support/work-item';
-import { killAll } from './support/children';
-import { kill, startWaiter, untilReserved } from './support/waiter';
+import { testDatabase } from '../support/db';
+import type { WorkItemModel } from '../support/work-item';
+import { kill, startWaiter, untilReserved, waiterTestModel } from './support/waiter';
 
 jest.setTimeout(120_000);
 const db = testDatabase('crashedgroupwaiter');
 const MODEL = 'CrashedWaiterItem';
-let conn: MonitoredConnection;
+const fixture = waiterTestModel(db, MODEL, { ttl: 60_000 });
 let M: WorkItemModel;
-
-beforeAll(async () => {
-  conn = await connect(db.name);
-  M = await workItemModel(conn.connection, { ttl: 60_000 }, MODEL);
-});
-
-afterAll(async () => {
-  await killAll();
-  await db.drop(conn.connection);
-  await conn.close();
-});
+beforeAll(() => ({ model: M } = fixture));
 
 test('a killed waiting group\'s reservation lapses: the document it waited for is free again within the reservation lease', async () => {
   const [a, b] = (await M.insertMany([{ title: 'a' }, { title: 'b' }])).map((d) => d._id as Types.ObjectId);

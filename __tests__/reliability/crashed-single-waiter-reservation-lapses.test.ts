@@ -12,27 +12,16 @@
 import type { Types } from 'mongoose';
 import { LockedError } from '../../src';
 import { RESERVATION_MS } from '../../src/group-reservation';
-import { connect, testDatabase, type MonitoredConnection } from '../support/db';
-import { workItemModel, type WorkItemModel } from '../support/work-item';
-import { killAll } from './support/children';
-import { kill, startWaiter, untilReserved } from './support/waiter';
+import { testDatabase } from '../support/db';
+import type { WorkItemModel } from '../support/work-item';
+import { kill, startWaiter, untilReserved, waiterTestModel } from './support/waiter';
 
 jest.setTimeout(120_000);
 const db = testDatabase('crashedsinglewaiter');
 const MODEL = 'CrashedSingleWaiterItem';
-let conn: MonitoredConnection;
+const fixture = waiterTestModel(db, MODEL, { ttl: 60_000 });
 let M: WorkItemModel;
-
-beforeAll(async () => {
-  conn = await connect(db.name);
-  M = await workItemModel(conn.connection, { ttl: 60_000 }, MODEL);
-});
-
-afterAll(async () => {
-  await killAll();
-  await db.drop(conn.connection);
-  await conn.close();
-});
+beforeAll(() => ({ model: M } = fixture));
 
 const outcome = (call: Promise<unknown>) =>
   call.then(

@@ -23,24 +23,21 @@
 import { performance } from 'node:perf_hooks';
 import type { Types } from 'mongoose';
 import { testUri } from '../conformance/support/server';
+import { beliefSampler } from '../support/belief-sampler';
 import { recordChangesOf } from '../support/change-record';
 import { sleep, testDatabase, type MonitoredConnection } from '../support/db';
-import { usesFailPoints } from '../support/fail-point-lock';
-import { judgeRun, type Belief } from '../support/grant-history';
+import { usesPrivateServer } from '../support/private-server';
+import { judgeRun } from '../support/grant-history';
 import { replicaSetOnly } from '../support/topology';
 import { injectFaults, pick, rand, stalledOwners, type Owner } from '../support/stalled-owners';
 import type { WorkItemModel } from '../support/work-item';
 
-usesFailPoints();
+usesPrivateServer();
 
 const db = testDatabase('groupleasebeliefs');
 const OWNERS = 4;
 const DOCUMENTS = 4;
 const RUN_MS = Number(process.env.MPL_GROUP_BELIEFS_MS ?? 20_000);
-
-interface DocumentBelief extends Belief {
-  doc: string;
-}
 
 const cast = stalledOwners(db, { count: OWNERS, appPrefix: 'mpl-gbeliefs', modelName: 'GroupBeliefs' });
 let owners: Owner[];
@@ -59,20 +56,9 @@ replicaSetOnly('change streams and fail points need a replica set')(
     const locksName = adminModel.lockModel().collection.collectionName;
     const record = await recordChangesOf(testUri(), db.name, { collection: locksName });
 
-    const beliefs: DocumentBelief[] = [];
     type Handle = Awaited<ReturnType<WorkItemModel['acquireLocks']>>;
-    const live = new Map<string, Handle>();
-    const sampler = setInterval(() => {
-      for (const [owner, handle] of live) {
-        const t = Date.now();
-        for (const doc of handle.documents) {
-          const held = doc.heldLock();
-          if (!held) continue;
-          const m = held.msLeft();
-          if (m > 0) beliefs.push({ owner, doc: String(doc._id), token: held.token, t, m });
-        }
-      }
-    }, 3);
+    const sampler = beliefSampler();
+    const { beliefs, live } = sampler;
 
     const stopAt = Date.now() + RUN_MS;
     const outcomes = new Map<string, number>();
@@ -102,7 +88,7 @@ replicaSetOnly('change streams and fail points need a replica set')(
           continue;
         }
         count('acquired', `${owner.name} ${handle.documents.map((d) => String(d._id).slice(-2)).join(',')} token ${handle.documents[0]!.heldLock()!.token} ttl ${ttl}`);
-        live.set(owner.name, handle);
+        live.set(owner.name, { docs: () => handle.documents });
         const until = performance.now() + rand(0, Math.round(ttl * 2.5));
         try {
           while (performance.now() < until && !handle.signal.aborted) {
@@ -147,7 +133,7 @@ replicaSetOnly('change streams and fail points need a replica set')(
       injectFaults({ admin: admin.connection, victims: owners, stopAt, gapMs: [200, 700], blockNamespace: () => `${db.name}.${locksName}`, blockCommands: ['update'], blockMs: [300, 1_600], lateCollection: locksName, lateMs: [200, 1_300], count: (kind, victim) => count(kind, victim?.name) });
 
     await Promise.all([...owners.map((owner) => work(owner)), faults()]);
-    clearInterval(sampler);
+    sampler.stop();
     await record.stop();
 
     // Property 1 on each record's own history; property 13 for every sample (support/grant-history.ts).

@@ -19,14 +19,14 @@
  * clear), replayed per lock record into the server's grants (support/grant-history.ts), and each
  * owner's beliefs sampled every few milliseconds. Needs change streams: replica set only.
  */
-import { performance } from 'node:perf_hooks';
 import type { Types } from 'mongoose';
-import { LockExpiredError, LockExpiredOnArrivalError, LockedError, lockAll } from '../../src';
+import { lockAll } from '../../src';
 import { testUri } from '../conformance/support/server';
+import { beliefSampler, outcomeBook, type Held } from '../support/belief-sampler';
 import { recordChangesOf } from '../support/change-record';
 import { sleep, testDatabase } from '../support/db';
 import { usesPrivateServer } from '../support/private-server';
-import { judgeRun, type Belief } from '../support/grant-history';
+import { judgeRun } from '../support/grant-history';
 import { replicaSetOnly } from '../support/topology';
 import { injectFaults, pick, rand, stalledActors } from '../support/stalled-owners';
 import { workItemModel } from '../support/work-item';
@@ -36,12 +36,6 @@ usesPrivateServer();
 const db = testDatabase('grpwaitexcl');
 const RUN_MS = Number(process.env.MPL_GROUP_WAIT_EXCL_MS ?? 25_000);
 const KINDS = ['group', 'group', 'group', 'group-abort', 'lockAll', 'single-wait', 'try', 'next'] as const;
-
-interface DocBelief extends Belief {
-  doc: string;
-}
-
-type Held = { _id: unknown; heldLock(): { token: string; msLeft(): number } | null };
 
 const set = stalledActors(db, {
   kinds: KINDS,
@@ -63,48 +57,12 @@ replicaSetOnly('change streams and fail points need a replica set')(
     const locks = [items.lockModel().collection.collectionName, others.lockModel().collection.collectionName];
     const record = await recordChangesOf(testUri(), db.name, { pipeline: [{ $match: { 'ns.coll': { $in: locks } } }] });
 
-    const beliefs: DocBelief[] = [];
-    const live = new Map<string, { coll: (doc: Held) => string; docs: Held[] }>();
+    const sampler = beliefSampler();
     const keyOf = (coll: string) => (doc: Held) => `${coll}/${String(doc._id)}`;
-    const sampler = setInterval(() => {
-      for (const [owner, holding] of live) {
-        const t = Date.now();
-        for (const doc of holding.docs) {
-          const held = doc.heldLock();
-          if (!held) continue;
-          const m = held.msLeft();
-          if (m > 0) beliefs.push({ owner, doc: holding.coll(doc), token: held.token, t, m });
-        }
-      }
-    }, 3);
-
     const stopAt = Date.now() + RUN_MS;
-    const outcomes = new Map<string, number>();
-    const count = (kind: string) => outcomes.set(kind, (outcomes.get(kind) ?? 0) + 1);
-    const hangs: string[] = [];
-    const hold = async (owner: string, docs: Held[], coll: (doc: Held) => string, release: () => Promise<unknown>) => {
-      live.set(owner, { coll, docs });
-      await sleep(rand(0, 900));
-      live.delete(owner);
-      await release().catch(() => undefined);
-    };
-    const bounded = async <T>(actor: Actor, what: string, boundMs: number, call: Promise<T>): Promise<T | null> => {
-      const started = performance.now();
-      try {
-        const value = await call;
-        count(`${what}: ok`);
-        return value;
-      } catch (error) {
-        count(`${what}: ${(error as Error).constructor.name}`);
-        // Documented outcomes: refused, called off, or granted too late to count on (docs/api.md).
-        const documented = error instanceof LockedError || error instanceof LockExpiredOnArrivalError || error instanceof LockExpiredError || (error instanceof Error && error.message === 'called off');
-        if (!documented) count(`${what}: other ${(error as Error).message.slice(0, 80)}`);
-        return null;
-      } finally {
-        const ms = performance.now() - started;
-        if (ms > boundMs) hangs.push(`${actor.name} ${what} took ${Math.round(ms)} ms (bound ${boundMs})`);
-      }
-    };
+    const { outcomes, count, hangs, bounded: book } = outcomeBook();
+    const bounded = <T>(actor: Actor, what: string, boundMs: number, call: Promise<T>) => book(actor.name, what, boundMs, call);
+    const hold = (owner: string, docs: Held[], coll: (doc: Held) => string, release: () => Promise<unknown>) => sampler.hold(owner, docs, rand(0, 900), release, coll);
 
     async function work(actor: Actor): Promise<void> {
       const owner = actor.name;
@@ -152,14 +110,14 @@ replicaSetOnly('change streams and fail points need a replica set')(
       injectFaults({ admin: admin.connection, victims: actors, stopAt, gapMs: [200, 700], blockNamespace: () => `${db.name}.${pick(locks)}`, blockCommands: ['update', 'findAndModify'], blockMs: [300, 1_600], lateCollection: locks[0]!, lateMs: [200, 1_300], count: (kind) => count(kind) });
 
     await Promise.all([...actors.map((actor) => work(actor)), faults()]);
-    clearInterval(sampler);
+    sampler.stop();
     await record.stop();
 
-    const { grantCount, overlaps, violations } = judgeRun(record.events, beliefs, (event) => {
+    const { grantCount, overlaps, violations } = judgeRun(record.events, sampler.beliefs, (event) => {
       const e = event as { ns?: { coll: string }; documentKey?: { _id: unknown } };
       return `${e.ns?.coll}/${String(e.documentKey?._id)}`;
     });
-    process.stdout.write(`waiting exclusion: ${grantCount} grants, ${beliefs.length} samples, outcomes ${JSON.stringify(Object.fromEntries(outcomes))}\n`);
+    process.stdout.write(`waiting exclusion: ${grantCount} grants, ${sampler.beliefs.length} samples, outcomes ${JSON.stringify(Object.fromEntries(outcomes))}\n`);
     expect(grantCount).toBeGreaterThan(20);
     expect(overlaps).toEqual([]);
     expect(violations.slice(0, 5)).toEqual([]);

@@ -17,14 +17,14 @@
  * beliefs (`heldLock().msLeft()`) sampled every few milliseconds. No overlap, no belief beyond the
  * server's grant, no call past its bound. Needs change streams: replica set only.
  */
-import { performance } from 'node:perf_hooks';
 import type { Types } from 'mongoose';
-import { LockExpiredError, LockExpiredOnArrivalError, LockedError } from '../../src';
+import { LockedError } from '../../src';
 import { testUri } from '../conformance/support/server';
+import { beliefSampler, outcomeBook, type Held } from '../support/belief-sampler';
 import { recordChangesOf } from '../support/change-record';
 import { sleep, testDatabase } from '../support/db';
 import { usesPrivateServer } from '../support/private-server';
-import { judgeRun, type Belief } from '../support/grant-history';
+import { judgeRun } from '../support/grant-history';
 import { replicaSetOnly } from '../support/topology';
 import { injectFaults, pick, rand, stalledActors } from '../support/stalled-owners';
 import { workItemModel } from '../support/work-item';
@@ -35,7 +35,6 @@ const db = testDatabase('shortprefix');
 const RUN_MS = Number(process.env.MPL_SHORT_PREFIX_MS ?? 25_000);
 const KINDS = ['group', 'group', 'group', 'group-abort', 'single-wait', 'single-wait', 'retry-after', 'try'] as const;
 
-type Held = { _id: unknown; heldLock(): { token: string; msLeft(): number } | null };
 
 const set = stalledActors(db, {
   kinds: KINDS,
@@ -53,47 +52,15 @@ replicaSetOnly('change streams and fail points need a replica set')(
     const locks = items.lockModel().collection.collectionName;
     const record = await recordChangesOf(testUri(), db.name, { pipeline: [{ $match: { 'ns.coll': locks } }] });
 
-    const beliefs: Array<Belief & { doc: string }> = [];
-    const live = new Map<string, Held[]>();
-    const sampler = setInterval(() => {
-      for (const [owner, docs] of live) {
-        const t = Date.now();
-        for (const doc of docs) {
-          const held = doc.heldLock();
-          if (!held) continue;
-          const m = held.msLeft();
-          if (m > 0) beliefs.push({ owner, doc: String(doc._id), token: held.token, t, m });
-        }
-      }
-    }, 3);
-
+    const sampler = beliefSampler();
     const stopAt = Date.now() + RUN_MS;
-    const outcomes = new Map<string, number>();
-    const count = (kind: string) => outcomes.set(kind, (outcomes.get(kind) ?? 0) + 1);
-    const hangs: string[] = [];
-    const hold = async (owner: string, docs: Held[], release: () => Promise<unknown>) => {
-      live.set(owner, docs);
-      await sleep(rand(0, 600));
-      live.delete(owner);
-      await release().catch(() => undefined);
+    const { outcomes, count, hangs, bounded: book } = outcomeBook();
+    // A Retry-After caller waits as long as the refusal says before it asks again.
+    const retryAfter = async (error: unknown) => {
+      if (error instanceof LockedError) await sleep(Math.min(error.retryAfterMs ?? 500, 6_000) + 5);
     };
-    const bounded = async <T>(actor: Actor, what: string, boundMs: number, call: Promise<T>): Promise<T | null> => {
-      const started = performance.now();
-      try {
-        const value = await call;
-        count(`${what}: ok`);
-        return value;
-      } catch (error) {
-        count(`${what}: ${(error as Error).constructor.name}`);
-        const documented = error instanceof LockedError || error instanceof LockExpiredOnArrivalError || error instanceof LockExpiredError || (error instanceof Error && error.message === 'called off');
-        if (!documented) count(`${what}: other ${(error as Error).message.slice(0, 80)}`);
-        if (error instanceof LockedError && what === 'retry-after') await sleep(Math.min(error.retryAfterMs ?? 500, 6_000) + 5);
-        return null;
-      } finally {
-        const ms = performance.now() - started;
-        if (ms > boundMs) hangs.push(`${actor.name} ${what} took ${Math.round(ms)} ms (bound ${boundMs})`);
-      }
-    };
+    const bounded = <T>(actor: Actor, what: string, boundMs: number, call: Promise<T>) => book(actor.name, what, boundMs, call, what === 'retry-after' ? retryAfter : undefined);
+    const hold = (owner: string, docs: Held[], release: () => Promise<unknown>) => sampler.hold(owner, docs, rand(0, 600), release);
 
     async function work(actor: Actor): Promise<void> {
       const owner = actor.name;
@@ -125,11 +92,11 @@ replicaSetOnly('change streams and fail points need a replica set')(
       injectFaults({ admin: admin.connection, victims: actors, stopAt, gapMs: [300, 900], blockNamespace: () => `${db.name}.${locks}`, blockCommands: ['update', 'find', 'findAndModify'], blockMs: [1_000, 5_000], lateCollection: locks, lateMs: [1_000, 4_000], count: (kind) => count(kind) });
 
     await Promise.all([...actors.map((actor) => work(actor)), faults()]);
-    clearInterval(sampler);
+    sampler.stop();
     await record.stop();
 
-    const { grantCount, overlaps, violations } = judgeRun(record.events, beliefs);
-    process.stdout.write(`short prefix leases: ${grantCount} grants, ${beliefs.length} samples, outcomes ${JSON.stringify(Object.fromEntries(outcomes))}\n`);
+    const { grantCount, overlaps, violations } = judgeRun(record.events, sampler.beliefs);
+    process.stdout.write(`short prefix leases: ${grantCount} grants, ${sampler.beliefs.length} samples, outcomes ${JSON.stringify(Object.fromEntries(outcomes))}\n`);
     expect(grantCount).toBeGreaterThan(20);
     expect(overlaps).toEqual([]);
     expect(violations.slice(0, 5)).toEqual([]);

@@ -4,9 +4,9 @@
  * release, no clearing of anything), so whatever it wrote stays until it lapses.
  */
 import type { Types } from 'mongoose';
-import { sleep } from '../../support/db';
-import type { WorkItemModel } from '../../support/work-item';
-import { spawnWorker, type Child } from './children';
+import { connect, sleep, type MonitoredConnection, type testDatabase } from '../../support/db';
+import { workItemModel, type WorkItemModel } from '../../support/work-item';
+import { killAll, spawnWorker, type Child } from './children';
 import type { WaiterConfig } from '../workers/waiter';
 
 /** Starts the child waiting for `ids` (in the test server's `dbName`); resolves once its call is made. */
@@ -32,4 +32,23 @@ export async function untilReserved(model: WorkItemModel, id: Types.ObjectId, ch
     if (Date.now() > deadline) throw new Error(`the child did not reserve ${String(id)} within 30 s: ${child.stderr()}`);
     await sleep(50);
   }
+}
+
+/**
+ * The test's side of a crashed-waiter test: one model of `modelName` (the children's, with the
+ * same options) on a connection of the test's own. beforeAll opens it; afterAll kills every child
+ * still running, drops the database and closes the connection.
+ */
+export function waiterTestModel(db: ReturnType<typeof testDatabase>, modelName: string, options: Pick<WaiterConfig, 'ttl' | 'ownerStorage'>): { model: WorkItemModel } {
+  const fixture = {} as { model: WorkItemModel; conn: MonitoredConnection };
+  beforeAll(async () => {
+    fixture.conn = await connect(db.name);
+    fixture.model = await workItemModel(fixture.conn.connection, { ttl: options.ttl, ...(options.ownerStorage ? { ownerStorage: options.ownerStorage } : {}) }, modelName);
+  });
+  afterAll(async () => {
+    await killAll();
+    await db.drop(fixture.conn.connection);
+    await fixture.conn.close();
+  });
+  return fixture;
 }
