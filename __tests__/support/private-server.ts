@@ -39,6 +39,7 @@ async function startPrivateEmulator(): Promise<string> {
       if (newline >= 0) resolve(out.slice(0, newline));
     });
     child.on('exit', (code) => reject(new Error(`the private emulator exited (${code}) before it listened: ${errors}`)));
+    setTimeout(() => reject(new Error(`the private emulator did not listen within 60 s: ${errors}`)), 60_000).unref();
   });
 }
 
