@@ -13,10 +13,10 @@
  */
 import { MongoNetworkError, type CommandStartedEvent, type Db, type Document, type MongoClient } from 'mongodb';
 import { adminCommand, deploymentFacts, describeError, describeIf, expectServerError, openClient, settle, uniqueDbName, type Loose } from './support/server';
-import { usesFailPoints } from '../support/fail-point-lock';
+import { usesPrivateServer } from '../support/private-server';
 
-// This file configures the server's one failCommand fail point: no other such file runs meanwhile.
-usesFailPoints();
+// This file configures failCommand: on a server of its own where it can (support/private-server.ts).
+usesPrivateServer();
 
 const dbName = uniqueDbName('conf_failpoints');
 const APP = `mpl-conf-fp-${process.pid}`;

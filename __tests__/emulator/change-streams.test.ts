@@ -9,10 +9,10 @@ import { startEmulator, type RunningEmulator } from '../../test-backend/emulator
 import { createChangeStreams, type ChangeStreams } from '../../test-backend/emulator/change-streams';
 import { MongoCommandError } from '../../test-backend/emulator/errors';
 import type { ChangeEvent, ChangeSource } from '../../test-backend/emulator/hooks';
-import { usesFailPoints } from '../support/fail-point-lock';
+import { usesPrivateServer } from '../support/private-server';
 
-// This file configures the server's one failCommand fail point: no other such file runs meanwhile.
-usesFailPoints();
+// This file configures failCommand: on a server of its own where it can (support/private-server.ts).
+usesPrivateServer();
 
 /** A storage stand-in: documents by namespace and _id, and a change emitter. */
 class FakeStorage implements ChangeSource {

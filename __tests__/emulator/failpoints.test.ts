@@ -7,10 +7,10 @@ import { startEmulator, type RunningEmulator } from '../../test-backend/emulator
 import { createFailPoints, type FailPointContext } from '../../test-backend/emulator/failpoints';
 import { MongoCommandError } from '../../test-backend/emulator/errors';
 import { WriteFailPoints } from '../../test-backend/emulator/write-failpoints';
-import { usesFailPoints } from '../support/fail-point-lock';
+import { usesPrivateServer } from '../support/private-server';
 
-// This file configures the server's one failCommand fail point: no other such file runs meanwhile.
-usesFailPoints();
+// This file configures failCommand: on a server of its own where it can (support/private-server.ts).
+usesPrivateServer();
 
 const ctx = (commandName: string, extra: Partial<FailPointContext> = {}): FailPointContext => ({
   commandName,

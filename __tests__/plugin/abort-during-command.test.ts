@@ -10,12 +10,12 @@
  */
 import type { mongo } from 'mongoose';
 import { lockErrorHandler } from '../../src';
-import { usesFailPoints } from '../support/fail-point-lock';
+import { usesPrivateServer } from '../support/private-server';
 import { connect, testDatabase, type MonitoredConnection } from '../support/db';
 import { jobModel, type JobModel } from '../support/job';
 import { workItemModel } from '../support/work-item';
 
-usesFailPoints();
+usesPrivateServer();
 
 // Fail-point stalls of a second or so: generous bounds for a loaded machine.
 jest.setTimeout(60_000);

@@ -18,9 +18,9 @@ import { connect, testDatabase, type MonitoredConnection } from '../support/db';
 // The driver Mongoose itself uses (Mongoose 8 carries its own), as the plugin does.
 const { MongoBulkWriteError, MongoNetworkError } = mongo;
 type Document = mongo.Document;
-import { usesFailPoints } from '../support/fail-point-lock';
+import { usesPrivateServer } from '../support/private-server';
 
-usesFailPoints();
+usesPrivateServer();
 
 const db = testDatabase('bulk_errors');
 let conn: MonitoredConnection;

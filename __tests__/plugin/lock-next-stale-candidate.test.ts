@@ -9,11 +9,11 @@
  */
 import type { mongo } from 'mongoose';
 import { LockExpiredError } from '../../src';
-import { usesFailPoints } from '../support/fail-point-lock';
+import { usesPrivateServer } from '../support/private-server';
 import { connect, testDatabase, type MonitoredConnection } from '../support/db';
 import { jobModel, jobSchema, type Job, type JobModel } from '../support/job';
 
-usesFailPoints();
+usesPrivateServer();
 
 // Waits and fail-point stalls of several seconds each: generous bounds for a loaded machine.
 jest.setTimeout(120_000);

@@ -15,10 +15,10 @@
 import { blockCommands, failPointOff } from '../plugin/guard/support';
 import { connect, testDatabase, type MonitoredConnection } from '../support/db';
 import { deploymentFacts, describeIf } from '../conformance/support/server';
-import { usesFailPoints } from '../support/fail-point-lock';
+import { usesPrivateServer } from '../support/private-server';
 import { workItemModel, type WorkItemModel } from '../support/work-item';
 
-usesFailPoints();
+usesPrivateServer();
 
 const db = testDatabase('abortlate');
 const APP = `mpl-abort-late-${process.pid}`;

@@ -21,9 +21,9 @@ import { lockPlugin, type LockableModel, type LockMethods } from '../../src';
 import { testBackendKind } from '../../test-backend/test-env';
 import { connect, sleep, testDatabase, type MonitoredConnection } from '../support/db';
 import { blockCommands, failPointOff, outcome } from '../plugin/guard/support';
-import { usesFailPoints } from '../support/fail-point-lock';
+import { usesPrivateServer } from '../support/private-server';
 
-usesFailPoints();
+usesPrivateServer();
 
 interface Item {
   _id: string;

@@ -19,9 +19,9 @@ import { lockPlugin, type LockableModel, type LockMethods } from '../../src';
 import { deploymentFacts, describeIf } from '../conformance/support/server';
 import { connect, sleep, testDatabase, type MonitoredConnection } from '../support/db';
 import { blockCommands, failPointOff, outcome } from '../plugin/guard/support';
-import { usesFailPoints } from '../support/fail-point-lock';
+import { usesPrivateServer } from '../support/private-server';
 
-usesFailPoints();
+usesPrivateServer();
 
 interface Task {
   title: string;

@@ -29,12 +29,12 @@ import { mongo } from 'mongoose';
 import { LockNotHeldError } from '../../src';
 import { deploymentFacts } from '../conformance/support/server';
 import { connect, sleep, testDatabase, type MonitoredConnection } from '../support/db';
-import { usesFailPoints } from '../support/fail-point-lock';
+import { usesPrivateServer } from '../support/private-server';
 import { replicaSetOnly } from '../support/topology';
 import { workItemModel, type WorkItemModel } from '../support/work-item';
 
-// This file configures the server's one failCommand fail point: no other such file runs meanwhile.
-usesFailPoints();
+// This file configures failCommand: on a server of its own where it can (support/private-server.ts).
+usesPrivateServer();
 
 const db = testDatabase('commitsettle');
 const APP = `mpl-commit-settle-${process.pid}`;

@@ -27,11 +27,11 @@
 import type { Connection } from 'mongoose';
 import { LockConfigurationError, lockAll } from '../../src';
 import { connect, operatorConnection, sleep, testDatabase, type MonitoredConnection } from '../support/db';
-import { usesFailPoints } from '../support/fail-point-lock';
+import { usesPrivateServer } from '../support/private-server';
 import { workItemModel, type WorkItemModel } from '../support/work-item';
 
 // One test holds the other lock collection's acquisition back with failCommand's blockConnection.
-usesFailPoints();
+usesPrivateServer();
 
 const db = testDatabase('groupforeignunique');
 let conn: MonitoredConnection;

@@ -13,28 +13,19 @@
  */
 import { Schema } from 'mongoose';
 import { lockPlugin, type LockableModel } from '../../src';
-import { connect, testDatabase, type MonitoredConnection } from '../support/db';
-import { usesFailPoints } from '../support/fail-point-lock';
+import { testDatabase, type MonitoredConnection } from '../support/db';
+import { appUnderFailPoints } from '../support/fail-point-app';
+import { usesPrivateServer } from '../support/private-server';
 
-// This file configures the server's one failCommand fail point: no other such file runs meanwhile.
-usesFailPoints();
+// This file configures failCommand: on a server of its own where it can (support/private-server.ts).
+usesPrivateServer();
 
 const db = testDatabase('atk_initfault');
 const APP = `mpl-atk-initfault-${process.pid}`;
+const connections = appUnderFailPoints(db, APP);
 let admin: MonitoredConnection;
 let conn: MonitoredConnection;
-
-beforeAll(async () => {
-  admin = await connect(db.name);
-  conn = await connect(db.name, { appName: APP });
-});
-
-afterAll(async () => {
-  await admin.connection.getClient().db('admin').command({ configureFailPoint: 'failCommand', mode: 'off' });
-  await db.drop(admin.connection);
-  await conn.close();
-  await admin.close();
-});
+beforeAll(() => ({ admin, app: conn } = connections));
 
 test('a transient error while creating the lock collection does not break locking for the rest of the process', async () => {
   await admin.connection.getClient().db('admin').command({

@@ -13,10 +13,10 @@ import { LockExpiredOnArrivalError } from '../../src';
 import { blockCommands, failPointOff } from '../plugin/guard/support';
 import { deploymentFacts, describeIf } from '../conformance/support/server';
 import { connect, testDatabase, type MonitoredConnection } from '../support/db';
-import { usesFailPoints } from '../support/fail-point-lock';
+import { usesPrivateServer } from '../support/private-server';
 import { workItemModel, type WorkItemModel } from '../support/work-item';
 
-usesFailPoints();
+usesPrivateServer();
 
 const db = testDatabase('latebackoff');
 const APP = `mpl-late-backoff-${process.pid}`;

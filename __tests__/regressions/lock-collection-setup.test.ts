@@ -20,11 +20,11 @@ import mongoose, { type Connection } from 'mongoose';
 import { LockConfigurationError, LockDatabaseError } from '../../src';
 import { LOCK_SETUP_WARNING_CODE, setupTiming } from '../../src/lock-collection-setup';
 import { connect, operatorConnection, sleep, testDatabase, type MonitoredConnection } from '../support/db';
-import { usesFailPoints } from '../support/fail-point-lock';
+import { usesPrivateServer } from '../support/private-server';
 import { workItemSchema, type WorkItem, type WorkItemModel } from '../support/work-item';
 
-// This file configures the server's one failCommand fail point: no other such file runs meanwhile.
-usesFailPoints();
+// This file configures failCommand: on a server of its own where it can (support/private-server.ts).
+usesPrivateServer();
 
 const db = testDatabase('lock_setup');
 const APP = `mpl-lock-setup-${process.pid}`;

@@ -10,37 +10,23 @@
  * `lockNext({ _id: j })` without waiting.
  */
 import type { Types } from 'mongoose';
-import { connect, sleep, testDatabase, type MonitoredConnection } from '../support/db';
-import { workItemModel, type WorkItemModel } from '../support/work-item';
-import { killAll, spawnWorker } from '../reliability/support/children';
-import type { KilledGroupWaiterConfig } from '../reliability/workers/killed-group-waiter';
+import { sleep, testDatabase } from '../support/db';
+import type { WorkItemModel } from '../support/work-item';
+import { kill, startWaiter, waiterTestModel } from '../reliability/support/waiter';
 
 jest.setTimeout(120_000);
 const db = testDatabase('next_free_reserved');
 const MODEL = 'NextReservedItem';
-let conn: MonitoredConnection;
+const fixture = waiterTestModel(db, MODEL, { ttl: 30_000, ownerStorage: 'plain' });
 let X: WorkItemModel;
-
-beforeAll(async () => {
-  conn = await connect(db.name);
-  X = await workItemModel(conn.connection, { ttl: 30_000, ownerStorage: 'plain' }, MODEL);
-});
-
-afterAll(async () => {
-  await killAll();
-  await db.drop(conn.connection);
-  await conn.close();
-});
+beforeAll(() => ({ model: X } = fixture));
 
 test('lockNext without wait claims the one matching document, free though a killed group waiter had reserved it', async () => {
   const [j, k] = (await X.insertMany([{ title: 'j' }, { title: 'k' }])).map((d) => d._id).sort((a: Types.ObjectId, b: Types.ObjectId) => a.toHexString().localeCompare(b.toHexString()));
   const hold = await X.lock(j!, 'H');
-  const config: KilledGroupWaiterConfig = { uri: process.env.MONGODB_URI!, dbName: db.name, modelName: MODEL, ids: [j!.toHexString(), k!.toHexString()], ttl: 30_000, wait: 60_000, owner: 'G' };
-  const child = spawnWorker('killed-group-waiter.ts', { MPL_KILLED_GROUP_WAITER: JSON.stringify(config) }, 90_000);
-  expect(await child.nextLine(60_000)).toBe('started');
+  const child = await startWaiter(db.name, { modelName: MODEL, ids: [j!, k!], ttl: 30_000, owner: 'G', ownerStorage: 'plain' });
   await sleep(2_000);
-  child.process.kill('SIGKILL');
-  await child.exited;
+  await kill(child);
   await hold.unlock();
   const claimed = await X.lockNext({ _id: j }, 'W');
   const record = await X.lockModel().collection.findOne({ _id: j! });

@@ -29,12 +29,12 @@
  * not answer null (it returns X, from a read that leaves nothing out).
  */
 import type { mongo } from 'mongoose';
-import { usesFailPoints } from '../support/fail-point-lock';
+import { usesPrivateServer } from '../support/private-server';
 import { connect, nextCommandSent, testDatabase, type MonitoredConnection } from '../support/db';
 import { blockCommands } from '../plugin/guard/support';
 import { jobModel } from '../support/job';
 
-usesFailPoints();
+usesPrivateServer();
 jest.setTimeout(120_000);
 
 const APP = 'locknext-rematch-twice';

@@ -24,12 +24,12 @@
  *      free and matching (and was, or Y was, at every instant of the call).
  */
 import type { mongo } from 'mongoose';
-import { usesFailPoints } from '../support/fail-point-lock';
+import { usesPrivateServer } from '../support/private-server';
 import { connect, nextCommandSent, testDatabase, type MonitoredConnection } from '../support/db';
 import { blockCommands } from '../plugin/guard/support';
 import { jobModel } from '../support/job';
 
-usesFailPoints();
+usesPrivateServer();
 jest.setTimeout(120_000);
 
 const APP = 'locknext-rematching';

@@ -15,11 +15,11 @@
  */
 import type { Connection } from 'mongoose';
 import { connect, operatorConnection, testDatabase, type MonitoredConnection } from '../support/db';
-import { usesFailPoints } from '../support/fail-point-lock';
+import { usesPrivateServer } from '../support/private-server';
 import { workItemSchema, type WorkItem, type WorkItemModel } from '../support/work-item';
 
-// This file configures the server's one failCommand fail point: no other such file runs meanwhile.
-usesFailPoints();
+// This file configures failCommand: on a server of its own where it can (support/private-server.ts).
+usesPrivateServer();
 
 const db = testDatabase('setupstall');
 const APP = `mpl-setup-stall-${process.pid}`;

@@ -13,11 +13,11 @@
 import type { Connection } from 'mongoose';
 import { LOCK_SETUP_WARNING_CODE, setupTiming } from '../../src/lock-collection-setup';
 import { connect, operatorConnection, sleep, testDatabase, type MonitoredConnection } from '../support/db';
-import { usesFailPoints } from '../support/fail-point-lock';
+import { usesPrivateServer } from '../support/private-server';
 import { workItemSchema, type WorkItem, type WorkItemModel } from '../support/work-item';
 
-// This file configures the server's one failCommand fail point: no other such file runs meanwhile.
-usesFailPoints();
+// This file configures failCommand: on a server of its own where it can (support/private-server.ts).
+usesPrivateServer();
 
 const db = testDatabase('setupwarnonce');
 const APP = `mpl-setup-warn-once-${process.pid}`;

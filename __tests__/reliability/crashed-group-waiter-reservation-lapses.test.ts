@@ -11,43 +11,24 @@
 import { Types } from 'mongoose';
 import { LockedError } from '../../src';
 import { RESERVATION_MS } from '../../src/group-reservation';
-import { connect, sleep, testDatabase, type MonitoredConnection } from '../support/db';
-import { workItemModel, type WorkItemModel } from '../support/work-item';
-import { killAll, spawnWorker } from './support/children';
-import type { GroupWaiterConfig } from './workers/group-waiter';
+import { testDatabase } from '../support/db';
+import type { WorkItemModel } from '../support/work-item';
+import { kill, startWaiter, untilReserved, waiterTestModel } from './support/waiter';
 
 jest.setTimeout(120_000);
 const db = testDatabase('crashedgroupwaiter');
 const MODEL = 'CrashedWaiterItem';
-let conn: MonitoredConnection;
+const fixture = waiterTestModel(db, MODEL, { ttl: 60_000 });
 let M: WorkItemModel;
-
-beforeAll(async () => {
-  conn = await connect(db.name);
-  M = await workItemModel(conn.connection, { ttl: 60_000 }, MODEL);
-});
-
-afterAll(async () => {
-  await killAll();
-  await db.drop(conn.connection);
-  await conn.close();
-});
+beforeAll(() => ({ model: M } = fixture));
 
 test('a killed waiting group\'s reservation lapses: the document it waited for is free again within the reservation lease', async () => {
   const [a, b] = (await M.insertMany([{ title: 'a' }, { title: 'b' }])).map((d) => d._id as Types.ObjectId);
   const hb = await M.lock(b, 'holder');
-  const config: GroupWaiterConfig = { uri: process.env.MONGODB_URI!, dbName: db.name, modelName: MODEL, ids: [a.toHexString(), b.toHexString()], ttl: 60_000, owner: 'crashing-group', waitMs: 60_000 };
-  const child = spawnWorker('group-waiter.ts', { MPL_GROUP_WAITER: JSON.stringify(config) }, 90_000);
-  expect(await child.nextLine(45_000)).toBe('waiting');
+  const child = await startWaiter(db.name, { modelName: MODEL, ids: [a, b], ttl: 60_000, owner: 'crashing-group' });
   // Until the child holds a and has reserved b.
-  const deadline = Date.now() + 30_000;
-  const reserved = () => M.lockModel().countDocuments({ _id: b, $expr: { $gt: ['$reservedUntil', '$$NOW'] } });
-  while (!((await M.lockStatus([a]))[0] !== null && (await reserved()) === 1)) {
-    if (Date.now() > deadline) throw new Error(`the child did not hold a and reserve b within 30 s: ${child.stderr()}`);
-    await sleep(50);
-  }
-  child.process.kill('SIGKILL');
-  await child.exited;
+  await untilReserved(M, b, child, async () => (await M.lockStatus([a]))[0] !== null);
+  await kill(child);
   const killedAt = Date.now();
   await hb.unlock();
   // Still reserved right after the release (a lock without wait is refused) ...

@@ -12,27 +12,16 @@
 import type { Types } from 'mongoose';
 import { LockedError } from '../../src';
 import { RESERVATION_MS } from '../../src/group-reservation';
-import { connect, sleep, testDatabase, type MonitoredConnection } from '../support/db';
-import { workItemModel, type WorkItemModel } from '../support/work-item';
-import { killAll, spawnWorker } from './support/children';
-import type { GroupWaiterConfig } from './workers/group-waiter';
+import { testDatabase } from '../support/db';
+import type { WorkItemModel } from '../support/work-item';
+import { kill, startWaiter, untilReserved, waiterTestModel } from './support/waiter';
 
 jest.setTimeout(120_000);
 const db = testDatabase('crashedsinglewaiter');
 const MODEL = 'CrashedSingleWaiterItem';
-let conn: MonitoredConnection;
+const fixture = waiterTestModel(db, MODEL, { ttl: 60_000 });
 let M: WorkItemModel;
-
-beforeAll(async () => {
-  conn = await connect(db.name);
-  M = await workItemModel(conn.connection, { ttl: 60_000 }, MODEL);
-});
-
-afterAll(async () => {
-  await killAll();
-  await db.drop(conn.connection);
-  await conn.close();
-});
+beforeAll(() => ({ model: M } = fixture));
 
 const outcome = (call: Promise<unknown>) =>
   call.then(
@@ -43,18 +32,9 @@ const outcome = (call: Promise<unknown>) =>
 test('a killed single waiter\'s reservation refuses callers that do not wait, then lapses within the reservation lease', async () => {
   const [b] = (await M.insertMany([{ title: 'b' }])).map((d) => d._id as Types.ObjectId);
   const hb = await M.lock(b!, 'holder');
-  const config: GroupWaiterConfig = { uri: process.env.MONGODB_URI!, dbName: db.name, modelName: MODEL, ids: [b!.toHexString()], ttl: 60_000, owner: 'crashing-single', waitMs: 60_000, single: true };
-  const child = spawnWorker('group-waiter.ts', { MPL_GROUP_WAITER: JSON.stringify(config) }, 90_000);
-  expect(await child.nextLine(45_000)).toBe('waiting');
-  // Until the child has reserved b.
-  const deadline = Date.now() + 30_000;
-  const reserved = () => M.lockModel().countDocuments({ _id: b, $expr: { $gt: ['$reservedUntil', '$$NOW'] } });
-  while ((await reserved()) !== 1) {
-    if (Date.now() > deadline) throw new Error(`the child did not reserve b within 30 s: ${child.stderr()}`);
-    await sleep(50);
-  }
-  child.process.kill('SIGKILL');
-  await child.exited;
+  const child = await startWaiter(db.name, { modelName: MODEL, ids: [b!], ttl: 60_000, owner: 'crashing-single', single: true });
+  await untilReserved(M, b!, child);
+  await kill(child);
   const killedAt = Date.now();
   await hb.unlock();
   // Still reserved right after the release: callers that do not wait are refused ...

@@ -18,12 +18,12 @@ import { mongo } from 'mongoose';
 import { testUri } from '../conformance/support/server';
 import { blockCommands, failPointOff } from '../plugin/guard/support';
 import { nextCommandSent, sleep, testDatabase } from '../support/db';
-import { usesFailPoints } from '../support/fail-point-lock';
+import { usesPrivateServer } from '../support/private-server';
 import { beliefViolations, grantsFrom, type Belief } from '../support/grant-history';
 import { replicaSetOnly } from '../support/topology';
 import { stalledOwners } from '../support/stalled-owners';
 
-usesFailPoints();
+usesPrivateServer();
 
 const db = testDatabase('grantbehindrelease');
 const cast = stalledOwners(db, { count: 2, appPrefix: 'mpl-behind-release', modelName: 'BehindRelease' });

@@ -22,12 +22,12 @@ import { LockDatabaseError, LockExpiredError, LockExpiredOnArrivalError, type Lo
 import { deploymentFacts, describeIf } from '../conformance/support/server';
 import { blockCommands, failPointOff } from '../plugin/guard/support';
 import { connect, nextCommandSent, sleep, testDatabase, type MonitoredConnection } from '../support/db';
-import { usesFailPoints } from '../support/fail-point-lock';
+import { usesPrivateServer } from '../support/private-server';
 import { replicaSetOnly } from '../support/topology';
 import { workItemModel, type WorkItemModel } from '../support/work-item';
 
-// This file configures the server's one failCommand fail point: no other such file runs meanwhile.
-usesFailPoints();
+// This file configures failCommand: on a server of its own where it can (support/private-server.ts).
+usesPrivateServer();
 
 const db = testDatabase('behindstalls');
 const APP_H = `mpl-stall-h-${process.pid}`;

@@ -13,10 +13,10 @@
 import { deploymentFacts, describeIf } from '../conformance/support/server';
 import { blockCommands, failPointOff } from '../plugin/guard/support';
 import { connect, sleep, testDatabase, type MonitoredConnection } from '../support/db';
-import { usesFailPoints } from '../support/fail-point-lock';
+import { usesPrivateServer } from '../support/private-server';
 import { workItemModel, type WorkItemModel } from '../support/work-item';
 
-usesFailPoints();
+usesPrivateServer();
 jest.setTimeout(120_000);
 
 const db = testDatabase('groupabortstep');

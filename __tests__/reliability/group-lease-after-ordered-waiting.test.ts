@@ -20,11 +20,11 @@ import { LockedError, lockAll, unlockAll } from '../../src';
 import { deploymentFacts } from '../conformance/support/server';
 import type { Connection } from 'mongoose';
 import { connect, operatorConnection, sleep, testDatabase, waitUntil, type MonitoredConnection } from '../support/db';
-import { usesFailPoints } from '../support/fail-point-lock';
+import { usesPrivateServer } from '../support/private-server';
 import { appConnections, failPointOff, groupProblems, heldCount, holders, retryUntil, timed } from '../support/group-waiting';
 import { workItemModel, type WorkItemModel } from '../support/work-item';
 
-usesFailPoints();
+usesPrivateServer();
 jest.setTimeout(400_000);
 
 const db = testDatabase('grp_lease_ordered');

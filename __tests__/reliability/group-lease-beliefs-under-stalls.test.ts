@@ -21,25 +21,23 @@
  * Needs change streams and fail points: skipped on a standalone server.
  */
 import { performance } from 'node:perf_hooks';
-import { mongo, type Types } from 'mongoose';
+import type { Types } from 'mongoose';
 import { testUri } from '../conformance/support/server';
+import { beliefSampler } from '../support/belief-sampler';
+import { recordChangesOf } from '../support/change-record';
 import { sleep, testDatabase, type MonitoredConnection } from '../support/db';
-import { usesFailPoints } from '../support/fail-point-lock';
-import { judgeRun, type Belief } from '../support/grant-history';
+import { usesPrivateServer } from '../support/private-server';
+import { judgeRun } from '../support/grant-history';
 import { replicaSetOnly } from '../support/topology';
 import { injectFaults, pick, rand, stalledOwners, type Owner } from '../support/stalled-owners';
 import type { WorkItemModel } from '../support/work-item';
 
-usesFailPoints();
+usesPrivateServer();
 
 const db = testDatabase('groupleasebeliefs');
 const OWNERS = 4;
 const DOCUMENTS = 4;
 const RUN_MS = Number(process.env.MPL_GROUP_BELIEFS_MS ?? 20_000);
-
-interface DocumentBelief extends Belief {
-  doc: string;
-}
 
 const cast = stalledOwners(db, { count: OWNERS, appPrefix: 'mpl-gbeliefs', modelName: 'GroupBeliefs' });
 let owners: Owner[];
@@ -56,34 +54,11 @@ replicaSetOnly('change streams and fail points need a replica set')(
     const docs = await adminModel.create(Array.from({ length: DOCUMENTS }, (_, i) => ({ title: `contended ${i}` })));
     const ids: Types.ObjectId[] = docs.map((d) => d._id);
     const locksName = adminModel.lockModel().collection.collectionName;
-    const watcher = new mongo.MongoClient(testUri());
-    await watcher.connect();
-    const stream: mongo.ChangeStream = watcher.db(db.name).collection(locksName).watch([], {});
-    const events: mongo.ChangeStreamDocument[] = [];
-    const first = await stream.tryNext();
-    if (first) events.push(first);
-    const collecting = (async () => {
-      try {
-        for (;;) events.push(await stream.next());
-      } catch {
-        // closed
-      }
-    })();
+    const record = await recordChangesOf(testUri(), db.name, { collection: locksName });
 
-    const beliefs: DocumentBelief[] = [];
     type Handle = Awaited<ReturnType<WorkItemModel['acquireLocks']>>;
-    const live = new Map<string, Handle>();
-    const sampler = setInterval(() => {
-      for (const [owner, handle] of live) {
-        const t = Date.now();
-        for (const doc of handle.documents) {
-          const held = doc.heldLock();
-          if (!held) continue;
-          const m = held.msLeft();
-          if (m > 0) beliefs.push({ owner, doc: String(doc._id), token: held.token, t, m });
-        }
-      }
-    }, 3);
+    const sampler = beliefSampler();
+    const { beliefs, live } = sampler;
 
     const stopAt = Date.now() + RUN_MS;
     const outcomes = new Map<string, number>();
@@ -113,7 +88,7 @@ replicaSetOnly('change streams and fail points need a replica set')(
           continue;
         }
         count('acquired', `${owner.name} ${handle.documents.map((d) => String(d._id).slice(-2)).join(',')} token ${handle.documents[0]!.heldLock()!.token} ttl ${ttl}`);
-        live.set(owner.name, handle);
+        live.set(owner.name, { docs: () => handle.documents });
         const until = performance.now() + rand(0, Math.round(ttl * 2.5));
         try {
           while (performance.now() < until && !handle.signal.aborted) {
@@ -158,14 +133,11 @@ replicaSetOnly('change streams and fail points need a replica set')(
       injectFaults({ admin: admin.connection, victims: owners, stopAt, gapMs: [200, 700], blockNamespace: () => `${db.name}.${locksName}`, blockCommands: ['update'], blockMs: [300, 1_600], lateCollection: locksName, lateMs: [200, 1_300], count: (kind, victim) => count(kind, victim?.name) });
 
     await Promise.all([...owners.map((owner) => work(owner)), faults()]);
-    clearInterval(sampler);
-    await sleep(500);
-    await stream.close();
-    await collecting;
-    await watcher.close();
+    sampler.stop();
+    await record.stop();
 
     // Property 1 on each record's own history; property 13 for every sample (support/grant-history.ts).
-    const { grantsByDoc, grantCount, overlaps: serverOverlapsFound, violations: beliefOverlaps } = judgeRun(events, beliefs);
+    const { grantsByDoc, grantCount, overlaps: serverOverlapsFound, violations: beliefOverlaps } = judgeRun(record.events, beliefs);
     if (beliefOverlaps.length > 0 && process.env.MPL_GROUP_BELIEFS_DUMP) {
       const { writeFileSync } = await import('node:fs');
       writeFileSync(process.env.MPL_GROUP_BELIEFS_DUMP, JSON.stringify({ beliefOverlaps, grants: Object.fromEntries(grantsByDoc), log }, null, 1));

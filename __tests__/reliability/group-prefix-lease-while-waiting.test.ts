@@ -16,46 +16,24 @@
  */
 import type { Types } from 'mongoose';
 import { deploymentFacts } from '../conformance/support/server';
-import { connect, sleep, testDatabase, type MonitoredConnection } from '../support/db';
-import { usesFailPoints } from '../support/fail-point-lock';
-import { appConnections, failPointOff, groupProblems, holders, timed } from '../support/group-waiting';
+import { connect, sleep, testDatabase } from '../support/db';
+import { usesPrivateServer } from '../support/private-server';
+import { failPointOff, groupCast, threeDocuments, type GroupCast, groupProblems, holders, timed } from '../support/group-waiting';
 import { lateReplies, on } from '../support/late-replies';
-import { workItemModel, type WorkItemModel } from '../support/work-item';
+import { workItemModel } from '../support/work-item';
 
-usesFailPoints();
+usesPrivateServer();
 jest.setTimeout(300_000);
 
 const db = testDatabase('grp_prefix_lease');
 const TTL = 1_000;
-let admin: MonitoredConnection;
-let gConn: MonitoredConnection & { app: string };
-let hConn: MonitoredConnection;
-let G: WorkItemModel;
-let H: WorkItemModel;
-let X: WorkItemModel;
-let locks: string;
-
-beforeAll(async () => {
-  admin = await connect(db.name);
-  [gConn] = await appConnections(db.name, 'mpl-grp-prefix', 1);
-  hConn = await connect(db.name);
-  G = await workItemModel(gConn.connection, { ttl: TTL, ownerStorage: 'plain' }, 'PrefixLeaseItem');
-  H = await workItemModel(hConn.connection, { ttl: 30_000, ownerStorage: 'plain' }, 'PrefixLeaseItem');
-  X = await workItemModel(admin.connection, { ttl: 30_000, ownerStorage: 'plain' }, 'PrefixLeaseItem');
-  locks = G.lockModel().collection.collectionName;
-});
-
-afterAll(async () => {
-  await failPointOff(admin.connection);
-  await db.drop(admin.connection);
-  await Promise.all([admin.close(), gConn.close(), hConn.close()]);
-});
+const cast = groupCast(db, { appPrefix: 'mpl-grp-prefix', modelName: 'PrefixLeaseItem', gTtl: TTL });
+let { admin, gConn, G, H, X, locks } = {} as GroupCast;
+beforeAll(() => ({ admin, gConn, G, H, X, locks } = cast));
 
 const withFailPoints = deploymentFacts().failPoints ? test : test.skip;
 
-async function three(): Promise<Types.ObjectId[]> {
-  return (await X.insertMany([{ title: 'd0' }, { title: 'd1' }, { title: 'd2' }])).map((d) => d._id).sort((x, y) => x.toHexString().localeCompare(y.toHexString()));
-}
+const three = () => threeDocuments(X);
 
 /** X takes `ids` whenever it can (20 ms sections) until `stop()`; resolves to how many times it got one. */
 function prober(ids: Types.ObjectId[], stop: () => boolean): Promise<number> {

@@ -11,8 +11,9 @@
  * server when the call resolves (groupProblems), and on the whole history of the lock records (the
  * change stream, support/grant-history.ts judgeRun: no two owners at once). Replica set only.
  */
-import { mongo, type Types } from 'mongoose';
+import type { Types } from 'mongoose';
 import { testUri } from '../conformance/support/server';
+import { recordChangesOf } from '../support/change-record';
 import { connect, sleep, testDatabase, type MonitoredConnection } from '../support/db';
 import { judgeRun } from '../support/grant-history';
 import { groupProblems, heldCount, timed } from '../support/group-waiting';
@@ -47,19 +48,7 @@ afterAll(async () => {
 
 replicaSetOnly('the change-stream record needs a replica set')('late update replies after the release, a prober in another process: the group never hands out a lock it does not hold', async () => {
   const locks = G.lockModel().collection.collectionName;
-  const watcher = new mongo.MongoClient(testUri());
-  await watcher.connect();
-  const stream = watcher.db(db.name).watch([{ $match: { 'ns.coll': locks } }]);
-  const events: mongo.ChangeStreamDocument[] = [];
-  const first = await stream.tryNext();
-  if (first) events.push(first);
-  const collecting = (async () => {
-    try {
-      for (;;) events.push(await stream.next());
-    } catch {
-      // closed
-    }
-  })();
+  const record = await recordChangesOf(testUri(), db.name, { pipeline: [{ $match: { 'ns.coll': locks } }] });
   const results: string[] = [];
   const problems: string[] = [];
   for (const lateMs of [1_000, 2_500, 4_000]) {
@@ -85,11 +74,8 @@ replicaSetOnly('the change-stream record needs a replica set')('late update repl
     await sleep(200);
     expect(await heldCount(G, 'G')).toBe(0);
   }
-  await sleep(500);
-  await stream.close();
-  await collecting;
-  await watcher.close();
-  const { grantCount, overlaps } = judgeRun(events, []);
+  await record.stop();
+  const { grantCount, overlaps } = judgeRun(record.events, []);
   console.log(`group renewal answered late:\n  ${results.join('\n  ')}\n  ${grantCount} grants, overlaps ${overlaps.length}`);
   expect(problems).toEqual([]);
   expect(overlaps).toEqual([]);

@@ -19,29 +19,20 @@
  */
 import type { mongo } from 'mongoose';
 import { LockNotHeldError } from '../../src';
-import { usesFailPoints } from '../support/fail-point-lock';
-import { connect, sleep, testDatabase, waitUntil, type MonitoredConnection } from '../support/db';
+import { appUnderFailPoints } from '../support/fail-point-app';
+import { usesPrivateServer } from '../support/private-server';
+import { sleep, testDatabase, waitUntil, type MonitoredConnection } from '../support/db';
 import { workItemModel } from '../support/work-item';
 
-usesFailPoints();
+usesPrivateServer();
 jest.setTimeout(120_000);
 
 const APP = 'group-renewal-own-release';
 const db = testDatabase('group_renew_release');
+const connections = appUnderFailPoints(db, APP);
 let admin: MonitoredConnection;
 let worker: MonitoredConnection;
-
-beforeAll(async () => {
-  admin = await connect(db.name);
-  worker = await connect(db.name, { appName: APP });
-});
-
-afterAll(async () => {
-  await admin.connection.getClient().db('admin').command({ configureFailPoint: 'failCommand', mode: 'off' });
-  await db.drop(admin.connection);
-  await worker.close();
-  await admin.close();
-});
+beforeAll(() => ({ admin, app: worker } = connections));
 
 test('saveAndUnlock of one document while the group renewal is in flight does not abort the group', async () => {
   const Admin = await workItemModel(admin.connection, { ttl: 30_000 }, 'RenewRelease');

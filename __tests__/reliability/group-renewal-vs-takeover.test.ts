@@ -7,28 +7,20 @@
  * mongod src/mongo/db/commands/fail_point_cmd.cpp).
  */
 import type { mongo } from 'mongoose';
-import { usesFailPoints } from '../support/fail-point-lock';
-import { connect, testDatabase, type MonitoredConnection } from '../support/db';
+import { appUnderFailPoints } from '../support/fail-point-app';
+import { usesPrivateServer } from '../support/private-server';
+import { testDatabase, type MonitoredConnection } from '../support/db';
 import { workItemModel } from '../support/work-item';
 
-usesFailPoints();
+usesPrivateServer();
 jest.setTimeout(120_000);
 
 const APP = 'group-renewal-takeover';
 const db = testDatabase('group_renew_takeover');
+const connections = appUnderFailPoints(db, APP);
 let admin: MonitoredConnection;
 let worker: MonitoredConnection;
-
-beforeAll(async () => {
-  admin = await connect(db.name);
-  worker = await connect(db.name, { appName: APP });
-});
-afterAll(async () => {
-  await admin.connection.getClient().db('admin').command({ configureFailPoint: 'failCommand', mode: 'off' });
-  await db.drop(admin.connection);
-  await worker.close();
-  await admin.close();
-});
+beforeAll(() => ({ admin, app: worker } = connections));
 
 test('the signal aborts (and msLeft is 0) before another owner is granted a document of the group', async () => {
   const Admin = await workItemModel(admin.connection, { ttl: 30_000 }, 'RenewTakeover');

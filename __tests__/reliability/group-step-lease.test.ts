@@ -23,14 +23,15 @@
 import type { Types, mongo } from 'mongoose';
 import { lockAll, unlockAll } from '../../src';
 import { blockCommands, failPointOff } from '../plugin/guard/support';
+import { recordChanges } from '../support/change-record';
 import { connect, sleep, testDatabase, type MonitoredConnection } from '../support/db';
-import { usesFailPoints } from '../support/fail-point-lock';
+import { usesPrivateServer } from '../support/private-server';
 import { judgeRun, type Belief } from '../support/grant-history';
 import { appConnections, groupProblems, holders, timed } from '../support/group-waiting';
 import { replicaSetOnly } from '../support/topology';
 import { workItemModel, type WorkItemModel } from '../support/work-item';
 
-usesFailPoints();
+usesPrivateServer();
 jest.setTimeout(120_000);
 
 const db = testDatabase('grp_step_lease');
@@ -123,28 +124,7 @@ test('a group an ordered step completes is handed out with the full ttl, not the
 });
 
 /** The database's change events from the call on, until `stop()` (replica set). */
-async function changeEvents(): Promise<{ events: mongo.ChangeStreamDocument[]; stop(): Promise<void> }> {
-  const stream = admin.connection.getClient().db(db.name).watch([]);
-  const events: mongo.ChangeStreamDocument[] = [];
-  // The first answer opens the stream: it captures from here.
-  const first = await stream.tryNext();
-  if (first) events.push(first);
-  const collecting = (async () => {
-    try {
-      for (;;) events.push(await stream.next());
-    } catch {
-      // closed
-    }
-  })();
-  return {
-    events,
-    stop: async () => {
-      await sleep(300);
-      await stream.close();
-      await collecting;
-    },
-  };
-}
+const changeEvents = () => recordChanges(admin.connection.getClient().db(db.name));
 
 /** X takes `a` whenever it can (30 ms sections) until `stop()`; its beliefs sampled while it holds. */
 function prober(a: Types.ObjectId, stop: () => boolean, beliefs: Belief[]): Promise<number> {
@@ -216,7 +196,7 @@ async function lapseScenario(stall: (hold: { unlock(): Promise<void> }) => Promi
     problems = [...(await groupProblems(GA, [got.value[0]!], 'G')), ...(await groupProblems(GB, [got.value[1]!], 'G'))];
     await unlockAll(got.value).catch(() => undefined);
   }
-  await stream.stop();
+  await stream.stop(300);
   // The lock records, keyed by lock collection and `_id` (the beliefs likewise).
   const locksA = GA.lockModel().collection.collectionName;
   const locksB = GB.lockModel().collection.collectionName;

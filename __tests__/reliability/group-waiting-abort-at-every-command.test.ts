@@ -24,46 +24,23 @@
 import type { Types } from 'mongoose';
 import { LockedError } from '../../src';
 import { deploymentFacts } from '../conformance/support/server';
-import { connect, sleep, testDatabase, waitUntil, type MonitoredConnection } from '../support/db';
-import { usesFailPoints } from '../support/fail-point-lock';
-import { appConnections, failPointOff, groupProblems, heldCount, retryUntil, timed } from '../support/group-waiting';
-import { workItemModel, type WorkItemModel } from '../support/work-item';
+import { sleep, testDatabase, waitUntil } from '../support/db';
+import { usesPrivateServer } from '../support/private-server';
+import { failPointOff, groupCast, threeDocuments, type GroupCast, groupProblems, heldCount, retryUntil, timed } from '../support/group-waiting';
 
-usesFailPoints();
+usesPrivateServer();
 jest.setTimeout(600_000);
 
 const db = testDatabase('grp_abort_steps');
 const BLOCK_MS = 1_500;
 const COUNTED = new Set(['update', 'find', 'findAndModify', 'insert', 'delete']);
-let admin: MonitoredConnection;
-let gConn: MonitoredConnection & { app: string };
-let hConn: MonitoredConnection;
-let G: WorkItemModel;
-let H: WorkItemModel;
-let X: WorkItemModel;
-let locks: string;
-
-beforeAll(async () => {
-  admin = await connect(db.name);
-  [gConn] = await appConnections(db.name, 'mpl-grp-abort', 1);
-  hConn = await connect(db.name);
-  G = await workItemModel(gConn.connection, { ttl: 30_000, ownerStorage: 'plain' }, 'AbortStepItem');
-  H = await workItemModel(hConn.connection, { ttl: 30_000, ownerStorage: 'plain' }, 'AbortStepItem');
-  X = await workItemModel(admin.connection, { ttl: 30_000, ownerStorage: 'plain' }, 'AbortStepItem');
-  locks = G.lockModel().collection.collectionName;
-});
-
-afterAll(async () => {
-  await failPointOff(admin.connection);
-  await db.drop(admin.connection);
-  await Promise.all([admin.close(), gConn.close(), hConn.close()]);
-});
+const cast = groupCast(db, { appPrefix: 'mpl-grp-abort', modelName: 'AbortStepItem', gTtl: 30_000 });
+let { admin, gConn, G, H, X, locks } = {} as GroupCast;
+beforeAll(() => ({ admin, gConn, G, H, X, locks } = cast));
 
 const run = deploymentFacts().failPoints ? test : test.skip;
 
-async function three(): Promise<Types.ObjectId[]> {
-  return (await X.insertMany([{ title: 'd0' }, { title: 'd1' }, { title: 'd2' }])).map((d) => d._id).sort((x, y) => x.toHexString().localeCompare(y.toHexString()));
-}
+const three = () => threeDocuments(X);
 
 /** Everything `owner` could still hold is free to someone else within `ms` (H released first). */
 async function allTakeable(ids: Types.ObjectId[], ms: number): Promise<{ ok: boolean; took: number[] }> {

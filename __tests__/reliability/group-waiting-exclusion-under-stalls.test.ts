@@ -19,127 +19,50 @@
  * clear), replayed per lock record into the server's grants (support/grant-history.ts), and each
  * owner's beliefs sampled every few milliseconds. Needs change streams: replica set only.
  */
-import { performance } from 'node:perf_hooks';
-import { mongo, type Types } from 'mongoose';
-import { LockExpiredError, LockExpiredOnArrivalError, LockedError, lockAll } from '../../src';
+import type { Types } from 'mongoose';
+import { lockAll } from '../../src';
 import { testUri } from '../conformance/support/server';
-import { failPointOff } from '../plugin/guard/support';
-import { connect, sleep, testDatabase, type MonitoredConnection } from '../support/db';
-import { usesFailPoints } from '../support/fail-point-lock';
-import { judgeRun, type Belief } from '../support/grant-history';
-import { lateReplies, type LateReplies } from '../support/late-replies';
+import { beliefSampler, outcomeBook, type Held } from '../support/belief-sampler';
+import { recordChangesOf } from '../support/change-record';
+import { sleep, testDatabase } from '../support/db';
+import { usesPrivateServer } from '../support/private-server';
+import { judgeRun } from '../support/grant-history';
 import { replicaSetOnly } from '../support/topology';
-import { injectFaults, pick, rand } from '../support/stalled-owners';
-import { workItemModel, type WorkItemModel } from '../support/work-item';
+import { injectFaults, pick, rand, stalledActors } from '../support/stalled-owners';
+import { workItemModel } from '../support/work-item';
 
-usesFailPoints();
+usesPrivateServer();
 
 const db = testDatabase('grpwaitexcl');
 const RUN_MS = Number(process.env.MPL_GROUP_WAIT_EXCL_MS ?? 25_000);
 const KINDS = ['group', 'group', 'group', 'group-abort', 'lockAll', 'single-wait', 'try', 'next'] as const;
 
-interface Actor {
-  name: string;
-  kind: (typeof KINDS)[number];
-  app: string;
-  conn: MonitoredConnection;
-  items: WorkItemModel;
-  others: WorkItemModel;
-  late: LateReplies;
-}
-
-interface DocBelief extends Belief {
-  doc: string;
-}
-
-type Held = { _id: unknown; heldLock(): { token: string; msLeft(): number } | null };
-
-let admin: MonitoredConnection;
-let actors: Actor[] = [];
-
-beforeAll(async () => {
-  admin = await connect(db.name);
-  for (const [i, kind] of KINDS.entries()) {
-    const app = `mpl-gwexcl-${i}-${process.pid}`;
-    const conn = await connect(db.name, { appName: app });
-    const items = await workItemModel(conn.connection, { ttl: 1_000, ownerStorage: 'plain' }, 'WaitExclItem');
-    const others = await workItemModel(conn.connection, { ttl: 1_000, ownerStorage: 'plain' }, 'WaitExclOther');
-    actors.push({ name: `${kind}-${i}`, kind, app, conn, items, others, late: lateReplies(conn.connection) });
-  }
-}, 60_000);
-
-afterAll(async () => {
-  await failPointOff(admin.connection).catch(() => undefined);
-  for (const actor of actors) actor.late.stop();
-  await db.drop(admin.connection);
-  await Promise.all([admin.close(), ...actors.map((a) => a.conn.close())]);
-  actors = [];
+const set = stalledActors(db, {
+  kinds: KINDS,
+  appPrefix: 'mpl-gwexcl',
+  models: async (conn) => ({
+    items: await workItemModel(conn, { ttl: 1_000, ownerStorage: 'plain' }, 'WaitExclItem'),
+    others: await workItemModel(conn, { ttl: 1_000, ownerStorage: 'plain' }, 'WaitExclOther'),
+  }),
 });
+type Actor = (typeof set.actors)[number];
 
 replicaSetOnly('change streams and fail points need a replica set')(
   'groups, lockAll, single locks and lockNext, all waiting, under stalls and aborts: no owner believes it holds a document the server grants to another',
   async () => {
-    const items = actors[0]!.items;
-    const others = actors[0]!.others;
+    const { admin, actors } = set;
+    const { items, others } = actors[0]!.models;
     const ids: Types.ObjectId[] = (await items.create(Array.from({ length: 5 }, (_, i) => ({ title: `i${i}` })))).map((d) => d._id);
     const otherIds: Types.ObjectId[] = (await others.create([{ title: 'o0' }, { title: 'o1' }])).map((d) => d._id);
     const locks = [items.lockModel().collection.collectionName, others.lockModel().collection.collectionName];
-    const watcher = new mongo.MongoClient(testUri());
-    await watcher.connect();
-    const stream = watcher.db(db.name).watch([{ $match: { 'ns.coll': { $in: locks } } }]);
-    const events: mongo.ChangeStreamDocument[] = [];
-    const first = await stream.tryNext();
-    if (first) events.push(first);
-    const collecting = (async () => {
-      try {
-        for (;;) events.push(await stream.next());
-      } catch {
-        // closed
-      }
-    })();
+    const record = await recordChangesOf(testUri(), db.name, { pipeline: [{ $match: { 'ns.coll': { $in: locks } } }] });
 
-    const beliefs: DocBelief[] = [];
-    const live = new Map<string, { coll: (doc: Held) => string; docs: Held[] }>();
+    const sampler = beliefSampler();
     const keyOf = (coll: string) => (doc: Held) => `${coll}/${String(doc._id)}`;
-    const sampler = setInterval(() => {
-      for (const [owner, holding] of live) {
-        const t = Date.now();
-        for (const doc of holding.docs) {
-          const held = doc.heldLock();
-          if (!held) continue;
-          const m = held.msLeft();
-          if (m > 0) beliefs.push({ owner, doc: holding.coll(doc), token: held.token, t, m });
-        }
-      }
-    }, 3);
-
     const stopAt = Date.now() + RUN_MS;
-    const outcomes = new Map<string, number>();
-    const count = (kind: string) => outcomes.set(kind, (outcomes.get(kind) ?? 0) + 1);
-    const hangs: string[] = [];
-    const hold = async (owner: string, docs: Held[], coll: (doc: Held) => string, release: () => Promise<unknown>) => {
-      live.set(owner, { coll, docs });
-      await sleep(rand(0, 900));
-      live.delete(owner);
-      await release().catch(() => undefined);
-    };
-    const bounded = async <T>(actor: Actor, what: string, boundMs: number, call: Promise<T>): Promise<T | null> => {
-      const started = performance.now();
-      try {
-        const value = await call;
-        count(`${what}: ok`);
-        return value;
-      } catch (error) {
-        count(`${what}: ${(error as Error).constructor.name}`);
-        // Documented outcomes: refused, called off, or granted too late to count on (docs/api.md).
-        const documented = error instanceof LockedError || error instanceof LockExpiredOnArrivalError || error instanceof LockExpiredError || (error instanceof Error && error.message === 'called off');
-        if (!documented) count(`${what}: other ${(error as Error).message.slice(0, 80)}`);
-        return null;
-      } finally {
-        const ms = performance.now() - started;
-        if (ms > boundMs) hangs.push(`${actor.name} ${what} took ${Math.round(ms)} ms (bound ${boundMs})`);
-      }
-    };
+    const { outcomes, count, hangs, bounded: book } = outcomeBook();
+    const bounded = <T>(actor: Actor, what: string, boundMs: number, call: Promise<T>) => book(actor.name, what, boundMs, call);
+    const hold = (owner: string, docs: Held[], coll: (doc: Held) => string, release: () => Promise<unknown>) => sampler.hold(owner, docs, rand(0, 900), release, coll);
 
     async function work(actor: Actor): Promise<void> {
       const owner = actor.name;
@@ -151,13 +74,13 @@ replicaSetOnly('change streams and fail points need a replica set')(
           const controller = new AbortController();
           const signal = actor.kind === 'group-abort' ? (Math.random() < 0.5 ? AbortSignal.timeout(rand(100, 2_500)) : controller.signal) : undefined;
           const timer = setTimeout(() => controller.abort(new Error('called off')), rand(0, 2_500));
-          const docs = await bounded(actor, actor.kind, 4_000 + 6_000, actor.items.lockMany(set, owner, { ttl, wait: 4_000, signal }));
+          const docs = await bounded(actor, actor.kind, 4_000 + 6_000, actor.models.items.lockMany(set, owner, { ttl, wait: 4_000, signal }));
           clearTimeout(timer);
-          if (docs) await hold(owner, docs, itemKey, () => actor.items.unlockMany(docs.filter((d) => d.heldLock())));
+          if (docs) await hold(owner, docs, itemKey, () => actor.models.items.unlockMany(docs.filter((d) => d.heldLock())));
         } else if (actor.kind === 'lockAll') {
           const targets = [
-            [actor.items, pick(ids)],
-            [actor.others, pick(otherIds)],
+            [actor.models.items, pick(ids)],
+            [actor.models.others, pick(otherIds)],
           ] as const;
           const ordered = Math.random() < 0.5 ? [targets[0], targets[1]] : [targets[1], targets[0]];
           const docs = await bounded(actor, 'lockAll', 10_000, lockAll(ordered as never, owner, { ttl, wait: 4_000 }));
@@ -165,19 +88,19 @@ replicaSetOnly('change streams and fail points need a replica set')(
             const held = docs as unknown as Held[];
             const coll = (doc: Held) => (otherIds.some((id) => id.equals(doc._id as Types.ObjectId)) ? `${locks[1]}/${String(doc._id)}` : `${locks[0]}/${String(doc._id)}`);
             await hold(owner, held, coll, async () => {
-              await actor.items.releaseAllFor(owner);
-              await actor.others.releaseAllFor(owner);
+              await actor.models.items.releaseAllFor(owner);
+              await actor.models.others.releaseAllFor(owner);
             });
           }
         } else if (actor.kind === 'single-wait') {
-          const doc = await bounded(actor, 'lock(wait)', 10_000, actor.items.lock(pick(ids), owner, { ttl, wait: 3_000 }));
+          const doc = await bounded(actor, 'lock(wait)', 10_000, actor.models.items.lock(pick(ids), owner, { ttl, wait: 3_000 }));
           if (doc) await hold(owner, [doc], itemKey, () => doc.unlock());
         } else if (actor.kind === 'try') {
-          const doc = await bounded(actor, 'tryLock', 6_000, actor.items.tryLock(pick(ids), owner, { ttl }));
+          const doc = await bounded(actor, 'tryLock', 6_000, actor.models.items.tryLock(pick(ids), owner, { ttl }));
           if (doc) await hold(owner, [doc], itemKey, () => doc.unlock());
           else await sleep(rand(5, 50));
         } else {
-          const doc = await bounded(actor, 'lockNext', 10_000, actor.items.lockNext({ _id: { $in: ids } }, owner, { ttl, wait: 3_000 }));
+          const doc = await bounded(actor, 'lockNext', 10_000, actor.models.items.lockNext({ _id: { $in: ids } }, owner, { ttl, wait: 3_000 }));
           if (doc) await hold(owner, [doc], itemKey, () => doc.unlock());
         }
       }
@@ -187,17 +110,14 @@ replicaSetOnly('change streams and fail points need a replica set')(
       injectFaults({ admin: admin.connection, victims: actors, stopAt, gapMs: [200, 700], blockNamespace: () => `${db.name}.${pick(locks)}`, blockCommands: ['update', 'findAndModify'], blockMs: [300, 1_600], lateCollection: locks[0]!, lateMs: [200, 1_300], count: (kind) => count(kind) });
 
     await Promise.all([...actors.map((actor) => work(actor)), faults()]);
-    clearInterval(sampler);
-    await sleep(500);
-    await stream.close();
-    await collecting;
-    await watcher.close();
+    sampler.stop();
+    await record.stop();
 
-    const { grantCount, overlaps, violations } = judgeRun(events, beliefs, (event) => {
+    const { grantCount, overlaps, violations } = judgeRun(record.events, sampler.beliefs, (event) => {
       const e = event as { ns?: { coll: string }; documentKey?: { _id: unknown } };
       return `${e.ns?.coll}/${String(e.documentKey?._id)}`;
     });
-    process.stdout.write(`waiting exclusion: ${grantCount} grants, ${beliefs.length} samples, outcomes ${JSON.stringify(Object.fromEntries(outcomes))}\n`);
+    process.stdout.write(`waiting exclusion: ${grantCount} grants, ${sampler.beliefs.length} samples, outcomes ${JSON.stringify(Object.fromEntries(outcomes))}\n`);
     expect(grantCount).toBeGreaterThan(20);
     expect(overlaps).toEqual([]);
     expect(violations.slice(0, 5)).toEqual([]);

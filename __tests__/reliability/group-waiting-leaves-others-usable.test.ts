@@ -22,41 +22,19 @@
  * prober for 9.3 s on end (it got d0 7 times in 13 s; on main before fair3 it was never refused), and
  * the single waiter and the other group waited 5.3 s for a document nobody used.
  */
-import type { Types } from 'mongoose';
 import { deploymentFacts } from '../conformance/support/server';
-import { connect, sleep, testDatabase, type MonitoredConnection } from '../support/db';
-import { usesFailPoints } from '../support/fail-point-lock';
-import { appConnections, failPointOff, timed } from '../support/group-waiting';
-import { workItemModel, type WorkItemModel } from '../support/work-item';
+import { sleep, testDatabase } from '../support/db';
+import { usesPrivateServer } from '../support/private-server';
+import { failPointOff, groupCast, threeDocuments, type GroupCast, timed } from '../support/group-waiting';
 
-usesFailPoints();
+usesPrivateServer();
 jest.setTimeout(180_000);
 const db = testDatabase('grp_wait_usable');
-let admin: MonitoredConnection;
-let gConn: MonitoredConnection & { app: string };
-let hConn: MonitoredConnection;
-let G: WorkItemModel;
-let H: WorkItemModel;
-let X: WorkItemModel;
+const cast = groupCast(db, { appPrefix: 'mpl-grp-usable', modelName: 'UsableItem', gTtl: 30_000 });
+let { admin, gConn, G, H, X } = {} as GroupCast;
+beforeAll(() => ({ admin, gConn, G, H, X } = cast));
 
-beforeAll(async () => {
-  admin = await connect(db.name);
-  [gConn] = await appConnections(db.name, 'mpl-grp-usable', 1);
-  hConn = await connect(db.name);
-  G = await workItemModel(gConn.connection, { ttl: 30_000, ownerStorage: 'plain' }, 'UsableItem');
-  H = await workItemModel(hConn.connection, { ttl: 30_000, ownerStorage: 'plain' }, 'UsableItem');
-  X = await workItemModel(admin.connection, { ttl: 30_000, ownerStorage: 'plain' }, 'UsableItem');
-});
-
-afterAll(async () => {
-  await failPointOff(admin.connection);
-  await db.drop(admin.connection);
-  await Promise.all([admin.close(), gConn.close(), hConn.close()]);
-});
-
-async function three(): Promise<Types.ObjectId[]> {
-  return (await X.insertMany([{ title: 'd0' }, { title: 'd1' }, { title: 'd2' }])).map((d) => d._id).sort((x, y) => x.toHexString().localeCompare(y.toHexString()));
-}
+const three = () => threeDocuments(X);
 
 test('a group waiting 16 s for a document in a long job does not keep its other documents from others beyond the bound', async () => {
   const ids = await three();

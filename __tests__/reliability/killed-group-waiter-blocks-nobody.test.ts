@@ -14,8 +14,8 @@ import type { Types } from 'mongoose';
 import { connect, sleep, testDatabase, type MonitoredConnection } from '../support/db';
 import { retryUntil, timed } from '../support/group-waiting';
 import { workItemModel, type WorkItemModel } from '../support/work-item';
-import { killAll, spawnWorker } from './support/children';
-import type { KilledGroupWaiterConfig } from './workers/killed-group-waiter';
+import { killAll } from './support/children';
+import { kill, startWaiter } from './support/waiter';
 
 jest.setTimeout(180_000);
 const db = testDatabase('grp_waiter_crash');
@@ -37,12 +37,9 @@ afterAll(async () => {
 
 async function killedWaiter(ids: Types.ObjectId[], heldIndex: number): Promise<void> {
   const hold = await X.lock(ids[heldIndex]!, 'H');
-  const config: KilledGroupWaiterConfig = { uri: process.env.MONGODB_URI!, dbName: db.name, modelName: MODEL, ids: ids.map((id) => id.toHexString()), ttl: 3_000, wait: 60_000, owner: 'crashed' };
-  const child = spawnWorker('killed-group-waiter.ts', { MPL_KILLED_GROUP_WAITER: JSON.stringify(config) }, 90_000);
-  expect(await child.nextLine(60_000)).toBe('started');
+  const child = await startWaiter(db.name, { modelName: MODEL, ids, ttl: 3_000, owner: 'crashed', ownerStorage: 'plain' });
   await sleep(2_000);
-  child.process.kill('SIGKILL');
-  await child.exited;
+  await kill(child);
   await hold.unlock();
 }
 

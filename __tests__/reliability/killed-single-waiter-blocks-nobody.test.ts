@@ -17,8 +17,8 @@ import type { Types } from 'mongoose';
 import { connect, sleep, testDatabase, type MonitoredConnection } from '../support/db';
 import { retryUntil, timed } from '../support/group-waiting';
 import { workItemModel, type WorkItemModel } from '../support/work-item';
-import { killAll, spawnWorker } from './support/children';
-import type { KilledSingleWaiterConfig } from './workers/killed-single-waiter';
+import { killAll } from './support/children';
+import { kill, startWaiter } from './support/waiter';
 
 jest.setTimeout(180_000);
 const db = testDatabase('single_waiter_crash');
@@ -44,14 +44,11 @@ afterAll(async () => {
 
 /** Starts the child waiting for `id` (held by H), waits 2 s, runs `meanwhile`, kills the child. */
 async function killedWaiter(id: Types.ObjectId, meanwhile: () => void = () => undefined): Promise<void> {
-  const config: KilledSingleWaiterConfig = { uri: process.env.MONGODB_URI!, dbName: db.name, modelName: MODEL, id: id.toHexString(), ttl: 30_000, wait: 60_000, owner: 'crashed' };
-  const child = spawnWorker('killed-single-waiter.ts', { MPL_KILLED_SINGLE_WAITER: JSON.stringify(config) }, 90_000);
-  expect(await child.nextLine(60_000)).toBe('started');
+  const child = await startWaiter(db.name, { modelName: MODEL, ids: [id], ttl: 30_000, owner: 'crashed', single: true, ownerStorage: 'plain' });
   await sleep(2_000);
   meanwhile();
   await sleep(1_000);
-  child.process.kill('SIGKILL');
-  await child.exited;
+  await kill(child);
 }
 
 test('a single waiter killed while H holds d: a caller that does not wait gets d within the bound after H lets go', async () => {

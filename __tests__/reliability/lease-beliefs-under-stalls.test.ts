@@ -32,14 +32,14 @@ import type { LockTargetId } from '../../src';
 import { testUri } from '../conformance/support/server';
 import { blockCommands, failPointOff } from '../plugin/guard/support';
 import { sleep, testDatabase, waitUntil, type MonitoredConnection } from '../support/db';
-import { usesFailPoints } from '../support/fail-point-lock';
+import { usesPrivateServer } from '../support/private-server';
 import { beliefViolations, grantsFrom, serverOverlaps, type Belief } from '../support/grant-history';
 import { on } from '../support/late-replies';
 import { replicaSetOnly } from '../support/topology';
 import { pick, rand, stalledOwners, type Owner } from '../support/stalled-owners';
 import type { WorkItemModel } from '../support/work-item';
 
-usesFailPoints();
+usesPrivateServer();
 
 const db = testDatabase('leasebeliefs');
 const OWNERS = 4;

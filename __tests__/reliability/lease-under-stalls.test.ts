@@ -12,12 +12,12 @@
  * a loaded machine runs longer instead of checking too few locks to mean anything.
  */
 import { connect, testDatabase, type MonitoredConnection } from '../support/db';
-import { usesFailPoints } from '../support/fail-point-lock';
+import { usesPrivateServer } from '../support/private-server';
 import { jobModel } from '../support/job';
 import { killAll, spawnWorker } from './support/children';
 import type { LeaseCheckerConfig, LeaseCheckerReport } from './workers/lease-checker';
 
-usesFailPoints();
+usesPrivateServer();
 
 const PROCESSES = Number(process.env.MPL_LEASE_PROCESSES ?? 3);
 const WORKERS = Number(process.env.MPL_LEASE_WORKERS ?? 4);

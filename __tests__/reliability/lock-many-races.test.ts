@@ -16,13 +16,13 @@
  */
 import { Types } from 'mongoose';
 import { connect, testDatabase, type MonitoredConnection } from '../support/db';
-import { usesFailPoints } from '../support/fail-point-lock';
+import { usesPrivateServer } from '../support/private-server';
 import { workItemModel } from '../support/work-item';
 import { killAll, spawnWorker } from './support/children';
 import type { GroupContenderConfig, GroupContenderReport } from './workers/group-contender';
 
 // Arms failCommand on the shared server (stalls of the acquisition updates).
-usesFailPoints();
+usesPrivateServer();
 
 const PROCESSES = Number(process.env.MPL_GROUP_PROCESSES ?? 3);
 const WORKERS = Number(process.env.MPL_GROUP_WORKERS ?? 4);

@@ -19,39 +19,27 @@
  * worker's claim (mongod src/mongo/db/commands/fail_point_cmd.cpp) while another owner locks it.
  * The feed needs change streams: replica sets only.
  */
-import { usesFailPoints } from '../support/fail-point-lock';
-import { connect, nextCommandSent, sleep, testDatabase, type MonitoredConnection } from '../support/db';
+import { blockCommands } from '../plugin/guard/support';
+import { appUnderFailPoints } from '../support/fail-point-app';
+import { usesPrivateServer } from '../support/private-server';
+import { nextCommandSent, sleep, testDatabase, type MonitoredConnection } from '../support/db';
 import { replicaSetOnly } from '../support/topology';
 import { workItemModel, type WorkItemModel } from '../support/work-item';
 
 type Held = Awaited<ReturnType<WorkItemModel['lock']>>;
 
-usesFailPoints();
+usesPrivateServer();
 jest.setTimeout(180_000);
 
 const APP = 'next-released-non-matching';
 const db = testDatabase('next_rnm');
+const connections = appUnderFailPoints(db, APP);
 let admin: MonitoredConnection;
 let worker: MonitoredConnection;
+beforeAll(() => ({ admin, app: worker } = connections));
 
-beforeAll(async () => {
-  admin = await connect(db.name);
-  worker = await connect(db.name, { appName: APP });
-});
-afterAll(async () => {
-  await admin.connection.getClient().db('admin').command({ configureFailPoint: 'failCommand', mode: 'off' });
-  await db.drop(admin.connection);
-  await worker.close();
-  await admin.close();
-});
-
-async function failPoint(command: string, namespace: string, blockTimeMS: number): Promise<void> {
-  await admin.connection.getClient().db('admin').command({
-    configureFailPoint: 'failCommand',
-    mode: { times: 1 },
-    data: { failCommands: [command], appName: APP, namespace, blockConnection: true, blockTimeMS },
-  });
-}
+/** Holds the worker's next `command` on `namespace` for `blockTimeMS` (failCommand blockConnection, once). */
+const failPoint = (command: string, namespace: string, blockTimeMS: number) => blockCommands(admin.connection, { appName: APP, namespace, commands: [command], blockTimeMS });
 
 /**
  * The worker (waiting in lockNext({ status: 'open' })) finds `id` free, but its claim is held back

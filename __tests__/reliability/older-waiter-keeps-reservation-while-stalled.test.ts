@@ -16,11 +16,11 @@
 import type { Types } from 'mongoose';
 import { deploymentFacts } from '../conformance/support/server';
 import { connect, sleep, testDatabase, type MonitoredConnection } from '../support/db';
-import { usesFailPoints } from '../support/fail-point-lock';
+import { usesPrivateServer } from '../support/private-server';
 import { appConnections, failPointOff } from '../support/group-waiting';
 import { workItemModel, type WorkItemModel } from '../support/work-item';
 
-usesFailPoints();
+usesPrivateServer();
 jest.setTimeout(180_000);
 const db = testDatabase('older_keeps_reservation');
 let admin: MonitoredConnection;

@@ -20,12 +20,12 @@
  */
 import { mongo, type Types } from 'mongoose';
 import { connect, testDatabase, type MonitoredConnection } from '../support/db';
-import { usesFailPoints } from '../support/fail-point-lock';
+import { usesPrivateServer } from '../support/private-server';
 import { replicaSetOnly } from '../support/topology';
 import { workItemModel, type WorkItemModel } from '../support/work-item';
 
 // Two tests make the commit fail (failCommand on commitTransaction).
-usesFailPoints();
+usesPrivateServer();
 
 const db = testDatabase('save_unlock_commit_belief');
 let first: MonitoredConnection;

@@ -17,118 +17,50 @@
  * beliefs (`heldLock().msLeft()`) sampled every few milliseconds. No overlap, no belief beyond the
  * server's grant, no call past its bound. Needs change streams: replica set only.
  */
-import { performance } from 'node:perf_hooks';
-import { mongo, type Types } from 'mongoose';
-import { LockExpiredError, LockExpiredOnArrivalError, LockedError } from '../../src';
+import type { Types } from 'mongoose';
+import { LockedError } from '../../src';
 import { testUri } from '../conformance/support/server';
-import { failPointOff } from '../plugin/guard/support';
-import { connect, sleep, testDatabase, type MonitoredConnection } from '../support/db';
-import { usesFailPoints } from '../support/fail-point-lock';
-import { judgeRun, type Belief } from '../support/grant-history';
-import { lateReplies, type LateReplies } from '../support/late-replies';
+import { beliefSampler, outcomeBook, type Held } from '../support/belief-sampler';
+import { recordChangesOf } from '../support/change-record';
+import { sleep, testDatabase } from '../support/db';
+import { usesPrivateServer } from '../support/private-server';
+import { judgeRun } from '../support/grant-history';
 import { replicaSetOnly } from '../support/topology';
-import { injectFaults, pick, rand } from '../support/stalled-owners';
-import { workItemModel, type WorkItemModel } from '../support/work-item';
+import { injectFaults, pick, rand, stalledActors } from '../support/stalled-owners';
+import { workItemModel } from '../support/work-item';
 
-usesFailPoints();
+usesPrivateServer();
 
 const db = testDatabase('shortprefix');
 const RUN_MS = Number(process.env.MPL_SHORT_PREFIX_MS ?? 25_000);
 const KINDS = ['group', 'group', 'group', 'group-abort', 'single-wait', 'single-wait', 'retry-after', 'try'] as const;
 
-interface Actor {
-  name: string;
-  kind: (typeof KINDS)[number];
-  app: string;
-  conn: MonitoredConnection;
-  items: WorkItemModel;
-  late: LateReplies;
-}
 
-type Held = { _id: unknown; heldLock(): { token: string; msLeft(): number } | null };
-
-let admin: MonitoredConnection;
-let actors: Actor[] = [];
-
-beforeAll(async () => {
-  admin = await connect(db.name);
-  for (const [i, kind] of KINDS.entries()) {
-    const app = `mpl-shortprefix-${i}-${process.pid}`;
-    const conn = await connect(db.name, { appName: app });
-    const items = await workItemModel(conn.connection, { ttl: 8_000, ownerStorage: 'plain' }, 'ShortPrefixItem');
-    actors.push({ name: `${kind}-${i}`, kind, app, conn, items, late: lateReplies(conn.connection) });
-  }
-}, 60_000);
-
-afterAll(async () => {
-  await failPointOff(admin.connection).catch(() => undefined);
-  for (const actor of actors) actor.late.stop();
-  await db.drop(admin.connection);
-  await Promise.all([admin.close(), ...actors.map((a) => a.conn.close())]);
-  actors = [];
+const set = stalledActors(db, {
+  kinds: KINDS,
+  appPrefix: 'mpl-shortprefix',
+  models: async (conn) => ({ items: await workItemModel(conn, { ttl: 8_000, ownerStorage: 'plain' }, 'ShortPrefixItem') }),
 });
+type Actor = (typeof set.actors)[number];
 
 replicaSetOnly('change streams and fail points need a replica set')(
   'waiting groups (ttl 4-12 s, prefixes kept past stalls), reserving single waiters, Retry-After callers and probers: no owner believes it holds a document the server grants to another',
   async () => {
-    const items = actors[0]!.items;
+    const { admin, actors } = set;
+    const { items } = actors[0]!.models;
     const ids: Types.ObjectId[] = (await items.create(Array.from({ length: 4 }, (_, i) => ({ title: `i${i}` })))).map((d) => d._id);
     const locks = items.lockModel().collection.collectionName;
-    const watcher = new mongo.MongoClient(testUri());
-    await watcher.connect();
-    const stream = watcher.db(db.name).watch([{ $match: { 'ns.coll': locks } }]);
-    const events: mongo.ChangeStreamDocument[] = [];
-    const first = await stream.tryNext();
-    if (first) events.push(first);
-    const collecting = (async () => {
-      try {
-        for (;;) events.push(await stream.next());
-      } catch {
-        // closed
-      }
-    })();
+    const record = await recordChangesOf(testUri(), db.name, { pipeline: [{ $match: { 'ns.coll': locks } }] });
 
-    const beliefs: Array<Belief & { doc: string }> = [];
-    const live = new Map<string, Held[]>();
-    const sampler = setInterval(() => {
-      for (const [owner, docs] of live) {
-        const t = Date.now();
-        for (const doc of docs) {
-          const held = doc.heldLock();
-          if (!held) continue;
-          const m = held.msLeft();
-          if (m > 0) beliefs.push({ owner, doc: String(doc._id), token: held.token, t, m });
-        }
-      }
-    }, 3);
-
+    const sampler = beliefSampler();
     const stopAt = Date.now() + RUN_MS;
-    const outcomes = new Map<string, number>();
-    const count = (kind: string) => outcomes.set(kind, (outcomes.get(kind) ?? 0) + 1);
-    const hangs: string[] = [];
-    const hold = async (owner: string, docs: Held[], release: () => Promise<unknown>) => {
-      live.set(owner, docs);
-      await sleep(rand(0, 600));
-      live.delete(owner);
-      await release().catch(() => undefined);
+    const { outcomes, count, hangs, bounded: book } = outcomeBook();
+    // A Retry-After caller waits as long as the refusal says before it asks again.
+    const retryAfter = async (error: unknown) => {
+      if (error instanceof LockedError) await sleep(Math.min(error.retryAfterMs ?? 500, 6_000) + 5);
     };
-    const bounded = async <T>(actor: Actor, what: string, boundMs: number, call: Promise<T>): Promise<T | null> => {
-      const started = performance.now();
-      try {
-        const value = await call;
-        count(`${what}: ok`);
-        return value;
-      } catch (error) {
-        count(`${what}: ${(error as Error).constructor.name}`);
-        const documented = error instanceof LockedError || error instanceof LockExpiredOnArrivalError || error instanceof LockExpiredError || (error instanceof Error && error.message === 'called off');
-        if (!documented) count(`${what}: other ${(error as Error).message.slice(0, 80)}`);
-        if (error instanceof LockedError && what === 'retry-after') await sleep(Math.min(error.retryAfterMs ?? 500, 6_000) + 5);
-        return null;
-      } finally {
-        const ms = performance.now() - started;
-        if (ms > boundMs) hangs.push(`${actor.name} ${what} took ${Math.round(ms)} ms (bound ${boundMs})`);
-      }
-    };
+    const bounded = <T>(actor: Actor, what: string, boundMs: number, call: Promise<T>) => book(actor.name, what, boundMs, call, what === 'retry-after' ? retryAfter : undefined);
+    const hold = (owner: string, docs: Held[], release: () => Promise<unknown>) => sampler.hold(owner, docs, rand(0, 600), release);
 
     async function work(actor: Actor): Promise<void> {
       const owner = actor.name;
@@ -139,17 +71,17 @@ replicaSetOnly('change streams and fail points need a replica set')(
           const controller = new AbortController();
           const timer = actor.kind === 'group-abort' ? setTimeout(() => controller.abort(new Error('called off')), rand(300, 4_000)) : undefined;
           // Bound: the wait, plus stalls of up to 5 s on a few commands in a row.
-          const docs = await bounded(actor, actor.kind, 6_000 + 20_000, actor.items.lockMany(set, owner, { ttl, wait: 6_000, signal: actor.kind === 'group-abort' ? controller.signal : undefined }));
+          const docs = await bounded(actor, actor.kind, 6_000 + 20_000, actor.models.items.lockMany(set, owner, { ttl, wait: 6_000, signal: actor.kind === 'group-abort' ? controller.signal : undefined }));
           clearTimeout(timer);
-          if (docs) await hold(owner, docs, () => actor.items.unlockMany(docs.filter((d) => d.heldLock())));
+          if (docs) await hold(owner, docs, () => actor.models.items.unlockMany(docs.filter((d) => d.heldLock())));
         } else if (actor.kind === 'single-wait') {
-          const doc = await bounded(actor, 'lock(wait)', 5_000 + 20_000, actor.items.lock(pick(ids), owner, { ttl, wait: 5_000 }));
+          const doc = await bounded(actor, 'lock(wait)', 5_000 + 20_000, actor.models.items.lock(pick(ids), owner, { ttl, wait: 5_000 }));
           if (doc) await hold(owner, [doc], () => doc.unlock());
         } else if (actor.kind === 'retry-after') {
-          const doc = await bounded(actor, 'retry-after', 20_000, actor.items.lock(pick(ids), owner, { ttl }));
+          const doc = await bounded(actor, 'retry-after', 20_000, actor.models.items.lock(pick(ids), owner, { ttl }));
           if (doc) await hold(owner, [doc], () => doc.unlock());
         } else {
-          const doc = await bounded(actor, 'tryLock', 20_000, actor.items.tryLock(pick(ids), owner, { ttl }));
+          const doc = await bounded(actor, 'tryLock', 20_000, actor.models.items.tryLock(pick(ids), owner, { ttl }));
           if (doc) await hold(owner, [doc], () => doc.unlock());
           else await sleep(rand(5, 50));
         }
@@ -160,14 +92,11 @@ replicaSetOnly('change streams and fail points need a replica set')(
       injectFaults({ admin: admin.connection, victims: actors, stopAt, gapMs: [300, 900], blockNamespace: () => `${db.name}.${locks}`, blockCommands: ['update', 'find', 'findAndModify'], blockMs: [1_000, 5_000], lateCollection: locks, lateMs: [1_000, 4_000], count: (kind) => count(kind) });
 
     await Promise.all([...actors.map((actor) => work(actor)), faults()]);
-    clearInterval(sampler);
-    await sleep(500);
-    await stream.close();
-    await collecting;
-    await watcher.close();
+    sampler.stop();
+    await record.stop();
 
-    const { grantCount, overlaps, violations } = judgeRun(events, beliefs);
-    process.stdout.write(`short prefix leases: ${grantCount} grants, ${beliefs.length} samples, outcomes ${JSON.stringify(Object.fromEntries(outcomes))}\n`);
+    const { grantCount, overlaps, violations } = judgeRun(record.events, sampler.beliefs);
+    process.stdout.write(`short prefix leases: ${grantCount} grants, ${sampler.beliefs.length} samples, outcomes ${JSON.stringify(Object.fromEntries(outcomes))}\n`);
     expect(grantCount).toBeGreaterThan(20);
     expect(overlaps).toEqual([]);
     expect(violations.slice(0, 5)).toEqual([]);

@@ -16,11 +16,11 @@ import { performance } from 'node:perf_hooks';
 import type { Types } from 'mongoose';
 import { deploymentFacts } from '../conformance/support/server';
 import { connect, sleep, testDatabase, type MonitoredConnection } from '../support/db';
-import { usesFailPoints } from '../support/fail-point-lock';
+import { usesPrivateServer } from '../support/private-server';
 import { appConnections, failPointOff, retryUntil, timed } from '../support/group-waiting';
 import { workItemModel, type WorkItemModel } from '../support/work-item';
 
-usesFailPoints();
+usesPrivateServer();
 jest.setTimeout(180_000);
 const db = testDatabase('single_no_reservation');
 let admin: MonitoredConnection;

@@ -13,39 +13,29 @@
  *    go late, so both wait, keep, reserve and give back) are served one after the other, each
  *    holding exactly what it believes, and never at once.
  */
-import type { Document } from 'mongodb';
 import type { Types } from 'mongoose';
 import { lockAll } from '../../src';
-import { connect, sleep, testDatabase, type MonitoredConnection } from '../support/db';
-import { evaluatedCallerValues } from '../support/evaluated-values';
+import { sleep, testDatabase } from '../support/db';
+import { evaluatedCallerValues, expectServedOneAtATimeUnevaluated, recordedWaiters } from '../support/evaluated-values';
 import { groupProblems, timed } from '../support/group-waiting';
 import { workItemModel, type WorkItemModel } from '../support/work-item';
 
 jest.setTimeout(180_000);
 const db = testDatabase('grp_noeval');
-let gConn: MonitoredConnection;
-let g2Conn: MonitoredConnection;
-let hConn: MonitoredConnection;
+const cast = recordedWaiters(db, 2);
 let G: WorkItemModel;
 let G2: WorkItemModel;
 let H: WorkItemModel;
 let GOther: WorkItemModel;
 let HOther: WorkItemModel;
-const sent: Document[] = [];
 
 beforeAll(async () => {
-  [gConn, g2Conn, hConn] = [await connect(db.name), await connect(db.name), await connect(db.name)];
-  for (const c of [gConn, g2Conn]) c.connection.getClient().on('commandStarted', (event) => sent.push(event.command));
-  G = await workItemModel(gConn.connection, { ttl: 4_000, ownerStorage: 'plain' }, 'NoEvalWaitItem');
-  G2 = await workItemModel(g2Conn.connection, { ttl: 4_000, ownerStorage: 'plain' }, 'NoEvalWaitItem');
-  H = await workItemModel(hConn.connection, { ttl: 30_000, ownerStorage: 'plain' }, 'NoEvalWaitItem');
-  GOther = await workItemModel(gConn.connection, { ttl: 4_000, ownerStorage: 'plain' }, 'NoEvalWaitOther');
-  HOther = await workItemModel(hConn.connection, { ttl: 30_000, ownerStorage: 'plain' }, 'NoEvalWaitOther');
-});
-
-afterAll(async () => {
-  await db.drop(hConn.connection);
-  await Promise.all([gConn.close(), g2Conn.close(), hConn.close()]);
+  const [gConn, g2Conn] = cast.waiters;
+  G = await workItemModel(gConn!.connection, { ttl: 4_000, ownerStorage: 'plain' }, 'NoEvalWaitItem');
+  G2 = await workItemModel(g2Conn!.connection, { ttl: 4_000, ownerStorage: 'plain' }, 'NoEvalWaitItem');
+  H = await workItemModel(cast.holder.connection, { ttl: 30_000, ownerStorage: 'plain' }, 'NoEvalWaitItem');
+  GOther = await workItemModel(gConn!.connection, { ttl: 4_000, ownerStorage: 'plain' }, 'NoEvalWaitOther');
+  HOther = await workItemModel(cast.holder.connection, { ttl: 30_000, ownerStorage: 'plain' }, 'NoEvalWaitOther');
 });
 
 const owners = ['$owner', '$$NOW', '$reservedBy', '$$ROOT', '$token', '$expiresAt', '$literal', '$'];
@@ -57,10 +47,12 @@ async function three(model: WorkItemModel = H): Promise<Types.ObjectId[]> {
   return (await model.insertMany([{ title: 'd0' }, { title: 'd1' }, { title: 'd2' }])).map((d) => d._id).sort((x, y) => x.toHexString().localeCompare(y.toHexString()));
 }
 
-test.each([...owners.map((owner, i) => [owner, owners[(i + 1) % owners.length]!, labels[i % labels.length]!]), [unique.owner, unique.other, unique.label]])('groups owned by %j and %j (label %j) wait, keep, reserve and give back: served one at a time, nothing evaluated', async (owner, other, label) => {
+// Each case waits on documents of its own, so the cases run side by side (Jest's maxConcurrency, 5
+// at a time): the shape proof walks every command sent so far, and only the `unique` case's values
+// are looked for.
+test.concurrent.each([...owners.map((owner, i) => [owner, owners[(i + 1) % owners.length]!, labels[i % labels.length]!]), [unique.owner, unique.other, unique.label]])('groups owned by %j and %j (label %j) wait, keep, reserve and give back: served one at a time, nothing evaluated', async (owner, other, label) => {
   const ids = await three();
   const hold = await H.lock(ids[1]!, 'H');
-  sent.length = 0;
   const windows: Array<{ who: string; from: number; to: number }> = [];
   const group = async (model: WorkItemModel, who: string, order: Types.ObjectId[]) => {
     const docs = await model.lockMany(order, who, { wait: 30_000, label });
@@ -76,20 +68,13 @@ test.each([...owners.map((owner, i) => [owner, owners[(i + 1) % owners.length]!,
   const second = timed(group(G2, other, [ids[2]!, ids[1]!, ids[0]!]));
   await sleep(2_500); // both wait for d1 past a 2 s hold bound
   await hold.unlock();
-  const [a, b] = await Promise.all([first, second]);
-  expect({ a: a.ok ? a.value : String(a.error), b: b.ok ? b.value : String(b.error) }).toEqual({ a: [], b: [] });
-  const [w1, w2] = windows.sort((x, y) => x.from - y.from);
-  expect(w2!.from).toBeGreaterThanOrEqual(w1!.to);
-  const callerValues = new Set([owner, other, label].filter((v) => Object.values(unique).includes(v)));
-  const evaluated = sent.flatMap((command) => evaluatedCallerValues(command, callerValues).map((v) => `${Object.keys(command)[0]}: ${v}`));
-  expect(evaluated).toEqual([]);
+  expectServedOneAtATimeUnevaluated(await Promise.all([first, second]), windows, cast.sent, [owner, other, label], unique);
 });
 
 test('across models (lockAll) with a $-owner and a $-label while waiting: nothing evaluated', async () => {
   const [item] = await three();
   const [invoice] = await three(HOther);
   const hold = await HOther.lock(invoice!, 'H');
-  sent.length = 0;
   const call = timed(lockAll([[G, item!], [GOther, invoice!]], unique.owner, { wait: 30_000, label: unique.label }));
   await sleep(2_500);
   await hold.unlock();
@@ -99,7 +84,7 @@ test('across models (lockAll) with a $-owner and a $-label while waiting: nothin
     await G.releaseAllFor(unique.owner);
     await GOther.releaseAllFor(unique.owner);
   }
-  expect(sent.flatMap((command) => evaluatedCallerValues(command, new Set([unique.owner, unique.label])))).toEqual([]);
+  expect(cast.sent.flatMap((command) => evaluatedCallerValues(command, new Set([unique.owner, unique.label])))).toEqual([]);
 });
 
 test('the walker notices an unwrapped caller value (the check can fail)', () => {

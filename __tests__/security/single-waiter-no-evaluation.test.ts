@@ -12,34 +12,23 @@
  *    up behind a holder for longer than the 250 ms before reserving, are served one at a time, each
  *    holding on the server exactly what it believes, with its label stored as given.
  */
-import type { Document } from 'mongodb';
 import type { Types } from 'mongoose';
-import { connect, sleep, testDatabase, type MonitoredConnection } from '../support/db';
-import { evaluatedCallerValues } from '../support/evaluated-values';
+import { sleep, testDatabase } from '../support/db';
+import { expectServedOneAtATimeUnevaluated, recordedWaiters } from '../support/evaluated-values';
 import { groupProblems, timed } from '../support/group-waiting';
 import { workItemModel, type WorkItemModel } from '../support/work-item';
 
 jest.setTimeout(180_000);
 const db = testDatabase('single_noeval');
-let aConn: MonitoredConnection;
-let bConn: MonitoredConnection;
-let hConn: MonitoredConnection;
+const cast = recordedWaiters(db, 2);
 let A: WorkItemModel;
 let B: WorkItemModel;
 let H: WorkItemModel;
-const sent: Document[] = [];
 
 beforeAll(async () => {
-  [aConn, bConn, hConn] = [await connect(db.name), await connect(db.name), await connect(db.name)];
-  for (const c of [aConn, bConn]) c.connection.getClient().on('commandStarted', (event) => sent.push(event.command));
-  A = await workItemModel(aConn.connection, { ttl: 10_000, ownerStorage: 'plain' }, 'NoEvalSingleItem');
-  B = await workItemModel(bConn.connection, { ttl: 10_000, ownerStorage: 'plain' }, 'NoEvalSingleItem');
-  H = await workItemModel(hConn.connection, { ttl: 30_000, ownerStorage: 'plain' }, 'NoEvalSingleItem');
-});
-
-afterAll(async () => {
-  await db.drop(hConn.connection);
-  await Promise.all([aConn.close(), bConn.close(), hConn.close()]);
+  A = await workItemModel(cast.waiters[0]!.connection, { ttl: 10_000, ownerStorage: 'plain' }, 'NoEvalSingleItem');
+  B = await workItemModel(cast.waiters[1]!.connection, { ttl: 10_000, ownerStorage: 'plain' }, 'NoEvalSingleItem');
+  H = await workItemModel(cast.holder.connection, { ttl: 30_000, ownerStorage: 'plain' }, 'NoEvalSingleItem');
 });
 
 const unique = { owner: '$caller-owner-8e1a', other: '$$callerOwner8e1b', label: '$caller-label-8e1c' };
@@ -77,24 +66,20 @@ async function waiter(model: WorkItemModel, form: Form, id: Types.ObjectId, owne
   return problems;
 }
 
-test.each(pairs.flatMap(([owner, other, label]) => (['lock', 'withLock', 'acquireLock'] as const).map((form) => [form, owner, other, label] as const)))(
+// Each case waits on a document of its own, so the cases run side by side (Jest's maxConcurrency,
+// 5 at a time): the shape proof walks every command sent so far, and only the `unique` case's
+// values are looked for.
+test.concurrent.each(pairs.flatMap(([owner, other, label]) => (['lock', 'withLock', 'acquireLock'] as const).map((form) => [form, owner, other, label] as const)))(
   '%s: waiters owned by %j and %j (label %j) line up, are served one at a time, nothing evaluated',
   async (form, owner, other, label) => {
     const [d] = (await H.insertMany([{ title: 'd' }])).map((x) => x._id);
     const hold = await H.lock(d!, 'H');
-    sent.length = 0;
     const windows: Array<{ from: number; to: number }> = [];
     const first = timed(waiter(A, form, d!, owner, label, windows));
     await sleep(600);
     const second = timed(waiter(B, form, d!, other, label, windows));
     await sleep(1_500); // both refused for longer than 250 ms: a design that reserves has reserved
     await hold.unlock();
-    const [a, b] = await Promise.all([first, second]);
-    expect({ a: a.ok ? a.value : String(a.error), b: b.ok ? b.value : String(b.error) }).toEqual({ a: [], b: [] });
-    const [w1, w2] = windows.sort((x, y) => x.from - y.from);
-    expect(w2!.from).toBeGreaterThanOrEqual(w1!.to);
-    const callerValues = new Set([owner, other, label].filter((v) => Object.values(unique).includes(v)));
-    const evaluated = sent.flatMap((command) => evaluatedCallerValues(command, callerValues).map((v) => `${Object.keys(command)[0]}: ${v}`));
-    expect(evaluated).toEqual([]);
+    expectServedOneAtATimeUnevaluated(await Promise.all([first, second]), windows, cast.sent, [owner, other, label], unique);
   },
 );

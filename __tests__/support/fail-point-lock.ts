@@ -10,6 +10,9 @@
  * given back by the test environment's teardown (test-backend/jest-environment.ts), after every
  * hook of the file. A file that runs on a private server when it can start one calls
  * `usesFailPointsOn(() => uri)` instead: it takes the lock only when it is on the shared server.
+ * On the emulator, the files that arm `failCommand` call support/private-server.ts
+ * `usesPrivateServer()`: each runs on an emulator of its own and takes this lock only where no
+ * private server can be started (a real mongod, a MONGODB_URI deployment, MPL_PRIVATE_SERVERS=0).
  */
 import { createHash } from 'node:crypto';
 import { appendFileSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
@@ -17,7 +20,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 /** How long a file may wait for the others: several files hold the lock for up to a minute each. */
-const WAIT_MS = 10 * 60_000;
+export const FAIL_POINT_WAIT_MS = 10 * 60_000;
+const WAIT_MS = FAIL_POINT_WAIT_MS;
 
 function lockDir(): string {
   const server = process.env.MONGODB_URI ?? 'no-server';
@@ -42,6 +46,11 @@ function holderAlive(dir: string): boolean {
       return false;
     }
   }
+}
+
+/** Takes the shared server's fail-point lock (waiting for the file that holds it). */
+export async function takeFailPointLock(): Promise<void> {
+  await acquire();
 }
 
 async function acquire(): Promise<void> {

@@ -4,9 +4,9 @@
  * header; owners in clear with `ownerStorage: 'plain'`) and judge expiry by the server's clock
  * (`$$NOW` in `$expr`), never at fields a particular waiting design adds.
  */
-import type { Connection } from 'mongoose';
+import type { Connection, Types } from 'mongoose';
 import { connect, sleep, type MonitoredConnection } from './db';
-import type { WorkItemModel } from './work-item';
+import { workItemModel, type WorkItemModel } from './work-item';
 
 /** Who holds each of `ids` on the server right now (an unexpired record by the server's clock), by id hex. */
 export async function holders(model: WorkItemModel, ids: readonly unknown[]): Promise<Map<string, { owner: string; token: string }>> {
@@ -108,4 +108,46 @@ export async function retryUntil<T>(attempt: () => Promise<T | null>, timeoutMs:
 /** Turns the fail point off (best effort). */
 export async function failPointOff(connection: Connection): Promise<void> {
   await connection.getClient().db('admin').command({ configureFailPoint: 'failCommand', mode: 'off' }).catch(() => undefined);
+}
+
+/** The cast of the waiting-group attacks: G waits, H holds, X probes (one model of `testDatabase`). */
+export interface GroupCast {
+  /** X's connection; it also arms the fail points (the fail points pick G by its appName). */
+  admin: MonitoredConnection;
+  gConn: MonitoredConnection & { app: string };
+  hConn: MonitoredConnection;
+  G: WorkItemModel;
+  H: WorkItemModel;
+  X: WorkItemModel;
+  /** The lock collection's name. */
+  locks: string;
+}
+
+/**
+ * G on a connection with an appName of its own (`${appPrefix}-0-${pid}`), with `gTtl`; H and X (on
+ * the admin connection) with 30 s; owners in clear. beforeAll opens them, afterAll turns failCommand
+ * off, drops the database and closes the connections.
+ */
+export function groupCast(db: { name: string; drop(conn: Connection): Promise<void> }, options: { appPrefix: string; modelName: string; gTtl: number }): GroupCast {
+  const cast = {} as GroupCast;
+  beforeAll(async () => {
+    cast.admin = await connect(db.name);
+    [cast.gConn] = await appConnections(db.name, options.appPrefix, 1);
+    cast.hConn = await connect(db.name);
+    cast.G = await workItemModel(cast.gConn.connection, { ttl: options.gTtl, ownerStorage: 'plain' }, options.modelName);
+    cast.H = await workItemModel(cast.hConn.connection, { ttl: 30_000, ownerStorage: 'plain' }, options.modelName);
+    cast.X = await workItemModel(cast.admin.connection, { ttl: 30_000, ownerStorage: 'plain' }, options.modelName);
+    cast.locks = cast.G.lockModel().collection.collectionName;
+  });
+  afterAll(async () => {
+    await failPointOff(cast.admin.connection);
+    await db.drop(cast.admin.connection);
+    await Promise.all([cast.admin.close(), cast.gConn.close(), cast.hConn.close()]);
+  });
+  return cast;
+}
+
+/** Three new documents of `model`, their ids in canonical (hex) order. */
+export async function threeDocuments(model: WorkItemModel): Promise<Types.ObjectId[]> {
+  return (await model.insertMany([{ title: 'd0' }, { title: 'd1' }, { title: 'd2' }])).map((d) => d._id).sort((x, y) => x.toHexString().localeCompare(y.toHexString()));
 }

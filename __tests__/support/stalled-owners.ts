@@ -1,6 +1,6 @@
 /**
- * The cast of the belief tests (reliability/lease-beliefs-under-stalls,
- * reliability/group-lease-beliefs-under-stalls): owners with a connection and an appName each (so a
+ * The cast of the stall tests (reliability/lease-beliefs-under-stalls,
+ * reliability/group-lease-beliefs-under-stalls and the exclusion-under-stalls tests): owners with a connection and an appName each (so a
  * fail point can pick one as its victim), whose replies can be made late (support/late-replies.ts),
  * and an admin connection for the fail points; every model stores owners in clear, so the lock
  * collection's change stream names them. Registers its own beforeAll/afterAll (nothing is set up
@@ -30,26 +30,68 @@ export interface Cast {
 
 export function stalledOwners(db: ReturnType<typeof testDatabase>, options: { count: number; appPrefix: string; modelName: string }): Cast {
   const cast = { owners: [] } as unknown as Cast;
+  const set = stalledActors(db, {
+    kinds: Array.from({ length: options.count }, () => 'owner'),
+    appPrefix: options.appPrefix,
+    name: (_kind, i) => `owner-${i}`,
+    models: (conn) => workItemModel(conn, { ttl: 30_000, ownerStorage: 'plain' }, options.modelName),
+    onlyWithFailPoints: true,
+  });
   beforeAll(async () => {
-    if (!deploymentFacts().failPoints) return;
-    cast.admin = await connect(db.name);
+    if (!set.admin) return;
+    cast.admin = set.admin;
     cast.adminModel = await workItemModel(cast.admin.connection, { ttl: 30_000, ownerStorage: 'plain' }, options.modelName);
-    for (let i = 0; i < options.count; i++) {
+    cast.owners = set.actors.map(({ name, app, conn, models, late }) => ({ name, app, conn, model: models, late }));
+  }, 60_000);
+  return cast;
+}
+
+/** One client of a stall test: its own connection and appName (a fail point's victim), its models. */
+export interface Actor<K extends string, M> extends FaultVictim {
+  name: string;
+  kind: K;
+  app: string;
+  conn: MonitoredConnection;
+  models: M;
+  late: LateReplies;
+}
+
+export interface Actors<K extends string, M> {
+  admin: MonitoredConnection;
+  actors: Actor<K, M>[];
+}
+
+/**
+ * An actor per entry of `kinds` (named `${kind}-${i}` unless `name` says otherwise), each with a
+ * connection and appName of its own (`${appPrefix}-${i}-${pid}`), its `models`, and late replies
+ * it can be given (support/late-replies.ts); and an admin connection for the fail points. Registers
+ * its own beforeAll/afterAll: they are set up before the file's tests and closed after, the
+ * database dropped. With `onlyWithFailPoints`, nothing is set up where the server has none.
+ */
+export function stalledActors<K extends string, M>(
+  db: ReturnType<typeof testDatabase>,
+  options: { kinds: readonly K[]; appPrefix: string; models: (conn: Connection) => Promise<M>; name?: (kind: K, i: number) => string; onlyWithFailPoints?: boolean },
+): Actors<K, M> {
+  const set = { actors: [] } as unknown as Actors<K, M>;
+  beforeAll(async () => {
+    if (options.onlyWithFailPoints && !deploymentFacts().failPoints) return;
+    set.admin = await connect(db.name);
+    for (const [i, kind] of options.kinds.entries()) {
       const app = `${options.appPrefix}-${i}-${process.pid}`;
       const conn = await connect(db.name, { appName: app });
-      const model = await workItemModel(conn.connection, { ttl: 30_000, ownerStorage: 'plain' }, options.modelName);
-      cast.owners.push({ name: `owner-${i}`, app, conn, model, late: lateReplies(conn.connection) });
+      const models = await options.models(conn.connection);
+      set.actors.push({ name: options.name?.(kind, i) ?? `${kind}-${i}`, kind, app, conn, models, late: lateReplies(conn.connection) });
     }
   }, 60_000);
   afterAll(async () => {
-    if (!cast.admin) return;
-    await failPointOff(cast.admin.connection).catch(() => undefined);
-    for (const owner of cast.owners) owner.late.stop();
-    await db.drop(cast.admin.connection);
-    await Promise.all([cast.admin.close(), ...cast.owners.map((owner) => owner.conn.close())]);
-    cast.owners = [];
+    if (!set.admin) return;
+    await failPointOff(set.admin.connection).catch(() => undefined);
+    for (const actor of set.actors) actor.late.stop();
+    await db.drop(set.admin.connection);
+    await Promise.all([set.admin.close(), ...set.actors.map((actor) => actor.conn.close())]);
+    set.actors = [];
   });
-  return cast;
+  return set;
 }
 
 /** A random integer in [lo, hi). */

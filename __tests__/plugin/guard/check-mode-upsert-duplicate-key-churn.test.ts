@@ -34,11 +34,11 @@ import { mongo } from 'mongoose';
 import { deploymentFacts, describeIf } from '../../conformance/support/server';
 import { connect, testDatabase, type MonitoredConnection } from '../../support/db';
 import { workItemModel, type WorkItemModel } from '../../support/work-item';
-import { usesFailPoints } from '../../support/fail-point-lock';
+import { usesPrivateServer } from '../../support/private-server';
 import { blockCommands, failPointOff, outcome, rawCollection } from './support';
 
-// This file configures the server's one failCommand fail point: no other such file runs meanwhile.
-usesFailPoints();
+// This file configures failCommand: on a server of its own where it can (support/private-server.ts).
+usesPrivateServer();
 
 const db = testDatabase('checkdupchurn');
 const APP_A = `mpl-check-dupchurn-${process.pid}`;

@@ -21,11 +21,11 @@ import { mongo } from 'mongoose';
 import { deploymentFacts, describeIf } from '../../conformance/support/server';
 import { connect, testDatabase, type MonitoredConnection } from '../../support/db';
 import { workItemModel, type WorkItemModel } from '../../support/work-item';
-import { usesFailPoints } from '../../support/fail-point-lock';
+import { usesPrivateServer } from '../../support/private-server';
 import { blockCommands, failPointOff, hasTransactions, outcome, rawCollection } from './support';
 
-// This file configures the server's one failCommand fail point: no other such file runs meanwhile.
-usesFailPoints();
+// This file configures failCommand: on a server of its own where it can (support/private-server.ts).
+usesPrivateServer();
 
 const db = testDatabase('checkupsertrace');
 const APP_A = `mpl-checkupsert-race-${process.pid}`;

@@ -16,10 +16,10 @@ import { connect, sleep, testDatabase, type MonitoredConnection } from '../../su
 import { replicaSetOnly } from '../../support/topology';
 import { workItemModel, type WorkItemModel } from '../../support/work-item';
 import { blockCommands, failPointOff, outcome, rawCollection } from './support';
-import { usesFailPoints } from '../../support/fail-point-lock';
+import { usesPrivateServer } from '../../support/private-server';
 
-// This file configures the server's one failCommand fail point: no other such file runs meanwhile.
-usesFailPoints();
+// This file configures failCommand: on a server of its own where it can (support/private-server.ts).
+usesPrivateServer();
 
 const db = testDatabase('emptysearch');
 const APP_BOB = `mpl-empty-search-bob-${process.pid}`;

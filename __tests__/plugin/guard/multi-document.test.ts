@@ -10,10 +10,10 @@ import { deploymentFacts, describeIf } from '../../conformance/support/server';
 import { connect, testDatabase, type MonitoredConnection } from '../../support/db';
 import { workItemModel, type WorkItemModel } from '../../support/work-item';
 import { blockCommands, failPointOff, outcome, rawCollection, rawLocks } from './support';
-import { usesFailPoints } from '../../support/fail-point-lock';
+import { usesPrivateServer } from '../../support/private-server';
 
-// This file configures the server's one failCommand fail point: no other such file runs meanwhile.
-usesFailPoints();
+// This file configures failCommand: on a server of its own where it can (support/private-server.ts).
+usesPrivateServer();
 
 const db = testDatabase('multidoc');
 let conn: MonitoredConnection;
