@@ -11,27 +11,13 @@
  */
 import { Types, type mongo } from 'mongoose';
 import { LockedError } from '../../src';
-import { LockStore, type ReservingWaiter } from '../../src/lock-store';
-import { connect, sleep, testDatabase, type MonitoredConnection } from '../support/db';
-import { workItemModel, type WorkItemModel } from '../support/work-item';
+import type { ReservingWaiter } from '../../src/lock-store';
+import { sleep } from '../support/db';
+import { lockStoreFixture } from '../support/lock-store-fixture';
 
-const db = testDatabase('grant_removes_reservation');
-let conn: MonitoredConnection;
-let M: WorkItemModel;
-let store: LockStore;
+const fx = lockStoreFixture('grant_removes_reservation');
 
-beforeAll(async () => {
-  conn = await connect(db.name);
-  M = await workItemModel(conn.connection, { ttl: 30_000 });
-  store = new LockStore(M.lockModel().collection as unknown as mongo.Collection<mongo.Document>);
-});
-
-afterAll(async () => {
-  await db.drop(conn.connection);
-  await conn.close();
-});
-
-const raw = (id: Types.ObjectId) => M.lockModel().collection.findOne({ _id: id });
+const raw = (id: Types.ObjectId) => fx.M.lockModel().collection.findOne({ _id: id });
 const since = new Date('2026-01-01T00:00:00.000Z');
 
 /** A waiter that has reserved (clearingMark answers 1), recording the marks of its grants. */
@@ -46,20 +32,20 @@ async function acquisitionsOf(run: () => Promise<unknown>): Promise<unknown[]> {
   const listener = (event: { commandName: string; command: mongo.Document }) => {
     if (event.commandName === 'findAndModify') seen.push(event.command.update);
   };
-  conn.connection.getClient().on('commandStarted', listener);
+  fx.conn.connection.getClient().on('commandStarted', listener);
   try {
     await run();
   } finally {
-    conn.connection.getClient().off('commandStarted', listener);
+    fx.conn.connection.getClient().off('commandStarted', listener);
   }
   return seen;
 }
 
 test('granted under its own reservation: the three reservation fields are gone, the grant told its mark', async () => {
   const id = new Types.ObjectId();
-  expect(await store.reserve(id, 'mine', since, 30_000)).toBe(true);
+  expect(await fx.store.reserve(id, 'mine', since, 30_000)).toBe(true);
   const waiter = reservedWaiter('mine');
-  const grant = await store.acquire(id, 'owner-w', 30_000, null, waiter);
+  const grant = await fx.store.acquire(id, 'owner-w', 30_000, null, waiter);
   const record = await raw(id);
   expect(record?.token).toBe(grant.token);
   expect(record?.owner).toBe('owner-w');
@@ -69,11 +55,11 @@ test('granted under its own reservation: the three reservation fields are gone, 
 
 test("granted under another waiter's LAPSED reservation: that reservation is left as it was", async () => {
   const id = new Types.ObjectId();
-  expect(await store.reserve(id, 'other', since, 50)).toBe(true);
+  expect(await fx.store.reserve(id, 'other', since, 50)).toBe(true);
   const before = await raw(id);
   await sleep(200);
   const waiter = reservedWaiter('mine');
-  const grant = await store.acquire(id, 'owner-w', 30_000, null, waiter);
+  const grant = await fx.store.acquire(id, 'owner-w', 30_000, null, waiter);
   const record = await raw(id);
   expect(record?.token).toBe(grant.token);
   expect({ by: record?.reservedBy, until: record?.reservedUntil, since: record?.reservedSince }).toEqual({ by: 'other', until: before?.reservedUntil, since });
@@ -81,26 +67,26 @@ test("granted under another waiter's LAPSED reservation: that reservation is lef
 
 test("refused under another waiter's live reservation, or behind a holder: nothing written, the reservation kept", async () => {
   const id = new Types.ObjectId();
-  expect(await store.reserve(id, 'other', since, 30_000)).toBe(true);
+  expect(await fx.store.reserve(id, 'other', since, 30_000)).toBe(true);
   const before = await raw(id);
   const waiter = reservedWaiter('mine');
-  await expect(store.acquire(id, 'owner-w', 30_000, null, waiter)).rejects.toBeInstanceOf(LockedError);
+  await expect(fx.store.acquire(id, 'owner-w', 30_000, null, waiter)).rejects.toBeInstanceOf(LockedError);
   expect(await raw(id)).toEqual(before);
 
   const held = new Types.ObjectId();
-  await store.acquire(held, 'holder', 30_000);
-  expect(await store.reserve(held, 'mine', since, 30_000)).toBe(true);
+  await fx.store.acquire(held, 'holder', 30_000);
+  expect(await fx.store.reserve(held, 'mine', since, 30_000)).toBe(true);
   const heldBefore = await raw(held);
-  await expect(store.acquire(held, 'owner-w', 30_000, null, reservedWaiter('mine'))).rejects.toBeInstanceOf(LockedError);
+  await expect(fx.store.acquire(held, 'owner-w', 30_000, null, reservedWaiter('mine'))).rejects.toBeInstanceOf(LockedError);
   expect(await raw(held)).toEqual(heldBefore);
   expect(waiter.marks).toEqual([]);
 });
 
 test('the holder renewing under its own reservation (a waiter that holds the lock) drops the reservation too', async () => {
   const id = new Types.ObjectId();
-  await store.acquire(id, 'owner-w', 30_000);
-  expect(await store.reserve(id, 'mine', since, 30_000)).toBe(true);
-  const grant = await store.acquire(id, 'owner-w', 30_000, null, reservedWaiter('mine'));
+  await fx.store.acquire(id, 'owner-w', 30_000);
+  expect(await fx.store.reserve(id, 'mine', since, 30_000)).toBe(true);
+  const grant = await fx.store.acquire(id, 'owner-w', 30_000, null, reservedWaiter('mine'));
   const record = await raw(id);
   expect(record?.token).toBe(grant.token);
   expect(record?.reservedBy).toBeUndefined();
@@ -109,9 +95,9 @@ test('the holder renewing under its own reservation (a waiter that holds the loc
 test('a waiter that has not reserved, and a call that does not wait, send the one-stage acquisition', async () => {
   const id = new Types.ObjectId();
   const notReserved: ReservingWaiter = { key: 'fresh', since: undefined, clearingMark: () => undefined, granted: () => undefined };
-  const [first] = await acquisitionsOf(() => store.acquire(id, 'a', 30_000, null, notReserved));
-  const [second] = await acquisitionsOf(() => store.acquire(new Types.ObjectId(), 'b', 30_000));
-  const [third] = await acquisitionsOf(() => store.acquire(new Types.ObjectId(), 'c', 30_000, null, reservedWaiter('k')));
+  const [first] = await acquisitionsOf(() => fx.store.acquire(id, 'a', 30_000, null, notReserved));
+  const [second] = await acquisitionsOf(() => fx.store.acquire(new Types.ObjectId(), 'b', 30_000));
+  const [third] = await acquisitionsOf(() => fx.store.acquire(new Types.ObjectId(), 'c', 30_000, null, reservedWaiter('k')));
   expect((first as unknown[]).length).toBe(1);
   expect((second as unknown[]).length).toBe(1);
   expect((third as unknown[]).length).toBe(2);
