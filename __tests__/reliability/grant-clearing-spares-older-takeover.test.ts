@@ -1,0 +1,81 @@
+/**
+ * The grant's own clearing (branch reservecost: a reserving single waiter's acquisition removes the
+ * reservation in the same command when `reservedBy` is its key) never removes someone else's
+ * reservation (attack-5 brief: "an older waiter took it over meanwhile").
+ *
+ * The scene, ROUNDS times: H holds d; O (older: refused first) and Y (younger) wait for d. The
+ * server holds O's first reserve (`update`, failCommand blockConnection, 1.5 s), so Y reserves d
+ * first and its later attempts carry the clearing stage; O's reserve then lands and takes the
+ * reservation over (older). H lets go. Asserted: O is served first (Y's attempts, refused by O's
+ * reservation, removed nothing), and once both are done no reservation is left on d.
+ * Both topologies.
+ */
+import { blockCommands, failPointOff } from '../plugin/guard/support';
+import { connect, sleep, testDatabase, type MonitoredConnection } from '../support/db';
+import { usesFailPoints } from '../support/fail-point-lock';
+import { workItemModel, type WorkItemModel } from '../support/work-item';
+
+usesFailPoints();
+jest.setTimeout(180_000);
+const db = testDatabase('grant_spares_older');
+const ROUNDS = 4;
+let admin: MonitoredConnection;
+let oConn: MonitoredConnection;
+let yConn: MonitoredConnection;
+let H: WorkItemModel;
+let O: WorkItemModel;
+let Y: WorkItemModel;
+const O_APP = `mpl-spares-o-${process.pid}`;
+
+beforeAll(async () => {
+  admin = await connect(db.name);
+  oConn = await connect(db.name, { appName: O_APP });
+  yConn = await connect(db.name);
+  H = await workItemModel(admin.connection, { ttl: 30_000, ownerStorage: 'plain' }, 'SparesOlderItem');
+  O = await workItemModel(oConn.connection, { ttl: 30_000, ownerStorage: 'plain' }, 'SparesOlderItem');
+  Y = await workItemModel(yConn.connection, { ttl: 30_000, ownerStorage: 'plain' }, 'SparesOlderItem');
+});
+
+afterAll(async () => {
+  await failPointOff(admin.connection).catch(() => undefined);
+  await db.drop(admin.connection);
+  await Promise.all([admin.close(), oConn.close(), yConn.close()]);
+});
+
+test('a younger waiter that reserved first and lost the reservation to an older one: the older is served first, nothing left', async () => {
+  const [d, warm] = (await H.insertMany([{ title: 'spares' }, { title: 'warm-up' }])).map((x) => x._id);
+  const locks = H.lockModel().collection;
+  // Warm-up (each connection's first lock call also sets the lock collection up): so O's first
+  // refusal does come before Y's, and O is the older waiter.
+  for (const model of [H, O, Y]) await (await model.lock(warm!, 'warm')).unlock();
+  const firsts: string[] = [];
+  const leftovers: unknown[] = [];
+  for (let i = 0; i < ROUNDS; i++) {
+    const held = await H.lock(d!, 'H');
+    await blockCommands(admin.connection, { appName: O_APP, namespace: `${db.name}.${locks.collectionName}`, commands: ['update'], blockTimeMS: 1_500, times: 1 });
+    const order: string[] = [];
+    const o = O.lock(d!, 'O', { wait: 30_000 }).then((doc) => (order.push('O'), doc));
+    await sleep(100);
+    const y = Y.lock(d!, 'Y', { wait: 30_000 }).then((doc) => (order.push('Y'), doc));
+    await sleep(700); // Y reserved (O's reserve is held by the server)
+    const before = (await locks.findOne({ _id: d }))?.reservedBy;
+    await sleep(1_700); // O's reserve landed: O (older) took the reservation over
+    const after = (await locks.findOne({ _id: d }))?.reservedBy;
+    await held.unlock();
+    const first = await Promise.race([o, y]);
+    await first.unlock();
+    const second = await (order[0] === 'O' ? y : o);
+    await second.unlock();
+    await failPointOff(admin.connection);
+    await sleep(300);
+    const record = await locks.findOne({ _id: d });
+    const live = record?.reservedUntil instanceof Date && record.reservedUntil.getTime() > Date.now();
+    if (live) leftovers.push(record);
+    expect(typeof before).toBe('string'); // Y had reserved
+    expect(after).not.toBe(before); // O took it over
+    firsts.push(`${order[0]} (reserved by ${before === after ? 'the same' : 'another'} key after O's reserve landed)`);
+  }
+  console.log(`older takeover, served first per round: ${firsts.join(' / ')}`);
+  expect(firsts.filter((f) => !f.startsWith('O'))).toEqual([]);
+  expect(leftovers).toEqual([]);
+});
