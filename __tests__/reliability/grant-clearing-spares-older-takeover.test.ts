@@ -4,7 +4,7 @@
  * reservation (attack-5 brief: "an older waiter took it over meanwhile").
  *
  * The scene, ROUNDS times: H holds d; O (older: refused first) and Y (younger) wait for d. The
- * server holds O's first reserve (`update`, failCommand blockConnection, 1.5 s), so Y reserves d
+ * server holds O's first reserve (`update`, failCommand blockConnection, 3 s), so Y reserves d
  * first and its later attempts carry the clearing stage; O's reserve then lands and takes the
  * reservation over (older). H lets go. Asserted: O is served first (Y's attempts, refused by O's
  * reservation, removed nothing), and once both are done no reservation is left on d.
@@ -12,6 +12,7 @@
  */
 import { blockCommands, failPointOff } from '../plugin/guard/support';
 import { connect, sleep, testDatabase, type MonitoredConnection } from '../support/db';
+import { retryUntil } from '../support/group-waiting';
 import { usesFailPoints } from '../support/fail-point-lock';
 import { workItemModel, type WorkItemModel } from '../support/work-item';
 
@@ -52,15 +53,17 @@ test('a younger waiter that reserved first and lost the reservation to an older 
   const leftovers: unknown[] = [];
   for (let i = 0; i < ROUNDS; i++) {
     const held = await H.lock(d!, 'H');
-    await blockCommands(admin.connection, { appName: O_APP, namespace: `${db.name}.${locks.collectionName}`, commands: ['update'], blockTimeMS: 1_500, times: 1 });
+    await blockCommands(admin.connection, { appName: O_APP, namespace: `${db.name}.${locks.collectionName}`, commands: ['update'], blockTimeMS: 3_000, times: 1 });
     const order: string[] = [];
     const o = O.lock(d!, 'O', { wait: 30_000 }).then((doc) => (order.push('O'), doc));
     await sleep(100);
     const y = Y.lock(d!, 'Y', { wait: 30_000 }).then((doc) => (order.push('Y'), doc));
-    await sleep(700); // Y reserved (O's reserve is held by the server)
-    const before = (await locks.findOne({ _id: d }))?.reservedBy;
-    await sleep(1_700); // O's reserve landed: O (older) took the reservation over
-    const after = (await locks.findOne({ _id: d }))?.reservedBy;
+    // Y reserves (O's reserve is held by the server), then O's reserve lands and takes it over.
+    const reservedBy = async () => (await locks.findOne({ _id: d }))?.reservedBy;
+    const yReserved = await retryUntil(async () => (await reservedBy()) ?? null, 5_000, 20);
+    const before = yReserved.value;
+    const taken = await retryUntil(async () => ((await reservedBy()) !== before ? true : null), 8_000, 20);
+    const after = taken.value ? await reservedBy() : before;
     await held.unlock();
     const first = await Promise.race([o, y]);
     await first.unlock();
