@@ -13,10 +13,10 @@
 import { blockCommands, failPointOff } from '../plugin/guard/support';
 import { connect, sleep, testDatabase, type MonitoredConnection } from '../support/db';
 import { retryUntil } from '../support/group-waiting';
-import { usesFailPoints } from '../support/fail-point-lock';
+import { usesPrivateServer } from '../support/private-server';
 import { workItemModel, type WorkItemModel } from '../support/work-item';
 
-usesFailPoints();
+usesPrivateServer();
 jest.setTimeout(180_000);
 const db = testDatabase('grant_spares_older');
 const ROUNDS = 4;

@@ -29,14 +29,14 @@ import { LockExpiredError, LockExpiredOnArrivalError, LockedError } from '../../
 import { testUri } from '../conformance/support/server';
 import { failPointOff } from '../plugin/guard/support';
 import { connect, sleep, testDatabase, type MonitoredConnection } from '../support/db';
-import { usesFailPoints } from '../support/fail-point-lock';
+import { usesPrivateServer } from '../support/private-server';
 import { judgeRun, type Belief } from '../support/grant-history';
 import { lateReplies, type LateReplies } from '../support/late-replies';
 import { replicaSetOnly } from '../support/topology';
 import { injectFaults, pick, rand } from '../support/stalled-owners';
 import { workItemModel, type WorkItemModel } from '../support/work-item';
 
-usesFailPoints();
+usesPrivateServer();
 
 const db = testDatabase('reservexcl');
 const RUN_MS = Number(process.env.MPL_RESERVING_EXCL_MS ?? 20_000);
