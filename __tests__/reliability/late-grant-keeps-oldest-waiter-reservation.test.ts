@@ -1,0 +1,82 @@
+/**
+ * Oldest-first after a grant that arrives too late (attack-5 brief: "the grant's own clearing ...
+ * no reservation left after ... a LockExpiredOnArrival", and oldest-first among single waiters).
+ *
+ * Since branch reservecost, a reserving single waiter's acquisition removes its own reservation in
+ * the same command when it is granted (cmd-acquire's second stage). A grant that arrives after its
+ * lease already ran out (timed from the send, PRODUCT.md property 13) is released by its token and
+ * asked for again (plugin.ts takeLease). Before, the oldest waiter's reservation survived that: the
+ * release woke the younger waiters, and the reservation refused them, so the retry of the oldest
+ * got the document. Now the late grant removed the reservation: the released document is free AND
+ * unreserved, and a younger waiter woken by that release can take it first.
+ *
+ * The scene, ROUNDS times: H holds d; O (its own connection and appName) waits and reserves d; Y
+ * (younger, another connection) waits too. The server holds O's next `findAndModify`
+ * (failCommand blockConnection) for longer than the ttl, and H lets go: O's grant lands too late,
+ * O releases it and asks again, Y hears the release. Asserted: O, the oldest waiter, is served
+ * first every round. Replica set (the release's change event wakes Y at once).
+ * Measured: on ce6d9b6 (main before nextgap and reservecost) O first 6 of 6 rounds (passes); on
+ * attack5 (main + both) Y first 6 of 6 (FAILS): a regression of reservecost's grant-side clearing.
+ */
+import { performance } from 'node:perf_hooks';
+import { failPointOff, blockCommands } from '../plugin/guard/support';
+import { connect, sleep, testDatabase, type MonitoredConnection } from '../support/db';
+import { usesFailPoints } from '../support/fail-point-lock';
+import { replicaSetOnly } from '../support/topology';
+import { workItemModel, type WorkItemModel } from '../support/work-item';
+
+usesFailPoints();
+jest.setTimeout(180_000);
+const db = testDatabase('late_grant_oldest');
+const ROUNDS = 6;
+const TTL = 1_000;
+let admin: MonitoredConnection;
+let oConn: MonitoredConnection;
+let yConn: MonitoredConnection;
+let H: WorkItemModel;
+let O: WorkItemModel;
+let Y: WorkItemModel;
+const O_APP = `mpl-lategrant-o-${process.pid}`;
+
+beforeAll(async () => {
+  admin = await connect(db.name);
+  oConn = await connect(db.name, { appName: O_APP });
+  yConn = await connect(db.name);
+  H = await workItemModel(admin.connection, { ttl: TTL, ownerStorage: 'plain' }, 'LateGrantItem');
+  O = await workItemModel(oConn.connection, { ttl: TTL, ownerStorage: 'plain' }, 'LateGrantItem');
+  Y = await workItemModel(yConn.connection, { ttl: TTL, ownerStorage: 'plain' }, 'LateGrantItem');
+});
+
+afterAll(async () => {
+  await failPointOff(admin.connection).catch(() => undefined);
+  await db.drop(admin.connection);
+  await Promise.all([admin.close(), oConn.close(), yConn.close()]);
+});
+
+replicaSetOnly('the younger waiter hears the late grant\'s release by the change stream')('the oldest waiter whose grant arrived too late is still served first', async () => {
+  const [d] = (await H.insertMany([{ title: 'late' }])).map((x) => x._id);
+  const firsts: string[] = [];
+  for (let i = 0; i < ROUNDS; i++) {
+    const held = await H.lock(d!, 'H', { ttl: 30_000 });
+    const order: string[] = [];
+    const o = O.lock(d!, 'O', { wait: 30_000 }).then((doc) => (order.push('O'), doc));
+    await sleep(400); // O refused for over 250 ms: it reserves d
+    const y = Y.lock(d!, 'Y', { wait: 30_000 }).then((doc) => (order.push('Y'), doc));
+    await sleep(700); // Y refused for over 250 ms too; O keeps the reservation (older)
+    const reservation = (await H.lockModel().collection.findOne({ _id: d }))?.reservedBy;
+    await blockCommands(admin.connection, { appName: O_APP, namespace: `${db.name}.${H.lockModel().collection.collectionName}`, commands: ['findAndModify'], blockTimeMS: TTL + 400, times: 1 });
+    const released = performance.now();
+    await held.unlock();
+    const first = await Promise.race([o, y]);
+    const firstMs = Math.round(performance.now() - released);
+    // Let the other one through: the first lets go at once.
+    await first.unlock();
+    const second = await (order[0] === 'O' ? y : o);
+    await second.unlock();
+    await failPointOff(admin.connection);
+    firsts.push(`${order[0]}@${firstMs}ms`);
+    expect(typeof reservation).toBe('string');
+  }
+  console.log(`late grant of the oldest waiter, served first per round: ${firsts.join(' / ')}`);
+  expect(firsts.filter((f) => f.startsWith('Y'))).toEqual([]);
+});
