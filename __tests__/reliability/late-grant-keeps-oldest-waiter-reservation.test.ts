@@ -23,10 +23,10 @@
 import { performance } from 'node:perf_hooks';
 import { failPointOff, blockCommands } from '../plugin/guard/support';
 import { connect, sleep, testDatabase, type MonitoredConnection } from '../support/db';
-import { usesFailPoints } from '../support/fail-point-lock';
+import { usesPrivateServer } from '../support/private-server';
 import { workItemModel, type WorkItemModel } from '../support/work-item';
 
-usesFailPoints();
+usesPrivateServer();
 jest.setTimeout(180_000);
 const db = testDatabase('late_grant_oldest');
 const ROUNDS = 6;
