@@ -132,19 +132,43 @@ export class GroupReservation<T extends ReservationTarget = GroupMember> {
     current.renewing = true;
     this.enqueue(async () => {
       try {
-        if (this.current !== current) return;
-        this.sent++;
-        this.sending = true;
-        const held = await current.member.runtime.store.reserve(current.member.documentId, this.key, current.since, RESERVATION_MS).finally(() => {
-          this.sending = false;
-        });
-        const gained = held && !current.held;
-        current.held = held;
-        if (gained && this.current === current) this.onHeld?.();
+        if (this.current === current) await this.send(current);
       } finally {
         current.renewing = false;
       }
     });
+  }
+
+  /**
+   * Writes the reservation again now (a command of this waiter removed it: a grant that arrived
+   * too late to count on, SingleWaiterReservation.lateGrant), after any reservation command already
+   * queued; resolves once it was answered (or failed: counted, the caller goes on). Nothing when
+   * the waiter reserves nothing.
+   */
+  restore(): Promise<void> {
+    const current = this.current;
+    if (!current) return Promise.resolve();
+    return new Promise((resolve) => {
+      this.enqueue(async () => {
+        try {
+          if (this.current === current) await this.send(current);
+        } finally {
+          resolve();
+        }
+      });
+    });
+  }
+
+  /** One reserve of `current` (LockStore.reserve), sent from the chain. */
+  private async send(current: { member: T; since: Date; held: boolean }): Promise<void> {
+    this.sent++;
+    this.sending = true;
+    const held = await current.member.runtime.store.reserve(current.member.documentId, this.key, current.since, RESERVATION_MS).finally(() => {
+      this.sending = false;
+    });
+    const gained = held && !current.held;
+    current.held = held;
+    if (gained && this.current === current) this.onHeld?.();
   }
 
   private enqueue(command: () => Promise<void>): void {

@@ -107,6 +107,11 @@ export interface ReservingWaiter {
   clearingMark?(): number | undefined;
   /** Told of each grant: the mark its attempt carried (undefined: it removed no reservation). */
   granted?(mark: number | undefined): void;
+  /**
+   * Told that the last grant arrived too late to count on, before it is released: writes back the
+   * reservation that grant removed, if it did (resolves once answered; never rejects).
+   */
+  lateGrant?(): Promise<void>;
 }
 
 /** A lock granted (or resumed) by one command, with that command's timing (lease.ts). */

@@ -186,6 +186,11 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
       // A caller that called the lock off meanwhile is not kept waiting for more late grants.
       const abandoned = call.signal?.aborted === true;
       const last = attempt >= LAPSED_GRANT_ATTEMPTS || abandoned;
+      // A grant that removed the caller's reservation (cmd-acquire's second stage) has it written
+      // back first: released free and unreserved, the document would go to a younger waiter woken
+      // by the release (reliability/late-grant-keeps-oldest-waiter-reservation). Not for a call
+      // given up (it clears its reservation as it ends).
+      if (!abandoned) await waiter?.lateGrant?.();
       if (!resuming || last) await releaseGrant(store, documentId, key, grant).catch(() => undefined);
       if (abandoned) call.signal?.throwIfAborted();
       if (last) throw new LockExpiredOnArrivalError(documentId, grant.expiresAt, { operation: resuming ? 'resume' : 'lock', ttl: grant.ttl ?? call.ttl, elapsedMs, attempts: attempt });

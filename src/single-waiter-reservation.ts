@@ -62,6 +62,19 @@ export class SingleWaiterReservation implements ReservingWaiter {
   }
 
   /**
+   * The last grant arrived too late to count on and is about to be released (plugin.ts takeLease):
+   * when that grant removed this call's reservation, it is written again first, awaited, so the
+   * release never leaves the document free and unreserved for a younger waiter woken by it (the
+   * oldest waiter's place is kept, as before grants removed reservations). The call's end then
+   * clears it as any reservation (the grant's removal no longer counts).
+   */
+  async lateGrant(): Promise<void> {
+    if (this.grantMark === undefined || this.ended) return;
+    this.grantMark = undefined;
+    await this.reservation.restore();
+  }
+
+  /**
    * The call ended (granted, gave up, aborted, failed): the reservation is cleared in the background,
    * unless the last grant removed it and no reserve was sent since (one that was may land after the
    * grant and write it again: then the clear is sent, as for a call that ends without a grant).
