@@ -228,6 +228,12 @@ export async function claimNext(context: NextContext): Promise<Claimed | null> {
   let reservation: NextReservation | undefined;
   /** Reads again at once in a row because the reserved document was found free after a read. */
   let rereads = 0;
+  /**
+   * Whether something since the last search suggests a held match (a claim refused because it was
+   * held, or a change that woke the call): only then does the reservation search for one at once
+   * (next-reservation.ts), so a worker idling on an empty queue sends no search each second.
+   */
+  let contended = false;
   queue.active++;
   try {
     for (;;) {
@@ -250,6 +256,7 @@ export async function claimNext(context: NextContext): Promise<Claimed | null> {
           queue.settle(candidate, outcome?.kind === 'held' || outcome?.kind === 'notMatching', outcome?.kind === 'claimed', performance.now() - began);
         }
         if (outcome.kind === 'claimed') return outcome.claimed;
+        if (outcome.kind === 'held') contended = true;
         if (outcome.kind === 'notMatching') {
           const count = (misses.get(candidate.key) ?? 0) + 1;
           misses.set(candidate.key, count);
@@ -267,7 +274,8 @@ export async function claimNext(context: NextContext): Promise<Claimed | null> {
         continue;
       }
       // Nothing to try: read. A waiting call subscribes first, so no wake-up after the read is lost.
-      const subscription = waiting ? context.feed.subscribe() : undefined;
+      // A release by this process of the document this call reserves wakes it (local-wake.ts).
+      const subscription = waiting ? context.feed.subscribe(() => (reservation && queue.reserver === reservation ? reservation.key : undefined)) : undefined;
       try {
         const run = (match: Document) => (limit: number) => readCandidates(context, match, limit);
         /** A read that leaves out `excluded` (shared with the other calls when it leaves out nothing). */
@@ -317,6 +325,8 @@ export async function claimNext(context: NextContext): Promise<Claimed | null> {
           else {
             reservation ??= new NextReservation(context);
             queue.reserver = reservation;
+            if (contended) reservation.contended();
+            contended = false;
             if ((await reservation.afterNone(skip)) === 'readAgain' && rereads++ < 1) {
               notBefore = performance.now();
               continue;
@@ -335,7 +345,8 @@ export async function claimNext(context: NextContext): Promise<Claimed | null> {
         const onAbort = () => stop.abort();
         signal?.addEventListener('abort', onAbort, { once: true });
         try {
-          await Promise.race([subscription!.changed, pause(Math.min(left, poll), stop.signal)]);
+          const woken = await Promise.race([subscription!.changed.then(() => true), pause(Math.min(left, poll), stop.signal).then(() => false)]);
+          if (woken) contended = true;
         } finally {
           signal?.removeEventListener('abort', onAbort);
           stop.abort();

@@ -10,8 +10,13 @@
  * single-flight read in lock-next.ts), so a burst of events costs one read, not one per waiter.
  * A lock that simply expires (its holder crashed) writes nothing and produces no event: waiters
  * also read again every SAFETY_POLL_MS. Without streams they poll with jittered backoff.
+ * A release made by this process reaches the feed too (local-wake.ts, as it reaches LockWatch):
+ * without live streams it wakes every waiting call, as a release's event would; with them, only
+ * the call that reserved the released document (next-reservation.ts), the others hearing the
+ * event a moment later as before (waking all of them twice cost throughput: LockWatch.wakeLocal).
  */
 import type { mongo } from 'mongoose';
+import { delist, enlist, type LocallyWakeable } from './local-wake';
 
 type Document = mongo.Document;
 
@@ -35,24 +40,39 @@ interface Source {
   ignore?(event: Document): boolean;
 }
 
-export class NextFeed {
-  private readonly waiters = new Set<() => void>();
+interface FeedWaiter {
+  wake(): void;
+  /** The idKey of the document the call reserves now, if any (next-reservation.ts). */
+  reserved(): string | undefined;
+}
+
+export class NextFeed implements LocallyWakeable {
+  private readonly waiters = new Set<FeedWaiter>();
   private streams: mongo.ChangeStream[] | undefined;
   private opening: Promise<boolean> | undefined;
   private idleTimer: NodeJS.Timeout | undefined;
   /** Number of times the streams were opened (visible to tests). */
   opened = 0;
+  /** The scope this feed is listed under for releases of this process while it has waiters (local-wake.ts). */
+  private listedAs: string | undefined;
 
+  /** `scope`: the lock collection's LockStore.scope, read when the first waiter subscribes. */
   constructor(
     private readonly sources: Source[],
     private readonly canWatch: () => Promise<boolean>,
+    private readonly scope?: () => string,
   ) {}
 
-  /** Registers synchronously, so no event after this call is missed once the streams are live. */
-  subscribe(): FeedSubscription {
+  /**
+   * Registers synchronously, so no event after this call is missed once the streams are live.
+   * `reserved`: the document the call reserves, asked when this process releases a lock.
+   */
+  subscribe(reserved: () => string | undefined = () => undefined): FeedSubscription {
     let wake!: () => void;
     const changed = new Promise<void>((resolve) => (wake = resolve));
-    this.waiters.add(wake);
+    const waiter: FeedWaiter = { wake, reserved };
+    this.waiters.add(waiter);
+    if (this.listedAs === undefined && this.scope) enlist((this.listedAs = this.scope()), this);
     clearTimeout(this.idleTimer);
     const wasLive = this.streams !== undefined;
     const live = this.open().catch(() => false);
@@ -61,10 +81,45 @@ export class NextFeed {
       wasLive,
       live,
       cancel: () => {
-        this.waiters.delete(wake);
-        if (this.waiters.size === 0) this.scheduleIdleClose();
+        this.waiters.delete(waiter);
+        if (this.waiters.size === 0) this.idle();
       },
     };
+  }
+
+  /**
+   * A release by this process of the document `key` (local-wake.ts): without live streams every
+   * waiting call reads again (a release's event would wake them all); with them, only the call
+   * that reserved it (the freed document is its to take: asking before the event comes hands it
+   * over sooner). Picks no LockWatch waiter's turn (false): the calls read, they do not queue.
+   */
+  wakeLocal(key: string): boolean {
+    if (!this.streams) this.wakeAll();
+    else for (const waiter of [...this.waiters]) if (waiter.reserved() === key) this.wakeOne(waiter);
+    return false;
+  }
+
+  /** Whether a waiting call here reserves the document `key` (then no single waiter here is picked for it). */
+  reserving(key: string): boolean {
+    for (const waiter of this.waiters) if (waiter.reserved() === key) return true;
+    return false;
+  }
+
+  wakeEveryone(): void {
+    if (!this.streams) this.wakeAll();
+  }
+
+  private wakeOne(waiter: FeedWaiter): void {
+    this.waiters.delete(waiter);
+    if (this.waiters.size === 0) this.idle();
+    waiter.wake();
+  }
+
+  /** No waiter left: the streams close after a while, and no release of this process looks here. */
+  private idle(): void {
+    this.scheduleIdleClose();
+    if (this.listedAs !== undefined) delist(this.listedAs, this);
+    this.listedAs = undefined;
   }
 
   private open(): Promise<boolean> {
@@ -107,8 +162,8 @@ export class NextFeed {
   private wakeAll(): void {
     const waiters = [...this.waiters];
     this.waiters.clear();
-    for (const wake of waiters) wake();
-    if (waiters.length > 0) this.scheduleIdleClose();
+    if (waiters.length > 0) this.idle();
+    for (const waiter of waiters) waiter.wake();
   }
 
   private scheduleIdleClose(): void {
@@ -158,12 +213,13 @@ function freesNothing(event: Document): boolean {
 }
 
 /** The feed for a model collection and its lock collection. */
-export function nextFeed(documents: mongo.Collection<Document>, locks: mongo.Collection<Document>, canWatch: () => Promise<boolean>): NextFeed {
+export function nextFeed(documents: mongo.Collection<Document>, locks: mongo.Collection<Document>, canWatch: () => Promise<boolean>, scope?: () => string): NextFeed {
   return new NextFeed(
     [
       { collection: documents, pipeline: [{ $match: { operationType: { $in: ['insert', 'update', 'replace'] } } }] },
       { collection: locks, pipeline: [{ $match: { operationType: { $in: ['update', 'replace', 'delete'] } } }], ignore: freesNothing },
     ],
     canWatch,
+    scope,
   );
 }

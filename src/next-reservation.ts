@@ -25,7 +25,13 @@
  *    that claims a document, or ends, clears it in the background.
  *  - the uncontended path: nothing is sent before a call has waited RESERVE_AFTER_MS; one call per
  *    filter and process reserves (NextQueue.reserver), so a pool of workers sends one check per
- *    read that found none free, and a search for a held match at most every SEARCH_EVERY_MS.
+ *    read that found none free, and a search for a held match once RESERVE_AFTER_MS has passed,
+ *    then at most every SEARCH_EVERY_MS when something suggests a held match (`contended`: a claim
+ *    of this call refused because the document was held, or a change event or a release of this
+ *    process that woke it), and otherwise backing off (2, 4, then every 8 s: a holder in another
+ *    process without change streams gives no sign) while it finds none. A worker idling on an
+ *    empty queue thus sends one search in its first 2 s, one more by 6 s, then one per 8 s
+ *    (plugin/lock-next-idle-and-uncontended-commands 4: before, one each second).
  */
 import { GroupReservation, RESERVE_AFTER_MS, reservationFailures, type ReservationTarget } from './group-reservation';
 import { idKey } from './id-key';
@@ -36,6 +42,9 @@ type Document = mongo.Document;
 
 /** A call that found no held match searches again at most this often (its safety poll's period). */
 const SEARCH_EVERY_MS = 1_000;
+/** Without a sign of a held match, a call whose searches find none searches again after 2 s, 4 s, then every IDLE_SEARCH_MAX_MS. */
+const IDLE_SEARCH_FIRST_MS = 2_000;
+const IDLE_SEARCH_MAX_MS = 8_000;
 
 export { RESERVE_AFTER_MS };
 
@@ -55,12 +64,26 @@ export class NextReservation {
   /** Server time of the call's first search that found a held match: its place among waiters. */
   private since: Date | undefined;
   private searchedAt = -Infinity;
+  /** How long after a search that found none the next is made without a sign of a held match. */
+  private idleGap = IDLE_SEARCH_FIRST_MS;
+  /** Whether a sign of a held match came since the last search (contended). */
+  private hinted = false;
 
   constructor(private readonly context: NextReservationContext) {}
 
   /** The document reserved (or asked for) now, if any; for tests. */
   get documentId(): unknown {
     return this.target?.member.documentId;
+  }
+
+  /** The idKey of the document reserved (or asked for) now, if any (a release of it here wakes the call: next-feed.ts). */
+  get key(): string | undefined {
+    return this.target?.key;
+  }
+
+  /** A sign of a held match (lock-next.ts: a claim refused as held, a change that woke the call): the next read that finds none free searches. */
+  contended(): void {
+    this.hinted = true;
   }
 
   /**
@@ -80,10 +103,18 @@ export class NextReservation {
         // No longer matching (or deleted), or left out by this call: never kept from others.
         this.drop();
       }
-      if (performance.now() - this.searchedAt < SEARCH_EVERY_MS) return 'wait';
-      this.searchedAt = performance.now();
+      const now = performance.now();
+      const gap = this.hinted ? SEARCH_EVERY_MS : this.idleGap;
+      if (now - this.searchedAt < gap) return 'wait';
+      const idleRepeat = !this.hinted && this.searchedAt !== -Infinity;
+      this.searchedAt = now;
+      this.hinted = false;
       const found = await store.firstHeldCandidate(documents, match, sort, [...excluded.values()]);
-      if (!found) return 'wait';
+      if (!found) {
+        if (idleRepeat) this.idleGap = Math.min(this.idleGap * 2, IDLE_SEARCH_MAX_MS);
+        return 'wait';
+      }
+      this.idleGap = IDLE_SEARCH_FIRST_MS;
       this.since ??= found.serverNow;
       const member: ReservationTarget = { documentId: found.id, runtime: { store } };
       this.target = { key: idKey(found.id), member };
@@ -99,7 +130,9 @@ export class NextReservation {
   private drop(): void {
     this.reservation.end();
     this.target = undefined;
+    // It reserved a held match: another may be held too, search at the next read that finds none free.
     this.searchedAt = -Infinity;
+    this.hinted = true;
   }
 
   /** The call ended (claimed, none, aborted, failed): the reservation is cleared in the background. */

@@ -44,7 +44,7 @@ export function installNextStatics(schema: AnySchema, deps: NextStaticsDeps): vo
     const locks = runtime.lockModel.collection as unknown as mongo.Collection<Document>;
     let feed = feeds.get(documents);
     if (!feed) {
-      feed = nextFeed(documents, locks, async () => options.changeStreams === 'auto' && (await deploymentKind(model.db)) !== 'standalone');
+      feed = nextFeed(documents, locks, async () => options.changeStreams === 'auto' && (await deploymentKind(model.db)) !== 'standalone', () => runtime.store.scope);
       feeds.set(documents, feed);
     }
     // Snapshot candidate reads on replica sets only (docs/mongodb-compatibility.md R31, R34).

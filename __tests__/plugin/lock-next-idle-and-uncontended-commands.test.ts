@@ -8,7 +8,7 @@
  *  2. lockNext with wait, a free match;
  *  3. lockNext with wait, its only match held for ~150 ms (under the 250 ms after which it reserves);
  * and the idle worker, the commonest waiting there is: 4. a worker waiting on an EMPTY queue (no
- * matching document at all, none held) for 4 s: its commands per second, against main's.
+ * matching document at all, none held) for 10 s: its commands per second, against main's.
  */
 import type { mongo } from 'mongoose';
 import { connect, sleep, testDatabase, type MonitoredConnection } from '../support/db';
@@ -79,7 +79,7 @@ test('1-3. uncontended and briefly refused lockNext calls send what main sent', 
 });
 
 test('4. an idle worker waiting on an empty queue sends no more commands per second than on main', async () => {
-  const WINDOW_MS = 4_000;
+  const WINDOW_MS = 10_000;
   const sent = await recorded(() => Item.lockNext({ title: 'never-there' }, 'idle', { wait: WINDOW_MS }));
   const perSecond = (sent.length * 1_000) / WINDOW_MS;
   const kinds = new Map<string, number>();
@@ -90,6 +90,15 @@ test('4. an idle worker waiting on an empty queue sends no more commands per sec
   // reservecost) adds its search for a held match (LockStore.firstHeldCandidate) about once a
   // second: 4.25 (replica set) / 3.75 (standalone) commands per second, one more command per
   // second for every idle waiting filter of every process. FAILS there.
-  expect([...kinds.keys()].filter((c) => c !== 'aggregate items')).toEqual([]);
+  // Branch fix5 (the lead's brief: exactly main's count is stricter than a sound fix gives): a
+  // search only tells an empty queue from one whose matches are all held, and a worker whose job is
+  // held by another process, without change streams, gets no other sign (its reservation then keeps
+  // younger reservers off the job: reliability/release-here-wakes-reserving-lock-next-worker
+  // asserts it 450 ms after the 250 ms). So one search once the call has waited 250 ms, then only
+  // on a sign (a claim refused as held, a change that woke it: at most one a second), else backing
+  // off 2 s, 4 s, then every 8 s: at 0.25, 2.25 and 6.25 s in this window (a stray change event
+  // may add one or two). attack5: one a second, 10 here. Measured: replica set 3 and 4, standalone 3.
+  expect([...kinds.keys()].filter((c) => c !== 'aggregate items' && c !== 'aggregate items (reservation read)')).toEqual([]);
+  expect(kinds.get('aggregate items (reservation read)') ?? 0).toBeLessThanOrEqual(5);
   expect(perSecond).toBeLessThanOrEqual(5);
 });
