@@ -10,9 +10,11 @@
  * of one stream event across them all (LockWatch.wakeLocal: every waiter mid-attempt or holding the
  * document's reservation, and else the one longest waiting, at most one in the whole process).
  * With a live stream, only the reservation's holder: the release's event wakes the rest, as before.
+ * Waiting `lockNext` calls are listed the same way (NextFeed, next-feed.ts: every waiting call
+ * without live streams, the call reserving the document with them).
  */
 
-/** What a LockWatch offers to a release of this process. */
+/** What a LockWatch (or a lockNext feed, NextFeed) offers to a release of this process. */
 export interface LocallyWakeable {
   /**
    * Wakes the waiters of the document `key` (idKey) as a stream event would (every waiter not
