@@ -63,6 +63,12 @@ const LATE_LIMIT = 3;
 const SAFETY_POLL_MS = 1_000;
 const POLL_BASE_MS = 20;
 const POLL_CAP_MS = 1_000;
+/**
+ * Without live streams, the call that holds a reservation reads again this often instead of
+ * backing off: the freed job is its alone meanwhile (lock-waiter.ts RESERVED_POLL_MS, the single
+ * waiter's; one reserving call per filter and process, so cheap).
+ */
+const RESERVED_POLL_MS = 500;
 /** Longest wait for another call's attempt to end before reading again. */
 const SETTLE_WAIT_MS = 1_000;
 /** Snapshot reads that found the catalog newer than the snapshot are retried this often. */
@@ -340,7 +346,9 @@ export async function claimNext(context: NextContext): Promise<Claimed | null> {
         if (signal?.aborted) return null;
         // Streams that were capturing before this read report every later change; otherwise
         // (none, or still opening) poll with backoff meanwhile (and wake when the reservation is due).
-        const poll = Math.min(reserveIn, deadline - performance.now(), subscription!.wasLive ? SAFETY_POLL_MS : Math.random() * Math.min(POLL_CAP_MS, POLL_BASE_MS * 2 ** round++));
+        const reservedPoll = reservation !== undefined && queue.reserver === reservation && reservation.holding;
+        const backoffPoll = reservedPoll ? RESERVED_POLL_MS : Math.random() * Math.min(POLL_CAP_MS, POLL_BASE_MS * 2 ** round++);
+        const poll = Math.min(reserveIn, deadline - performance.now(), subscription!.wasLive ? SAFETY_POLL_MS : backoffPoll);
         const stop = new AbortController();
         const onAbort = () => stop.abort();
         signal?.addEventListener('abort', onAbort, { once: true });

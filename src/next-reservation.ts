@@ -76,6 +76,11 @@ export class NextReservation {
     return this.target?.member.documentId;
   }
 
+  /** Whether the last reserve answered that this call holds the reservation of its document (lock-next.ts polls attentively then). */
+  get holding(): boolean {
+    return this.target !== undefined && this.reservation.held;
+  }
+
   /** The idKey of the document reserved (or asked for) now, if any (a release of it here wakes the call: next-feed.ts). */
   get key(): string | undefined {
     return this.target?.key;
