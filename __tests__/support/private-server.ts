@@ -29,6 +29,10 @@ function pidFile(): string {
 async function startPrivateEmulator(): Promise<string> {
   const child = spawn(process.execPath, ['--import', 'tsx', join(__dirname, 'private-emulator.ts'), testTopology()], { stdio: ['pipe', 'pipe', 'pipe'] });
   writeFileSync(pidFile(), String(child.pid));
+  // Neither the child nor its pipes keep the Jest worker alive: the environment's teardown stops
+  // the server, and a worker that ends first closes its stdin, which stops it too.
+  child.unref();
+  for (const pipe of [child.stdin, child.stdout, child.stderr]) (pipe as unknown as { unref?: () => void }).unref?.();
   let errors = '';
   child.stderr.setEncoding('utf8').on('data', (chunk: string) => (errors = (errors + chunk).slice(-5_000)));
   return new Promise<string>((resolve, reject) => {
