@@ -94,6 +94,27 @@ const LOCK_OPTIONS: readonly (keyof LockCallOptions)[] = ['ttl', 'wait', 'signal
  * await item.saveAndUnlock();
  * ```
  */
+/**
+ * Waits for `work` (a command already sent, which is never interrupted), or until `signal` aborts,
+ * whichever comes first: a call called off is not kept waiting for an answer it no longer needs.
+ */
+async function untilAborted(work: Promise<unknown> | undefined, signal: AbortSignal | undefined): Promise<void> {
+  if (!work) return;
+  if (!signal) {
+    await work;
+    return;
+  }
+  if (signal.aborted) return;
+  let onAbort!: () => void;
+  const aborted = new Promise<void>((resolve) => (onAbort = resolve));
+  signal.addEventListener('abort', onAbort, { once: true });
+  try {
+    await Promise.race([work, aborted]);
+  } finally {
+    signal.removeEventListener('abort', onAbort);
+  }
+}
+
 export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): void {
   // Decide first whether this application applies at all: the lock schemas themselves, a second
   // application, a schema already compiled, and embedded schemas reached by a global
@@ -190,9 +211,13 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
       // back first: released free and unreserved, the document would go to a younger waiter woken
       // by the release (reliability/late-grant-keeps-oldest-waiter-reservation). Not for a call
       // given up (it clears its reservation as it ends).
-      if (!abandoned) await waiter?.lateGrant?.();
-      if (!resuming || last) await releaseGrant(store, documentId, key, grant).catch(() => undefined);
-      if (abandoned) call.signal?.throwIfAborted();
+      // An abort that lands while the write-back or the release is answered ends the call at once,
+      // as one before them did: the late grant is of no use, its release goes on in the background,
+      // and no attempt is sent after the abort (reliability/abort-during-late-grant-write-back).
+      if (!abandoned) await untilAborted(waiter?.lateGrant?.(), call.signal);
+      const release = !resuming || last || call.signal?.aborted === true ? releaseGrant(store, documentId, key, grant).catch(() => undefined) : undefined;
+      await untilAborted(release, call.signal);
+      call.signal?.throwIfAborted();
       if (last) throw new LockExpiredOnArrivalError(documentId, grant.expiresAt, { operation: resuming ? 'resume' : 'lock', ttl: grant.ttl ?? call.ttl, elapsedMs, attempts: attempt });
     }
   }
