@@ -28,10 +28,12 @@
  *    read that found none free, and a search for a held match once RESERVE_AFTER_MS has passed,
  *    then at most every SEARCH_EVERY_MS when something suggests a held match (`contended`: a claim
  *    of this call refused because the document was held, or a change event or a release of this
- *    process that woke it), and otherwise backing off (2, 4, then every 8 s: a holder in another
- *    process without change streams gives no sign) while it finds none. A worker idling on an
- *    empty queue thus sends one search in its first 2 s, one more by 6 s, then one per 8 s
- *    (plugin/lock-next-idle-and-uncontended-commands 4: before, one each second).
+ *    process that woke it), and otherwise every IDLE_SEARCH_MS while it finds none (a holder in
+ *    another process without change streams gives no sign: a longer back-off left a worker that
+ *    had idled on an empty queue unserved for 9-10 s beside waiting groups of another process,
+ *    reliability/worker-idle-before-contested-job-beside-groups). A worker idling on an empty queue
+ *    thus sends one search per 2 s (plugin/lock-next-idle-and-uncontended-commands 4: before, one
+ *    each second).
  */
 import { GroupReservation, RESERVE_AFTER_MS, reservationFailures, type ReservationTarget } from './group-reservation';
 import { idKey } from './id-key';
@@ -42,9 +44,8 @@ type Document = mongo.Document;
 
 /** A call that found no held match searches again at most this often (its safety poll's period). */
 const SEARCH_EVERY_MS = 1_000;
-/** Without a sign of a held match, a call whose searches find none searches again after 2 s, 4 s, then every IDLE_SEARCH_MAX_MS. */
-const IDLE_SEARCH_FIRST_MS = 2_000;
-const IDLE_SEARCH_MAX_MS = 8_000;
+/** Without a sign of a held match, a call whose searches find none searches again this often. */
+const IDLE_SEARCH_MS = 2_000;
 
 export { RESERVE_AFTER_MS };
 
@@ -64,8 +65,6 @@ export class NextReservation {
   /** Server time of the call's first search that found a held match: its place among waiters. */
   private since: Date | undefined;
   private searchedAt = -Infinity;
-  /** How long after a search that found none the next is made without a sign of a held match. */
-  private idleGap = IDLE_SEARCH_FIRST_MS;
   /** Whether a sign of a held match came since the last search (contended). */
   private hinted = false;
 
@@ -109,17 +108,12 @@ export class NextReservation {
         this.drop();
       }
       const now = performance.now();
-      const gap = this.hinted ? SEARCH_EVERY_MS : this.idleGap;
+      const gap = this.hinted ? SEARCH_EVERY_MS : IDLE_SEARCH_MS;
       if (now - this.searchedAt < gap) return 'wait';
-      const idleRepeat = !this.hinted && this.searchedAt !== -Infinity;
       this.searchedAt = now;
       this.hinted = false;
       const found = await store.firstHeldCandidate(documents, match, sort, [...excluded.values()]);
-      if (!found) {
-        if (idleRepeat) this.idleGap = Math.min(this.idleGap * 2, IDLE_SEARCH_MAX_MS);
-        return 'wait';
-      }
-      this.idleGap = IDLE_SEARCH_FIRST_MS;
+      if (!found) return 'wait';
       this.since ??= found.serverNow;
       const member: ReservationTarget = { documentId: found.id, runtime: { store } };
       this.target = { key: idKey(found.id), member };

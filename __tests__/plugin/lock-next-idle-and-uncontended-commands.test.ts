@@ -101,7 +101,12 @@ test('4. an idle worker waiting on an empty queue sends no more commands per sec
   // on a sign (a claim refused as held, a change that woke it: at most one a second), else backing
   // off 2 s, 4 s, then every 8 s: at 0.25, 2.25 and 6.25 s in this window (a stray change event
   // may add one or two). attack5: one a second, 10 here. Measured: replica set 3 and 4, standalone 3.
+  // attack6 (reliability/worker-idle-before-contested-job-beside-groups): that back-off left a
+  // worker whose job came to be held by groups of another process, without change streams, unserved
+  // for 9-10 s; the idle search is now every 2 s, not backing off: at 0.25, 2.25 ... 8.25 s, 5 in
+  // this window, a stray change event adding one or two (measured: 6 on a replica set), while the
+  // commands per second stay below main's 3.25 (2.5 measured: fewer candidate reads).
   expect([...kinds.keys()].filter((c) => c !== 'aggregate items' && c !== 'aggregate items (reservation read)')).toEqual([]);
-  expect(kinds.get('aggregate items (reservation read)') ?? 0).toBeLessThanOrEqual(5);
+  expect(kinds.get('aggregate items (reservation read)') ?? 0).toBeLessThanOrEqual(7);
   expect(perSecond).toBeLessThanOrEqual(5);
 });
