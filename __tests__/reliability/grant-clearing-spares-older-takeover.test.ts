@@ -11,53 +11,31 @@
  * Both topologies.
  */
 import { blockCommands, failPointOff } from '../plugin/guard/support';
-import { connect, sleep, testDatabase, type MonitoredConnection } from '../support/db';
+import { sleep } from '../support/db';
 import { retryUntil } from '../support/group-waiting';
 import { usesPrivateServer } from '../support/private-server';
-import { workItemModel, type WorkItemModel } from '../support/work-item';
+import { waiterCast } from '../support/waiter-cast';
 
 usesPrivateServer();
 jest.setTimeout(180_000);
-const db = testDatabase('grant_spares_older');
 const ROUNDS = 4;
-let admin: MonitoredConnection;
-let oConn: MonitoredConnection;
-let yConn: MonitoredConnection;
-let H: WorkItemModel;
-let O: WorkItemModel;
-let Y: WorkItemModel;
-const O_APP = `mpl-spares-o-${process.pid}`;
-
-beforeAll(async () => {
-  admin = await connect(db.name);
-  oConn = await connect(db.name, { appName: O_APP });
-  yConn = await connect(db.name);
-  H = await workItemModel(admin.connection, { ttl: 30_000, ownerStorage: 'plain' }, 'SparesOlderItem');
-  O = await workItemModel(oConn.connection, { ttl: 30_000, ownerStorage: 'plain' }, 'SparesOlderItem');
-  Y = await workItemModel(yConn.connection, { ttl: 30_000, ownerStorage: 'plain' }, 'SparesOlderItem');
-});
-
-afterAll(async () => {
-  await failPointOff(admin.connection).catch(() => undefined);
-  await db.drop(admin.connection);
-  await Promise.all([admin.close(), oConn.close(), yConn.close()]);
-});
+const cast = waiterCast('grant_spares_older', 'SparesOlderItem', 30_000);
 
 test('a younger waiter that reserved first and lost the reservation to an older one: the older is served first, nothing left', async () => {
-  const [d, warm] = (await H.insertMany([{ title: 'spares' }, { title: 'warm-up' }])).map((x) => x._id);
-  const locks = H.lockModel().collection;
+  const [d, warm] = (await cast.H.insertMany([{ title: 'spares' }, { title: 'warm-up' }])).map((x) => x._id);
+  const locks = cast.H.lockModel().collection;
   // Warm-up (each connection's first lock call also sets the lock collection up): so O's first
   // refusal does come before Y's, and O is the older waiter.
-  for (const model of [H, O, Y]) await (await model.lock(warm!, 'warm')).unlock();
+  for (const model of [cast.H, cast.O, cast.Y]) await (await model.lock(warm!, 'warm')).unlock();
   const firsts: string[] = [];
   const leftovers: unknown[] = [];
   for (let i = 0; i < ROUNDS; i++) {
-    const held = await H.lock(d!, 'H');
-    await blockCommands(admin.connection, { appName: O_APP, namespace: `${db.name}.${locks.collectionName}`, commands: ['update'], blockTimeMS: 3_000, times: 1 });
+    const held = await cast.H.lock(d!, 'H');
+    await blockCommands(cast.admin.connection, { appName: cast.oApp, namespace: `${cast.dbName}.${locks.collectionName}`, commands: ['update'], blockTimeMS: 3_000, times: 1 });
     const order: string[] = [];
-    const o = O.lock(d!, 'O', { wait: 30_000 }).then((doc) => (order.push('O'), doc));
+    const o = cast.O.lock(d!, 'O', { wait: 30_000 }).then((doc) => (order.push('O'), doc));
     await sleep(100);
-    const y = Y.lock(d!, 'Y', { wait: 30_000 }).then((doc) => (order.push('Y'), doc));
+    const y = cast.Y.lock(d!, 'Y', { wait: 30_000 }).then((doc) => (order.push('Y'), doc));
     // Y reserves (O's reserve is held by the server), then O's reserve lands and takes it over.
     const reservedBy = async () => (await locks.findOne({ _id: d }))?.reservedBy;
     const yReserved = await retryUntil(async () => (await reservedBy()) ?? null, 5_000, 20);
@@ -69,7 +47,7 @@ test('a younger waiter that reserved first and lost the reservation to an older 
     await first.unlock();
     const second = await (order[0] === 'O' ? y : o);
     await second.unlock();
-    await failPointOff(admin.connection);
+    await failPointOff(cast.admin.connection);
     await sleep(300);
     const record = await locks.findOne({ _id: d });
     const live = record?.reservedUntil instanceof Date && record.reservedUntil.getTime() > Date.now();

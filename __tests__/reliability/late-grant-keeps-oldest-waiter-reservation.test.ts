@@ -22,50 +22,28 @@
  */
 import { performance } from 'node:perf_hooks';
 import { failPointOff, blockCommands } from '../plugin/guard/support';
-import { connect, sleep, testDatabase, type MonitoredConnection } from '../support/db';
+import { sleep } from '../support/db';
 import { usesPrivateServer } from '../support/private-server';
-import { workItemModel, type WorkItemModel } from '../support/work-item';
+import { waiterCast } from '../support/waiter-cast';
 
 usesPrivateServer();
 jest.setTimeout(180_000);
-const db = testDatabase('late_grant_oldest');
 const ROUNDS = 6;
 const TTL = 1_000;
-let admin: MonitoredConnection;
-let oConn: MonitoredConnection;
-let yConn: MonitoredConnection;
-let H: WorkItemModel;
-let O: WorkItemModel;
-let Y: WorkItemModel;
-const O_APP = `mpl-lategrant-o-${process.pid}`;
-
-beforeAll(async () => {
-  admin = await connect(db.name);
-  oConn = await connect(db.name, { appName: O_APP });
-  yConn = await connect(db.name);
-  H = await workItemModel(admin.connection, { ttl: TTL, ownerStorage: 'plain' }, 'LateGrantItem');
-  O = await workItemModel(oConn.connection, { ttl: TTL, ownerStorage: 'plain' }, 'LateGrantItem');
-  Y = await workItemModel(yConn.connection, { ttl: TTL, ownerStorage: 'plain' }, 'LateGrantItem');
-});
-
-afterAll(async () => {
-  await failPointOff(admin.connection).catch(() => undefined);
-  await db.drop(admin.connection);
-  await Promise.all([admin.close(), oConn.close(), yConn.close()]);
-});
+const cast = waiterCast('late_grant_oldest', 'LateGrantItem', TTL);
 
 test('the oldest waiter whose grant arrived too late is still served first', async () => {
-  const [d] = (await H.insertMany([{ title: 'late' }])).map((x) => x._id);
+  const [d] = (await cast.H.insertMany([{ title: 'late' }])).map((x) => x._id);
   const firsts: string[] = [];
   for (let i = 0; i < ROUNDS; i++) {
-    const held = await H.lock(d!, 'H', { ttl: 30_000 });
+    const held = await cast.H.lock(d!, 'H', { ttl: 30_000 });
     const order: string[] = [];
-    const o = O.lock(d!, 'O', { wait: 30_000 }).then((doc) => (order.push('O'), doc));
+    const o = cast.O.lock(d!, 'O', { wait: 30_000 }).then((doc) => (order.push('O'), doc));
     await sleep(400); // O refused for over 250 ms: it reserves d
-    const y = Y.lock(d!, 'Y', { wait: 30_000 }).then((doc) => (order.push('Y'), doc));
+    const y = cast.Y.lock(d!, 'Y', { wait: 30_000 }).then((doc) => (order.push('Y'), doc));
     await sleep(700); // Y refused for over 250 ms too; O keeps the reservation (older)
-    const reservation = (await H.lockModel().collection.findOne({ _id: d }))?.reservedBy;
-    await blockCommands(admin.connection, { appName: O_APP, namespace: `${db.name}.${H.lockModel().collection.collectionName}`, commands: ['findAndModify'], blockTimeMS: TTL + 400, times: 1 });
+    const reservation = (await cast.H.lockModel().collection.findOne({ _id: d }))?.reservedBy;
+    await blockCommands(cast.admin.connection, { appName: cast.oApp, namespace: `${cast.dbName}.${cast.H.lockModel().collection.collectionName}`, commands: ['findAndModify'], blockTimeMS: TTL + 400, times: 1 });
     const released = performance.now();
     await held.unlock();
     const first = await Promise.race([o, y]);
@@ -74,7 +52,7 @@ test('the oldest waiter whose grant arrived too late is still served first', asy
     await first.unlock();
     const second = await (order[0] === 'O' ? y : o);
     await second.unlock();
-    await failPointOff(admin.connection);
+    await failPointOff(cast.admin.connection);
     firsts.push(`${order[0]}@${firstMs}ms`);
     expect(typeof reservation).toBe('string');
   }

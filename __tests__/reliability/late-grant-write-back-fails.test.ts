@@ -16,65 +16,43 @@
  * write-back followed by a successful release (that needs a fail point matching one command only).
  */
 import { blockCommands, failPointOff } from '../plugin/guard/support';
-import { connect, sleep, testDatabase, waitUntil, type MonitoredConnection } from '../support/db';
+import { sleep, waitUntil } from '../support/db';
 import { usesPrivateServer } from '../support/private-server';
-import { workItemModel, type WorkItemModel } from '../support/work-item';
+import { waiterCast } from '../support/waiter-cast';
 
 usesPrivateServer();
 jest.setTimeout(180_000);
-const db = testDatabase('late_grant_wb_fails');
 const ROUNDS = 3;
 const TTL = 1_000;
-let admin: MonitoredConnection;
-let oConn: MonitoredConnection;
-let yConn: MonitoredConnection;
-let H: WorkItemModel;
-let O: WorkItemModel;
-let Y: WorkItemModel;
-const O_APP = `mpl-wbfail-o-${process.pid}`;
-
-beforeAll(async () => {
-  admin = await connect(db.name);
-  oConn = await connect(db.name, { appName: O_APP });
-  yConn = await connect(db.name);
-  H = await workItemModel(admin.connection, { ttl: TTL, ownerStorage: 'plain' }, 'WbFailItem');
-  O = await workItemModel(oConn.connection, { ttl: TTL, ownerStorage: 'plain' }, 'WbFailItem');
-  Y = await workItemModel(yConn.connection, { ttl: TTL, ownerStorage: 'plain' }, 'WbFailItem');
-});
-
-afterAll(async () => {
-  await failPointOff(admin.connection).catch(() => undefined);
-  await db.drop(admin.connection);
-  await Promise.all([admin.close(), oConn.close(), yConn.close()]);
-});
+const cast = waiterCast('late_grant_wb_fails', 'WbFailItem', TTL);
 
 test('a late grant whose write-back fails: who is served first, and no reservation left behind', async () => {
-  const [d] = (await H.insertMany([{ title: 'wb-fails' }])).map((x) => x._id);
-  const ns = `${db.name}.${H.lockModel().collection.collectionName}`;
+  const [d] = (await cast.H.insertMany([{ title: 'wb-fails' }])).map((x) => x._id);
+  const ns = `${cast.dbName}.${cast.H.lockModel().collection.collectionName}`;
   const rounds: string[] = [];
   const leftovers: unknown[] = [];
   for (let i = 0; i < ROUNDS; i++) {
-    const held = await H.lock(d!, 'H', { ttl: 30_000 });
+    const held = await cast.H.lock(d!, 'H', { ttl: 30_000 });
     const order: string[] = [];
-    const o = O.lock(d!, 'O', { wait: 30_000 }).then((doc) => (order.push('O'), doc));
-    expect(await waitUntil(async () => typeof (await H.lockModel().collection.findOne({ _id: d }))?.reservedBy === 'string', 10_000, 50)).toBe(true);
-    const y = Y.lock(d!, 'Y', { wait: 30_000 }).then((doc) => (order.push('Y'), doc));
+    const o = cast.O.lock(d!, 'O', { wait: 30_000 }).then((doc) => (order.push('O'), doc));
+    expect(await waitUntil(async () => typeof (await cast.H.lockModel().collection.findOne({ _id: d }))?.reservedBy === 'string', 10_000, 50)).toBe(true);
+    const y = cast.Y.lock(d!, 'Y', { wait: 30_000 }).then((doc) => (order.push('Y'), doc));
     await sleep(500);
-    await blockCommands(admin.connection, { appName: O_APP, namespace: ns, commands: ['findAndModify'], blockTimeMS: TTL + 400, times: 1 });
+    await blockCommands(cast.admin.connection, { appName: cast.oApp, namespace: ns, commands: ['findAndModify'], blockTimeMS: TTL + 400, times: 1 });
     await held.unlock();
     await sleep(300); // O's attempt is held by the server
-    await admin.connection.getClient().db('admin').command({
+    await cast.admin.connection.getClient().db('admin').command({
       configureFailPoint: 'failCommand',
       mode: { times: 6 },
-      data: { failCommands: ['update'], appName: O_APP, namespace: ns, errorCode: 2 },
+      data: { failCommands: ['update'], appName: cast.oApp, namespace: ns, errorCode: 2 },
     });
     const first = await Promise.race([o, y]);
-    await failPointOff(admin.connection); // O's unlock is an update too
+    await failPointOff(cast.admin.connection); // O's unlock is an update too
     await first.unlock();
     const second = await (order[0] === 'O' ? y : o);
     await second.unlock();
     await sleep(200); // the background clears
-    const left = (await H.lockModel().collection.findOne({ _id: d }))?.reservedBy;
+    const left = (await cast.H.lockModel().collection.findOne({ _id: d }))?.reservedBy;
     leftovers.push(left);
     rounds.push(`${order[0]} first${left ? ', reservation LEFT' : ''}`);
   }
