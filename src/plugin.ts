@@ -18,7 +18,7 @@ import { refuseSaveLockOptions } from './guard/options';
 import { LockHandle, asyncDispose } from './lock-handle';
 import { MIN_LEASE_MS, monotonicNow } from './lease';
 import { lockInfoFrom, type Grant, type LockPage, type LockStatus, type LockStore, type ReservingWaiter } from './lock-store';
-import { acquireWaiting } from './lock-waiter';
+import { abortedWith, acquireWaiting, calledOff } from './lock-waiter';
 import { SingleWaiterReservation } from './single-waiter-reservation';
 import { installNextStatics } from './next-statics';
 import { describeValue, resolveOptions, validateTtl, type LockPluginOptions } from './options';
@@ -217,8 +217,11 @@ export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): v
       if (!abandoned) await untilAborted(waiter?.lateGrant?.(), call.signal);
       const release = !resuming || last || call.signal?.aborted === true ? releaseGrant(store, documentId, key, grant).catch(() => undefined) : undefined;
       await untilAborted(release, call.signal);
-      call.signal?.throwIfAborted();
-      if (last) throw new LockExpiredOnArrivalError(documentId, grant.expiresAt, { operation: resuming ? 'resume' : 'lock', ttl: grant.ttl ?? call.ttl, elapsedMs, attempts: attempt });
+      // An explicit abort rejects with its reason; a signal that timed out ends the call as its
+      // grants arriving too late do (docs/api.md "Waiting": a timeout is the wait running out, never
+      // the raw TimeoutError; reliability/late-grant-abort-aftermath).
+      if (calledOff(call.signal)) throw abortedWith(documentId, call.signal!);
+      if (last || call.signal?.aborted === true) throw new LockExpiredOnArrivalError(documentId, grant.expiresAt, { operation: resuming ? 'resume' : 'lock', ttl: grant.ttl ?? call.ttl, elapsedMs, attempts: attempt });
     }
   }
 
