@@ -77,24 +77,6 @@ async function releaseGrant(store: LockStore, documentId: unknown, key: string, 
 const LOCK_OPTIONS: readonly (keyof LockCallOptions)[] = ['ttl', 'wait', 'signal', 'label', 'resume'];
 
 /**
- * The Mongoose plugin: gives the schema's model the lock statics (`Model.lock`, `acquireLock`,
- * `lockMany`, `lockNext`, `releaseAllFor`, ...) and its documents the lock methods
- * (`saveAndUnlock`, `unlock`, `extendLock`, `heldLock`), creates the sibling lock collection
- * `<collection>.locks` and guards every Mongoose write path against other owners' locks.
- * Register it before `model()`, on a schema or globally (`mongoose.plugin(lockPlugin)`).
- *
- * @example
- * ```ts
- * const schema = new Schema<Item, LockableModel<Item>, LockMethods>({ title: String });
- * schema.plugin(lockPlugin, { ttl: 30_000 });
- * const Item = model<Item, LockableModel<Item>>('Item', schema);
- *
- * const item = await Item.lock(id, req.sessionID);
- * item.title = 'renamed';
- * await item.saveAndUnlock();
- * ```
- */
-/**
  * Waits for `work` (a command already sent, which is never interrupted), or until `signal` aborts,
  * whichever comes first: a call called off is not kept waiting for an answer it no longer needs.
  */
@@ -115,6 +97,24 @@ async function untilAborted(work: Promise<unknown> | undefined, signal: AbortSig
   }
 }
 
+/**
+ * The Mongoose plugin: gives the schema's model the lock statics (`Model.lock`, `acquireLock`,
+ * `lockMany`, `lockNext`, `releaseAllFor`, ...) and its documents the lock methods
+ * (`saveAndUnlock`, `unlock`, `extendLock`, `heldLock`), creates the sibling lock collection
+ * `<collection>.locks` and guards every Mongoose write path against other owners' locks.
+ * Register it before `model()`, on a schema or globally (`mongoose.plugin(lockPlugin)`).
+ *
+ * @example
+ * ```ts
+ * const schema = new Schema<Item, LockableModel<Item>, LockMethods>({ title: String });
+ * schema.plugin(lockPlugin, { ttl: 30_000 });
+ * const Item = model<Item, LockableModel<Item>>('Item', schema);
+ *
+ * const item = await Item.lock(id, req.sessionID);
+ * item.title = 'renamed';
+ * await item.saveAndUnlock();
+ * ```
+ */
 export function lockPlugin(schema: AnySchema, rawOptions?: LockPluginOptions): void {
   // Decide first whether this application applies at all: the lock schemas themselves, a second
   // application, a schema already compiled, and embedded schemas reached by a global
